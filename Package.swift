@@ -1,0 +1,54 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strictSwift6: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "APIHealth",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+    products: [
+        .library(name: "APIHealth", targets: ["APIHealth"]),
+        .library(name: "LineProtocol", targets: ["LineProtocol"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        .target(name: "LineProtocol", swiftSettings: strictSwift6),
+        .systemLibrary(
+            name: "CZlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+        ),
+        .target(
+            name: "APIHealth",
+            dependencies: [
+                "LineProtocol",
+                "CZlib",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "TestSupport",
+            dependencies: ["LineProtocol", "APIHealth"],
+            path: "Tests/TestSupport",
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "LineProtocolTests",
+            dependencies: ["LineProtocol"],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["LineProtocol", "APIHealth", "TestSupport"],
+            swiftSettings: strictSwift6
+        ),
+    ]
+)

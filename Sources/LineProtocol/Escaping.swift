@@ -1,0 +1,153 @@
+/// Where a name or value stands in a line: each position escapes a different set of bytes.
+enum NamePosition {
+    /// The measurement: escapes comma and space.
+    case measurement
+    /// Tag keys, tag values and field keys: escape comma, equals sign and space.
+    case key
+
+    @inline(__always)
+    func needsEscape(_ byte: UInt8) -> Bool {
+        switch self {
+        case .measurement: return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ")
+        case .key: return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+        }
+    }
+}
+
+/// The byte sequence that replaces a control character in a name or tag value: U+FFFD in UTF-8.
+let replacementCharacterUTF8: (UInt8, UInt8, UInt8) = (0xEF, 0xBF, 0xBD)
+
+@inline(__always)
+func isControl(_ byte: UInt8) -> Bool {
+    byte < 0x20 || byte == 0x7F
+}
+
+@inline(__always)
+func withUTF8Bytes<R>(_ string: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+    if let result = string.utf8.withContiguousStorageIfAvailable(body) {
+        return result
+    }
+    var copy = string
+    return copy.withUTF8(body)
+}
+
+/// How a name (measurement, tag key, tag value, field key) must be repaired before it can be written.
+struct NameShape {
+    /// Bytes written after stripping trailing backslashes.
+    var keptBytes: Int
+    var strippedBackslashes: Int
+    var controlCharacters: Int
+
+    var isEmpty: Bool { keptBytes == 0 }
+    var needsRepair: Bool { strippedBackslashes > 0 || controlCharacters > 0 }
+
+    init(_ string: String) {
+        self = withUTF8Bytes(string) { bytes in
+            var end = bytes.count
+            while end > 0 && bytes[end - 1] == UInt8(ascii: "\\") { end -= 1 }
+            var controls = 0
+            for index in 0..<end where isControl(bytes[index]) { controls += 1 }
+            return NameShape(keptBytes: end, strippedBackslashes: bytes.count - end, controlCharacters: controls)
+        }
+    }
+
+    private init(keptBytes: Int, strippedBackslashes: Int, controlCharacters: Int) {
+        self.keptBytes = keptBytes
+        self.strippedBackslashes = strippedBackslashes
+        self.controlCharacters = controlCharacters
+    }
+}
+
+/// Appends `string` escaped for `position`: trailing backslashes stripped, control characters replaced by
+/// U+FFFD, and the position's special bytes preceded by a backslash.
+@inline(__always)
+func appendName(_ string: String, _ position: NamePosition, into buffer: inout [UInt8]) {
+    withUTF8Bytes(string) { bytes in
+        var end = bytes.count
+        while end > 0 && bytes[end - 1] == UInt8(ascii: "\\") { end -= 1 }
+        for index in 0..<end {
+            let byte = bytes[index]
+            if position.needsEscape(byte) {
+                buffer.append(UInt8(ascii: "\\"))
+                buffer.append(byte)
+            } else if isControl(byte) {
+                buffer.append(replacementCharacterUTF8.0)
+                buffer.append(replacementCharacterUTF8.1)
+                buffer.append(replacementCharacterUTF8.2)
+            } else {
+                buffer.append(byte)
+            }
+        }
+    }
+}
+
+/// Appends a string field value in quotes, escaping `"` and `\`, cut to at most `limit` bytes of UTF-8
+/// on a scalar boundary. Returns whether it was cut.
+@inline(__always)
+func appendStringValue(_ string: String, limit: Int, into buffer: inout [UInt8]) -> Bool {
+    buffer.append(UInt8(ascii: "\""))
+    let truncated = withUTF8Bytes(string) { bytes -> Bool in
+        var end = bytes.count
+        if end > limit {
+            end = limit
+            // Step back over continuation bytes so the cut falls on a scalar boundary.
+            while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        }
+        for index in 0..<end {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                buffer.append(UInt8(ascii: "\\"))
+            }
+            buffer.append(byte)
+        }
+        return end < bytes.count
+    }
+    buffer.append(UInt8(ascii: "\""))
+    return truncated
+}
+
+/// Appends the decimal digits of `value`.
+@inline(__always)
+func appendDecimal(_ value: UInt64, into buffer: inout [UInt8]) {
+    if value < 10 {
+        buffer.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value))
+        return
+    }
+    var digits = 0
+    var rest = value
+    while rest > 0 {
+        digits += 1
+        rest /= 10
+    }
+    let start = buffer.count
+    for _ in 0..<digits { buffer.append(0) }
+    rest = value
+    var index = start + digits - 1
+    while rest > 0 {
+        let (quotient, remainder) = rest.quotientAndRemainder(dividingBy: 10)
+        buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remainder)
+        index -= 1
+        rest = quotient
+    }
+}
+
+@inline(__always)
+func appendDecimal(_ value: Int64, into buffer: inout [UInt8]) {
+    if value < 0 {
+        buffer.append(UInt8(ascii: "-"))
+        appendDecimal(value.magnitude, into: &buffer)
+    } else {
+        appendDecimal(UInt64(value), into: &buffer)
+    }
+}
+
+/// Appends a finite double in the shortest form that reads back to the same value (`12.5`, `1e-05`).
+@inline(__always)
+func appendFloat(_ value: Double, into buffer: inout [UInt8]) {
+    // Swift's shortest round-trip text. It fits a small (inline) string, so no allocation, for up to 15
+    // bytes, which covers every millisecond duration derived from a nanosecond clock.
+    let text = value.description
+    withUTF8Bytes(text) { bytes in
+        buffer.append(contentsOf: bytes)
+    }
+}

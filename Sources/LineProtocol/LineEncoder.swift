@@ -1,0 +1,322 @@
+/// Writes points as InfluxDB line protocol into a caller-owned byte buffer.
+///
+/// ```swift
+/// let encoder = LineEncoder(precision: .ms)
+/// var buffer: [UInt8] = []
+/// buffer.reserveCapacity(64 * 1024)
+/// let repairs = try encoder.encode(point, into: &buffer)
+/// if !repairs.isEmpty { droppedFields += repairs.droppedFields }
+/// ```
+///
+/// Whatever the input, the line it writes is one a real InfluxDB accepts. What line protocol cannot
+/// express is handled like this:
+///
+/// | input | outcome |
+/// |---|---|
+/// | empty measurement, or one starting with `_` or `#` | ``LineProtocolError`` thrown, nothing written |
+/// | no writable field left | ``LineProtocolError/noFields`` thrown, nothing written |
+/// | timestamp outside `Int64` at the precision | ``LineProtocolError/timestampOutOfRange(_:_:)`` thrown |
+/// | NaN or ±infinity float | the field is dropped (``Repairs/droppedFields``) |
+/// | empty field key, key starting with `_`, key `time` | the field is dropped |
+/// | empty tag key or value, key starting with `_`, key `time` | the tag is dropped (``Repairs/droppedTags``) |
+/// | the same tag key twice | the last one is kept, the others dropped |
+/// | the same field key twice | the last one is kept, the others dropped |
+/// | control characters (U+0000–U+001F, U+007F) in a measurement, key or tag value | replaced by U+FFFD |
+/// | trailing backslashes in a measurement, key or tag value | stripped (they would escape the delimiter) |
+/// | string value over ``maximumStringBytes`` of UTF-8 | cut on a scalar boundary (``Repairs/truncatedStrings``) |
+///
+/// Encoding allocates nothing when the buffer has room, tags are few (they are sorted in a stack
+/// buffer) and floats print in 15 bytes or fewer.
+public struct LineEncoder: Sendable {
+    /// The longest string field value written, in bytes of UTF-8 before escaping.
+    public static let maximumStringBytes = 65_535
+
+    /// The precision timestamps are written in; it must match the write request's `precision`.
+    public var precision: Precision
+
+    public init(precision: Precision = .ns) {
+        self.precision = precision
+    }
+
+    /// What the encoder changed or left out to make a point writable. All zero for a clean point.
+    public struct Repairs: Sendable, Hashable {
+        /// Fields left out: non-finite floats, empty or reserved keys, earlier duplicates.
+        public var droppedFields = 0
+        /// Tags left out: empty keys or values, reserved keys, earlier duplicates.
+        public var droppedTags = 0
+        /// String values cut to ``LineEncoder/maximumStringBytes``.
+        public var truncatedStrings = 0
+        /// Names or tag values whose control characters were replaced or trailing backslashes stripped.
+        public var repairedNames = 0
+
+        public init() {}
+
+        public var isEmpty: Bool {
+            droppedFields == 0 && droppedTags == 0 && truncatedStrings == 0 && repairedNames == 0
+        }
+
+        public static func += (lhs: inout Repairs, rhs: Repairs) {
+            lhs.droppedFields += rhs.droppedFields
+            lhs.droppedTags += rhs.droppedTags
+            lhs.truncatedStrings += rhs.truncatedStrings
+            lhs.repairedNames += rhs.repairedNames
+        }
+    }
+
+    /// Appends `point` as one line ending in `\n`. On error nothing is appended.
+    @discardableResult
+    public func encode(_ point: Point, into buffer: inout [UInt8]) throws(LineProtocolError) -> Repairs {
+        try encode(point, into: &buffer, adjustingTimestamp: { _, timestamp in timestamp })
+    }
+
+    /// Appends `point` as one line, letting `adjust` change the timestamp once the series is known.
+    ///
+    /// `adjust` receives the escaped series key (measurement and sorted tags, as written) and the
+    /// timestamp in ``precision`` units; it returns the timestamp to write. It is not called for a point
+    /// without a timestamp. The agent uses it to keep two points of one series off the same instant.
+    @discardableResult
+    public func encode(
+        _ point: Point,
+        into buffer: inout [UInt8],
+        adjustingTimestamp adjust: (_ seriesKey: ArraySlice<UInt8>, _ timestamp: Int64) -> Int64
+    ) throws(LineProtocolError) -> Repairs {
+        var repairs = Repairs()
+        try Self.checkMeasurement(point.measurement, repairs: &repairs)
+        let timestamp = try timestampValue(point.timestamp)
+        try Self.checkFields(point.fields, repairs: &repairs)
+
+        let lineStart = buffer.count
+        appendName(point.measurement, .measurement, into: &buffer)
+        Self.appendTags(point.tags, into: &buffer, repairs: &repairs)
+        let seriesEnd = buffer.count
+        buffer.append(UInt8(ascii: " "))
+        appendFields(point.fields, into: &buffer, repairs: &repairs)
+        if let timestamp {
+            let adjusted = adjust(buffer[lineStart..<seriesEnd], timestamp)
+            buffer.append(UInt8(ascii: " "))
+            appendDecimal(adjusted, into: &buffer)
+        }
+        buffer.append(UInt8(ascii: "\n"))
+        return repairs
+    }
+
+    /// Appends one line for a prerendered series: only the fields and the timestamp are formatted.
+    ///
+    /// ```swift
+    /// let series = try SeriesKey(measurement: "apihealth_request", tags: [Tag("host", "api.example.com")])
+    /// try encoder.encode(fields: fields, timestamp: now, series: series, into: &buffer)
+    /// ```
+    @discardableResult
+    public func encode(
+        fields: [Field],
+        timestamp: Timestamp?,
+        series: SeriesKey,
+        into buffer: inout [UInt8]
+    ) throws(LineProtocolError) -> Repairs {
+        var repairs = series.repairs
+        let value = try timestampValue(timestamp)
+        try Self.checkFields(fields, repairs: &repairs)
+        buffer.append(contentsOf: series.bytes)
+        buffer.append(UInt8(ascii: " "))
+        appendFields(fields, into: &buffer, repairs: &repairs)
+        if let value {
+            buffer.append(UInt8(ascii: " "))
+            appendDecimal(value, into: &buffer)
+        }
+        buffer.append(UInt8(ascii: "\n"))
+        return repairs
+    }
+
+    private func timestampValue(_ timestamp: Timestamp?) throws(LineProtocolError) -> Int64? {
+        guard let timestamp else { return nil }
+        guard let value = timestamp.value(in: precision) else {
+            throw .timestampOutOfRange(timestamp, precision)
+        }
+        return value
+    }
+
+    static func checkMeasurement(_ measurement: String, repairs: inout Repairs) throws(LineProtocolError) {
+        let shape = NameShape(measurement)
+        if shape.isEmpty { throw .emptyMeasurement }
+        if let first = measurement.utf8.first, first == UInt8(ascii: "_") || first == UInt8(ascii: "#") {
+            throw .reservedMeasurement(measurement)
+        }
+        if shape.needsRepair { repairs.repairedNames += 1 }
+    }
+
+    /// Whether a tag key or field key may be written at all.
+    @inline(__always)
+    static func isWritableKey(_ key: String) -> Bool {
+        withUTF8Bytes(key) { bytes in
+            var kept = bytes.count
+            while kept > 0 && bytes[kept - 1] == UInt8(ascii: "\\") { kept -= 1 }
+            if kept == 0 || bytes[0] == UInt8(ascii: "_") { return false }
+            // "time" is the timestamp column: InfluxDB refuses it as a tag or field key.
+            return !(kept == 4 && bytes[0] == UInt8(ascii: "t") && bytes[1] == UInt8(ascii: "i")
+                && bytes[2] == UInt8(ascii: "m") && bytes[3] == UInt8(ascii: "e"))
+        }
+    }
+
+    @inline(__always)
+    static func isWritable(_ field: Field) -> Bool {
+        if case .float(let value) = field.value, !value.isFinite { return false }
+        return isWritableKey(field.key)
+    }
+
+    /// Whether the field at `index` is written: it is writable and no later field has the same key.
+    @inline(__always)
+    static func isWritten(_ fields: [Field], at index: Int) -> Bool {
+        guard isWritable(fields[index]) else { return false }
+        let key = fields[index].key
+        var later = index + 1
+        while later < fields.count {
+            if sameBytes(fields[later].key, key) { return false }
+            later += 1
+        }
+        return true
+    }
+
+    static func checkFields(_ fields: [Field], repairs: inout Repairs) throws(LineProtocolError) {
+        var written = 0
+        for index in fields.indices where isWritten(fields, at: index) { written += 1 }
+        if written == 0 { throw .noFields }
+    }
+
+    private func appendFields(_ fields: [Field], into buffer: inout [UInt8], repairs: inout Repairs) {
+        var first = true
+        for index in fields.indices {
+            guard Self.isWritten(fields, at: index) else {
+                repairs.droppedFields += 1
+                continue
+            }
+            let field = fields[index]
+            if !first { buffer.append(UInt8(ascii: ",")) }
+            first = false
+            if NameShape(field.key).needsRepair { repairs.repairedNames += 1 }
+            appendName(field.key, .key, into: &buffer)
+            buffer.append(UInt8(ascii: "="))
+            switch field.value {
+            case .float(let value):
+                appendFloat(value, into: &buffer)
+            case .int(let value):
+                appendDecimal(value, into: &buffer)
+                buffer.append(UInt8(ascii: "i"))
+            case .uint(let value):
+                appendDecimal(value, into: &buffer)
+                buffer.append(UInt8(ascii: "u"))
+            case .bool(let value):
+                if value {
+                    buffer.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
+                } else {
+                    buffer.append(UInt8(ascii: "f"))
+                    buffer.append(contentsOf: [UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e")])
+                }
+            case .string(let value):
+                if appendStringValue(value, limit: Self.maximumStringBytes, into: &buffer) {
+                    repairs.truncatedStrings += 1
+                }
+            }
+        }
+    }
+
+    /// Appends `,key=value` for each writable tag, sorted by the key's bytes, the last of equal keys kept.
+    static func appendTags(_ tags: [Tag], into buffer: inout [UInt8], repairs: inout Repairs) {
+        if tags.isEmpty { return }
+        // Keys that need repair could become equal to another key once repaired: sort and deduplicate
+        // the repaired forms instead (rare, and allowed to allocate).
+        for tag in tags where NameShape(tag.key).needsRepair {
+            appendTags(repairedTags(tags, repairs: &repairs), into: &buffer, repairs: &repairs)
+            return
+        }
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: tags.count) { order in
+            for index in 0..<tags.count { order[index] = index }
+            // Insertion sort (stable): the number of tags is small.
+            for index in 1..<max(tags.count, 1) {
+                let moving = order[index]
+                var slot = index
+                while slot > 0 && precedes(tags[moving].key, tags[order[slot - 1]].key) {
+                    order[slot] = order[slot - 1]
+                    slot -= 1
+                }
+                order[slot] = moving
+            }
+            for position in 0..<tags.count {
+                let tag = tags[order[position]]
+                if position + 1 < tags.count && sameBytes(tags[order[position + 1]].key, tag.key) {
+                    repairs.droppedTags += 1
+                    continue
+                }
+                guard isWritableKey(tag.key) else {
+                    repairs.droppedTags += 1
+                    continue
+                }
+                let valueShape = NameShape(tag.value)
+                if valueShape.isEmpty {
+                    repairs.droppedTags += 1
+                    continue
+                }
+                if valueShape.needsRepair { repairs.repairedNames += 1 }
+                buffer.append(UInt8(ascii: ","))
+                appendName(tag.key, .key, into: &buffer)
+                buffer.append(UInt8(ascii: "="))
+                appendName(tag.value, .key, into: &buffer)
+            }
+        }
+    }
+
+    /// The tags with their keys repaired (so equal repaired keys collapse), counting each repaired key.
+    static func repairedTags(_ tags: [Tag], repairs: inout Repairs) -> [Tag] {
+        tags.map { tag in
+            let shape = NameShape(tag.key)
+            guard shape.needsRepair else { return tag }
+            repairs.repairedNames += 1
+            return Tag(repairedName(tag.key), tag.value)
+        }
+    }
+
+    /// `name` with trailing backslashes stripped and control characters replaced by U+FFFD.
+    static func repairedName(_ name: String) -> String {
+        var bytes = Array(name.utf8)
+        while bytes.last == UInt8(ascii: "\\") { bytes.removeLast() }
+        var repaired: [UInt8] = []
+        repaired.reserveCapacity(bytes.count)
+        for byte in bytes {
+            if isControl(byte) {
+                repaired.append(contentsOf: [replacementCharacterUTF8.0, replacementCharacterUTF8.1, replacementCharacterUTF8.2])
+            } else {
+                repaired.append(byte)
+            }
+        }
+        return String(decoding: repaired, as: UTF8.self)
+    }
+}
+
+/// Whether two strings have the same UTF-8 bytes (not merely canonically equal, as `==` checks).
+@inline(__always)
+func sameBytes(_ lhs: String, _ rhs: String) -> Bool {
+    withUTF8Bytes(lhs) { left in
+        withUTF8Bytes(rhs) { right in
+            left.count == right.count && (left.count == 0 || memcmpEqual(left, right))
+        }
+    }
+}
+
+@inline(__always)
+func memcmpEqual(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Bool {
+    for index in 0..<left.count where left[index] != right[index] { return false }
+    return true
+}
+
+/// Byte-order comparison of two strings' UTF-8, as InfluxDB sorts tag keys.
+@inline(__always)
+func precedes(_ lhs: String, _ rhs: String) -> Bool {
+    withUTF8Bytes(lhs) { left in
+        withUTF8Bytes(rhs) { right in
+            let common = min(left.count, right.count)
+            for index in 0..<common where left[index] != right[index] {
+                return left[index] < right[index]
+            }
+            return left.count < right.count
+        }
+    }
+}

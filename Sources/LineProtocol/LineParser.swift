@@ -1,0 +1,337 @@
+/// Why a line could not be parsed, and where: line and column count from 1, columns in bytes.
+public struct LineParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var line: Int
+    public var column: Int
+    public var reason: String
+
+    public init(line: Int, column: Int, reason: String) {
+        self.line = line
+        self.column = column
+        self.reason = reason
+    }
+
+    public var description: String { "line \(line), column \(column): \(reason)" }
+}
+
+/// A strict parser for InfluxDB line protocol: every form the specification allows, nothing else.
+///
+/// ```swift
+/// let points = try LineParser(precision: .ns).parse(Array("cpu,host=a usage=0.5 1700000000000000000\n".utf8))
+/// points[0].field("usage")  // .float(0.5)
+/// ```
+///
+/// It accepts all escapes, `#` comment lines, blank lines, CRLF line ends, an optional timestamp,
+/// floats with exponents, `i` and `u` integers, and `t`/`T`/`true`/`True`/`TRUE` and the false forms.
+/// It refuses NaN and infinity, empty names, duplicate tag keys, integers out of range and invalid UTF-8.
+public struct LineParser: Sendable {
+    /// The precision the timestamps are in.
+    public var precision: Precision
+
+    public init(precision: Precision = .ns) {
+        self.precision = precision
+    }
+
+    /// Parses every line of `bytes`, skipping blank and comment lines.
+    public func parse(_ bytes: [UInt8]) throws(LineParseError) -> [Point] {
+        var points: [Point] = []
+        var failure: LineParseError?
+        bytes.withUnsafeBufferPointer { buffer in
+            for line in LineSplitter(buffer) {
+                let result = Result { () throws(LineParseError) -> Point? in
+                    try parseLine(UnsafeBufferPointer(rebasing: buffer[line.range]), lineNumber: line.number)
+                }
+                switch result {
+                case .success(let point?): points.append(point)
+                case .success(nil): break
+                case .failure(let error):
+                    failure = error
+                    return
+                }
+            }
+        }
+        if let failure { throw failure }
+        return points
+    }
+
+    /// Parses one line (without its line end). Returns `nil` for a blank or comment line.
+    public func parseLine(_ line: [UInt8], lineNumber: Int = 1) throws(LineParseError) -> Point? {
+        var result: Result<Point?, LineParseError> = .success(nil)
+        line.withUnsafeBufferPointer { buffer in
+            result = Result { () throws(LineParseError) -> Point? in try parseLine(buffer, lineNumber: lineNumber) }
+        }
+        return try result.get()
+    }
+
+    /// Parses one line (without its line end). Returns `nil` for a blank or comment line.
+    public func parseLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int = 1) throws(LineParseError) -> Point? {
+        var cursor = Cursor(bytes: line, lineNumber: lineNumber)
+        var end = line.count
+        if end > 0 && line[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        cursor.end = end
+        if cursor.isAtEnd || line[0] == UInt8(ascii: "#") { return nil }
+        if isBlank(line, end: end) { return nil }
+
+        let measurement = try cursor.name(stoppingAt: [.comma, .space], escapable: [.comma, .space], what: "measurement")
+        var tags: [Tag] = []
+        while cursor.peek == .comma {
+            cursor.advance()
+            let key = try cursor.name(stoppingAt: [.equals, .comma, .space], escapable: [.comma, .equals, .space], what: "tag key")
+            guard cursor.peek == .equals else { throw cursor.error("expected '=' after tag key") }
+            cursor.advance()
+            let value = try cursor.name(stoppingAt: [.comma, .space, .equals], escapable: [.comma, .equals, .space], what: "tag value")
+            if cursor.peek == .equals { throw cursor.error("unescaped '=' in tag value") }
+            if tags.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
+                throw cursor.error("duplicate tag key \"\(key)\"")
+            }
+            tags.append(Tag(key, value))
+        }
+        guard cursor.peek == .space else { throw cursor.error("expected a space before the field set") }
+        cursor.advance()
+
+        var fields: [Field] = []
+        repeat {
+            if !fields.isEmpty { cursor.advance() }
+            let key = try cursor.name(stoppingAt: [.equals, .comma, .space], escapable: [.comma, .equals, .space], what: "field key")
+            guard cursor.peek == .equals else { throw cursor.error("expected '=' after field key") }
+            cursor.advance()
+            fields.append(Field(key, try cursor.fieldValue()))
+        } while cursor.peek == .comma
+
+        var timestamp: Timestamp?
+        if cursor.peek == .space {
+            cursor.advance()
+            if !cursor.isAtEnd && !cursor.restIsBlank {
+                let value = try cursor.integer(what: "timestamp")
+                timestamp = Timestamp(value, precision: precision)
+            }
+        }
+        if !cursor.restIsBlank { throw cursor.error("unexpected text after the line") }
+        return Point(measurement: measurement, tags: tags, fields: fields, timestamp: timestamp)
+    }
+
+    private func isBlank(_ line: UnsafeBufferPointer<UInt8>, end: Int) -> Bool {
+        for index in 0..<end where line[index] != UInt8(ascii: " ") && line[index] != UInt8(ascii: "\t") {
+            return false
+        }
+        return true
+    }
+}
+
+/// Splits a buffer into lines at `\n`, except inside a quoted string field value.
+public struct LineSplitter: Sequence, IteratorProtocol {
+    /// One line: its 1-based number and its byte range, without the `\n`.
+    public struct Line: Sendable {
+        public var number: Int
+        public var range: Range<Int>
+    }
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var position = 0
+    private var number = 0
+
+    public init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    public mutating func next() -> Line? {
+        guard position < bytes.count else { return nil }
+        let start = position
+        number += 1
+        let startNumber = number
+        // A quote opens a string only in the field set, after the first unescaped space; tracking
+        // quotes after any unescaped '=' that follows that space is enough, as keys cannot hold '"' raw.
+        var inString = false
+        var spaces = 0
+        var afterEquals = false
+        var index = start
+        while index < bytes.count {
+            let byte = bytes[index]
+            if inString {
+                if byte == UInt8(ascii: "\\") {
+                    index += 2
+                    continue
+                }
+                if byte == UInt8(ascii: "\"") { inString = false }
+                if byte == UInt8(ascii: "\n") { number += 1 }
+            } else {
+                if byte == UInt8(ascii: "\n") { break }
+                if byte == UInt8(ascii: "\\") {
+                    // A backslash escapes the next byte, unless that is another backslash: then it is
+                    // literal, and the second one is read in its turn.
+                    afterEquals = false
+                    let next = index + 1 < bytes.count ? bytes[index + 1] : 0
+                    index += next == UInt8(ascii: "\\") ? 1 : 2
+                    continue
+                }
+                if byte == UInt8(ascii: " ") { spaces += 1 }
+                if byte == UInt8(ascii: "#") && index == start { spaces = -1 }
+                if byte == UInt8(ascii: "\"") && spaces == 1 && afterEquals { inString = true }
+                afterEquals = byte == UInt8(ascii: "=")
+            }
+            index += 1
+        }
+        let end = Swift.min(index, bytes.count)
+        position = end + 1
+        return Line(number: startNumber, range: start..<end)
+    }
+}
+
+extension UInt8 {
+    fileprivate static let comma = UInt8(ascii: ",")
+    fileprivate static let space = UInt8(ascii: " ")
+    fileprivate static let equals = UInt8(ascii: "=")
+    fileprivate static let quote = UInt8(ascii: "\"")
+    fileprivate static let backslash = UInt8(ascii: "\\")
+}
+
+private struct Cursor {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let lineNumber: Int
+    var index = 0
+    var end: Int
+
+    init(bytes: UnsafeBufferPointer<UInt8>, lineNumber: Int) {
+        self.bytes = bytes
+        self.lineNumber = lineNumber
+        self.end = bytes.count
+    }
+
+    var isAtEnd: Bool { index >= end }
+    var peek: UInt8? { index < end ? bytes[index] : nil }
+    mutating func advance() { index += 1 }
+
+    var restIsBlank: Bool {
+        var position = index
+        while position < end {
+            if bytes[position] != .space && bytes[position] != UInt8(ascii: "\t") { return false }
+            position += 1
+        }
+        return true
+    }
+
+    func error(_ reason: String, at position: Int? = nil) -> LineParseError {
+        LineParseError(line: lineNumber, column: (position ?? index) + 1, reason: reason)
+    }
+
+    /// Reads a measurement, key or tag value up to an unescaped stop byte, resolving escapes.
+    mutating func name(stoppingAt stops: [UInt8], escapable: [UInt8], what: String) throws(LineParseError) -> String {
+        let start = index
+        var value: [UInt8] = []
+        while index < end {
+            let byte = bytes[index]
+            if byte == .backslash && index + 1 < end && escapable.contains(bytes[index + 1]) {
+                value.append(bytes[index + 1])
+                index += 2
+                continue
+            }
+            if stops.contains(byte) { break }
+            if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") {
+                throw error("line break in \(what)")
+            }
+            value.append(byte)
+            index += 1
+        }
+        if value.isEmpty { throw error("empty \(what)", at: start) }
+        return try string(value, startingAt: start, what: what)
+    }
+
+    func string(_ value: [UInt8], startingAt start: Int, what: String) throws(LineParseError) -> String {
+        let text = String(decoding: value, as: UTF8.self)
+        guard text.utf8.elementsEqual(value) else { throw error("invalid UTF-8 in \(what)", at: start) }
+        return text
+    }
+
+    mutating func fieldValue() throws(LineParseError) -> FieldValue {
+        let start = index
+        if peek == .quote {
+            index += 1
+            var value: [UInt8] = []
+            while index < end {
+                let byte = bytes[index]
+                if byte == .backslash && index + 1 < end && (bytes[index + 1] == .quote || bytes[index + 1] == .backslash) {
+                    value.append(bytes[index + 1])
+                    index += 2
+                    continue
+                }
+                if byte == .quote {
+                    index += 1
+                    return .string(try string(value, startingAt: start, what: "string value"))
+                }
+                value.append(byte)
+                index += 1
+            }
+            throw error("unterminated string value", at: start)
+        }
+        var tokenEnd = index
+        while tokenEnd < end && bytes[tokenEnd] != .comma && bytes[tokenEnd] != .space { tokenEnd += 1 }
+        let token = String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd]), as: UTF8.self)
+        if token.isEmpty { throw error("empty field value") }
+        let value: FieldValue
+        switch token {
+        case "t", "T", "true", "True", "TRUE": value = .bool(true)
+        case "f", "F", "false", "False", "FALSE": value = .bool(false)
+        default:
+            if token.hasSuffix("i") {
+                let digits = token.dropLast()
+                guard isInteger(digits, signed: true), let number = Int64(digits) else {
+                    throw error("invalid integer \(token)")
+                }
+                value = .int(number)
+            } else if token.hasSuffix("u") {
+                let digits = token.dropLast()
+                guard isInteger(digits, signed: false), let number = UInt64(digits) else {
+                    throw error("invalid unsigned integer \(token)")
+                }
+                value = .uint(number)
+            } else {
+                guard isFloat(token), let number = Double(token), number.isFinite else {
+                    throw error("invalid field value \(token)")
+                }
+                value = .float(number)
+            }
+        }
+        index = tokenEnd
+        return value
+    }
+
+    mutating func integer(what: String) throws(LineParseError) -> Int64 {
+        var tokenEnd = index
+        while tokenEnd < end && bytes[tokenEnd] != .space && bytes[tokenEnd] != UInt8(ascii: "\t") { tokenEnd += 1 }
+        let token = String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd]), as: UTF8.self)
+        guard isInteger(Substring(token), signed: true), let value = Int64(token) else {
+            throw error("invalid \(what) \(token)")
+        }
+        index = tokenEnd
+        return value
+    }
+}
+
+private func isInteger(_ text: Substring, signed: Bool) -> Bool {
+    var digits = text.utf8[...]
+    if signed, digits.first == UInt8(ascii: "-") { digits = digits.dropFirst() }
+    return !digits.isEmpty && digits.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+}
+
+/// `-?(digits(.digits?)?|.digits)([eE][-+]?digits)?`: the float forms line protocol accepts.
+private func isFloat(_ text: String) -> Bool {
+    var bytes = text.utf8[...]
+    func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    if bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+    let integerDigits = bytes.prefix(while: isDigit).count
+    bytes = bytes.dropFirst(integerDigits)
+    var fractionDigits = 0
+    if bytes.first == UInt8(ascii: ".") {
+        bytes = bytes.dropFirst()
+        fractionDigits = bytes.prefix(while: isDigit).count
+        bytes = bytes.dropFirst(fractionDigits)
+    }
+    if integerDigits + fractionDigits == 0 { return false }
+    if let first = bytes.first, first == UInt8(ascii: "e") || first == UInt8(ascii: "E") {
+        bytes = bytes.dropFirst()
+        if let sign = bytes.first, sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        let exponentDigits = bytes.prefix(while: isDigit).count
+        if exponentDigits == 0 { return false }
+        bytes = bytes.dropFirst(exponentDigits)
+    }
+    return bytes.isEmpty
+}

@@ -1,0 +1,25 @@
+/// A measurement and its tags rendered once, escaped and sorted, for reuse across many points.
+///
+/// Rendering the series part of a line is most of the work of encoding; a series key lets the hot path
+/// format only fields and the timestamp, as swift-prometheus does with its prerendered labels.
+///
+/// ```swift
+/// let series = try SeriesKey(measurement: "apihealth_request", tags: [Tag("host", "api.example.com")])
+/// try encoder.encode(fields: [Field("duration_ms", 12.5)], timestamp: now, series: series, into: &buffer)
+/// ```
+public struct SeriesKey: Sendable, Hashable {
+    /// The escaped bytes: `measurement,key=value,…` with tags sorted by key.
+    public let bytes: [UInt8]
+    /// What rendering repaired or dropped (counted once per point encoded with this key).
+    public let repairs: LineEncoder.Repairs
+
+    public init(measurement: String, tags: [Tag] = []) throws(LineProtocolError) {
+        var repairs = LineEncoder.Repairs()
+        try LineEncoder.checkMeasurement(measurement, repairs: &repairs)
+        var bytes: [UInt8] = []
+        appendName(measurement, .measurement, into: &bytes)
+        LineEncoder.appendTags(tags, into: &bytes, repairs: &repairs)
+        self.bytes = bytes
+        self.repairs = repairs
+    }
+}

@@ -1,0 +1,161 @@
+import LineProtocol
+import Testing
+
+/// SplitMix64: a small seeded generator, so a failing run can be replayed from its seed.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Random points made of the characters line protocol finds hardest, and the point each should read
+/// back as, computed from the encoder's documented rules independently of its code.
+struct AwkwardPoints {
+    var random: SeededGenerator
+
+    static let alphabet: [String] = [
+        ",", "=", " ", "\"", "\\", "\n", "\r", "\t", "#", "_", "é", "e\u{301}", "日本", "🚀", "\u{0}", "\u{7F}",
+        "a", "b", "z", "0", "9", "-", ".", "{", "}", "/", "'", "time",
+    ]
+
+    mutating func text(maxLength: Int) -> String {
+        let length = Int.random(in: 0...maxLength, using: &random)
+        var result = ""
+        for _ in 0..<length { result += Self.alphabet.randomElement(using: &random)! }
+        return result
+    }
+
+    /// Mostly plain names with an awkward one now and then, so most points are writable.
+    mutating func name() -> String {
+        Int.random(in: 0..<4, using: &random) == 0 ? text(maxLength: 6) : "k" + text(maxLength: 4)
+    }
+
+    mutating func value() -> FieldValue {
+        switch Int.random(in: 0..<9, using: &random) {
+        case 0: return .int(Int64(bitPattern: random.next()))
+        case 1: return .int([Int64.min, Int64.max, 0, -1].randomElement(using: &random)!)
+        case 2: return .uint(random.next())
+        case 3: return .bool(Bool.random(using: &random))
+        case 4: return .string(text(maxLength: 12))
+        case 5:
+            let special: [Double] = [.nan, .infinity, -.infinity, .greatestFiniteMagnitude, .leastNonzeroMagnitude, -0.0]
+            return .float(special.randomElement(using: &random)!)
+        case 6: return .float(Double(Int.random(in: 0..<10_000_000, using: &random)) / 1_000_000)
+        default:
+            let bits = random.next()
+            let value = Double(bitPattern: bits)
+            return .float(value.isFinite ? value : 1.5)
+        }
+    }
+
+    mutating func point() -> Point {
+        let tags = (0..<Int.random(in: 0...5, using: &random)).map { _ in Tag(name(), name()) }
+        let fields = (0..<Int.random(in: 0...5, using: &random)).map { _ in Field(name(), value()) }
+        let measurement = Int.random(in: 0..<8, using: &random) == 0 ? text(maxLength: 5) : "m" + text(maxLength: 5)
+        let timestamp: Timestamp? =
+            Int.random(in: 0..<5, using: &random) == 0
+            ? nil : Timestamp(nanosecondsSinceEpoch: Int64(bitPattern: random.next()))
+        return Point(measurement: measurement, tags: tags, fields: fields, timestamp: timestamp)
+    }
+}
+
+/// The documented repairs, written plainly over Unicode scalars.
+enum Model {
+    static func repaired(_ name: String) -> String {
+        var scalars = Array(name.unicodeScalars)
+        while scalars.last == "\\" { scalars.removeLast() }
+        var result = String.UnicodeScalarView()
+        for scalar in scalars {
+            result.append(scalar.value < 0x20 || scalar.value == 0x7F ? "\u{FFFD}" : scalar)
+        }
+        return String(result)
+    }
+
+    static func writableKey(_ key: String) -> Bool {
+        let kept = repaired(key)
+        return !kept.isEmpty && !key.hasPrefix("_") && Array(kept.utf8) != Array("time".utf8)
+    }
+
+    static func lastOccurrences<T>(_ items: [T], key: (T) -> [UInt8]) -> [T] {
+        items.enumerated().filter { entry in
+            !items[(entry.offset + 1)...].contains { key($0) == key(entry.element) }
+        }.map(\.element)
+    }
+
+    enum Outcome: Equatable {
+        case point(Point)
+        case refused(LineProtocolError)
+    }
+
+    static func expected(_ point: Point, precision: Precision) -> Outcome {
+        let measurement = repaired(point.measurement)
+        if measurement.isEmpty { return .refused(.emptyMeasurement) }
+        if point.measurement.hasPrefix("_") || point.measurement.hasPrefix("#") {
+            return .refused(.reservedMeasurement(point.measurement))
+        }
+        var timestamp: Timestamp?
+        if let given = point.timestamp {
+            guard let value = given.value(in: precision) else { return .refused(.timestampOutOfRange(given, precision)) }
+            timestamp = Timestamp(value, precision: precision)
+        }
+        let fields = lastOccurrences(point.fields) { Array($0.key.utf8) }.filter { field in
+            if case .float(let value) = field.value, !value.isFinite { return false }
+            return writableKey(field.key)
+        }.map { Field(repaired($0.key), $0.value) }
+        if fields.isEmpty { return .refused(.noFields) }
+        let tags = lastOccurrences(point.tags.map { Tag(repaired($0.key), $0.value) }) { Array($0.key.utf8) }
+            .filter { writableKey($0.key) && !repaired($0.value).isEmpty }
+            .map { Tag($0.key, repaired($0.value)) }
+            .sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
+        return .point(Point(measurement: measurement, tags: tags, fields: fields, timestamp: timestamp))
+    }
+}
+
+@Suite struct RoundTripPropertyTests {
+    @Test func hundredThousandAwkwardPointsReadBackAsTheModelSays() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = AwkwardPoints(random: SeededGenerator(state: seed))
+        var written = 0
+        var refused = 0
+        var batch: [UInt8] = []
+        var batchExpected: [Point] = []
+        for index in 0..<100_000 {
+            let precision = Precision.allCases[index % 4]
+            let point = generator.point()
+            let encoder = LineEncoder(precision: precision)
+            var buffer: [UInt8] = []
+            let outcome: Model.Outcome
+            do {
+                try encoder.encode(point, into: &buffer)
+                guard let parsed = try LineParser(precision: precision).parse(buffer).first else {
+                    Issue.record("seed \(seed), point \(index): no point parsed from \(String(decoding: buffer, as: UTF8.self))")
+                    return
+                }
+                outcome = .point(parsed)
+                written += 1
+            } catch let error as LineProtocolError {
+                outcome = .refused(error)
+                refused += 1
+            } catch {
+                Issue.record("seed \(seed), point \(index): \(error) parsing \(String(reflecting: String(decoding: buffer, as: UTF8.self)))")
+                return
+            }
+            let expected = Model.expected(point, precision: precision)
+            if outcome != expected {
+                Issue.record("seed \(seed), point \(index): \(point)\nline: \(String(decoding: buffer, as: UTF8.self))\ngot \(outcome)\nexpected \(expected)")
+                return
+            }
+            if precision == .ns, case .point(let parsed) = expected {
+                batch += buffer
+                batchExpected.append(parsed)
+            }
+        }
+        #expect(written > 50_000 && refused > 1_000, "the generator must exercise both outcomes (seed \(seed))")
+        #expect(try LineParser().parse(batch) == batchExpected, "a whole batch parses back line by line (seed \(seed))")
+    }
+}

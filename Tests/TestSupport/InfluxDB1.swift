@@ -1,0 +1,69 @@
+import APIHealth
+import Foundation
+
+/// A client for the real InfluxDB 1.x the test script starts: create a database, write, query.
+public struct InfluxDB1: Sendable {
+    public var base: URL
+    public var database: String
+
+    /// A fresh database with a unique name on the test server.
+    public static func freshDatabase(_ prefix: String = "t") async throws -> InfluxDB1 {
+        let base = try TestServers.influxDB1()
+        let name = "\(prefix)_\(UInt32.random(in: 0...UInt32.max))"
+        let client = InfluxDB1(base: base, database: name)
+        let reply = try await HTTP.send("POST", HTTP.url(base, "/query", [("q", "CREATE DATABASE \"\(name)\"")]))
+        guard reply.status == 200 else { throw Failure(message: "CREATE DATABASE: \(reply.status) \(reply.text)") }
+        return client
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    /// POSTs line protocol to `/write`, gzipped. Returns the status and body.
+    public func write(_ lines: [UInt8], precision: String = "ns") async throws -> HTTP.Reply {
+        let body = try Gzip.compress(lines, level: 6)
+        return try await HTTP.send(
+            "POST",
+            HTTP.url(base, "/write", [("db", database), ("precision", precision)]),
+            body: Data(body),
+            headers: ["Content-Encoding": "gzip", "Content-Type": "text/plain; charset=utf-8"]
+        )
+    }
+
+    /// One series of a query result.
+    public struct Series: @unchecked Sendable {
+        public var name: String
+        public var tags: [String: String]
+        public var columns: [String]
+        public var values: [[Any]]
+
+        /// The rows as column-name → value dictionaries (NSNull for nulls).
+        public var rows: [[String: Any]] {
+            values.map { Dictionary(uniqueKeysWithValues: zip(columns, $0)) }
+        }
+    }
+
+    /// Runs InfluxQL with `epoch=ns` and returns every series of the first statement.
+    public func query(_ influxQL: String) async throws -> [Series] {
+        let reply = try await HTTP.send(
+            "POST",
+            HTTP.url(base, "/query", [("db", database), ("epoch", "ns"), ("q", influxQL)])
+        )
+        guard reply.status == 200 else { throw Failure(message: "query \(influxQL): \(reply.status) \(reply.text)") }
+        guard let root = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any],
+            let results = root["results"] as? [[String: Any]], let first = results.first
+        else { throw Failure(message: "unexpected query reply \(reply.text)") }
+        if let error = first["error"] as? String { throw Failure(message: "query \(influxQL): \(error)") }
+        let series = first["series"] as? [[String: Any]] ?? []
+        return series.map { entry in
+            Series(
+                name: entry["name"] as? String ?? "",
+                tags: entry["tags"] as? [String: String] ?? [:],
+                columns: entry["columns"] as? [String] ?? [],
+                values: entry["values"] as? [[Any]] ?? []
+            )
+        }
+    }
+}

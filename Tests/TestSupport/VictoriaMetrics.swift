@@ -1,0 +1,62 @@
+import APIHealth
+import Foundation
+
+/// A client for the real VictoriaMetrics the test script starts: write with `/api/v2/write`, read back
+/// with `/api/v1/export`.
+public struct VictoriaMetrics: Sendable {
+    public var base: URL
+
+    public init() throws {
+        base = try TestServers.victoriaMetrics()
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    /// POSTs gzipped line protocol to `/api/v2/write`.
+    public func write(_ lines: [UInt8], precision: String = "ns") async throws -> HTTP.Reply {
+        let body = try Gzip.compress(lines, level: 6)
+        return try await HTTP.send(
+            "POST",
+            HTTP.url(base, "/api/v2/write", [("org", "apihealth"), ("bucket", "tests"), ("precision", precision)]),
+            body: Data(body),
+            headers: ["Content-Encoding": "gzip"]
+        )
+    }
+
+    /// One exported series: its labels, and its samples in time order.
+    public struct Series: Sendable {
+        public var labels: [String: String]
+        public var values: [Double]
+        public var timestamps: [Int64]
+    }
+
+    /// Makes recent writes searchable at once.
+    public func forceFlush() async throws {
+        _ = try await HTTP.send("GET", HTTP.url(base, "/internal/force_flush"))
+    }
+
+    /// Every series whose metric name matches the regular expression `namePattern`.
+    public func export(namePattern: String) async throws -> [Series] {
+        try await forceFlush()
+        let reply = try await HTTP.send(
+            "POST",
+            HTTP.url(base, "/api/v1/export", [("match[]", "{__name__=~\"\(namePattern)\"}"), ("start", "0")])
+        )
+        guard reply.status == 200 else { throw Failure(message: "export: \(reply.status) \(reply.text)") }
+        var series: [Series] = []
+        for line in reply.text.split(separator: "\n") where !line.isEmpty {
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
+            let labels = object["metric"] as? [String: String] ?? [:]
+            let values = (object["values"] as? [Any] ?? []).map { value -> Double in
+                if let number = value as? NSNumber { return number.doubleValue }
+                return Double(String(describing: value)) ?? .nan
+            }
+            let timestamps = (object["timestamps"] as? [NSNumber] ?? []).map { $0.int64Value }
+            series.append(Series(labels: labels, values: values, timestamps: timestamps))
+        }
+        return series
+    }
+}
