@@ -42,7 +42,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LineProtocolTests",
-            dependencies: ["LineProtocol"],
+            dependencies: ["LineProtocol", "TestSupport"],
             swiftSettings: strictSwift6
         ),
         .testTarget(

@@ -1,15 +1,32 @@
 /// Where a name or value stands in a line: each position escapes a different set of bytes.
 enum NamePosition {
-    /// The measurement: escapes comma and space.
+    /// The measurement.
     case measurement
-    /// Tag keys, tag values and field keys: escape comma, equals sign and space.
-    case key
+    /// A tag key or tag value.
+    case tag
+    /// A field key.
+    case fieldKey
 
+    /// Whether the encoder writes `byte` with a backslash before it (the specification's escapes).
     @inline(__always)
     func needsEscape(_ byte: UInt8) -> Bool {
         switch self {
         case .measurement: return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ")
-        case .key: return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+        case .tag, .fieldKey:
+            return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+        }
+    }
+
+    /// Whether InfluxDB reads a backslash before `byte` as an escape, dropping the backslash. This is
+    /// wider than the specification: a measurement also unescapes `=` and `"`, a field key `"`.
+    @inline(__always)
+    func readsAsEscape(_ byte: UInt8) -> Bool {
+        switch self {
+        case .measurement, .fieldKey:
+            return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+                || byte == UInt8(ascii: "\"")
+        case .tag:
+            return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
         }
     }
 }
@@ -32,41 +49,72 @@ func withUTF8Bytes<R>(_ string: String, _ body: (UnsafeBufferPointer<UInt8>) -> 
 }
 
 /// How a name (measurement, tag key, tag value, field key) must be repaired before it can be written.
+///
+/// InfluxDB reads a backslash before a character the position escapes (or before the end) as an escape
+/// of that delimiter, so such runs of backslashes cannot be written: they are removed. Control
+/// characters cannot be written either: each is replaced by U+FFFD.
 struct NameShape {
-    /// Bytes written after stripping trailing backslashes.
+    /// Bytes of the name kept, before escaping and replacement.
     var keptBytes: Int
-    var strippedBackslashes: Int
+    var removedBackslashes: Int
     var controlCharacters: Int
 
     var isEmpty: Bool { keptBytes == 0 }
-    var needsRepair: Bool { strippedBackslashes > 0 || controlCharacters > 0 }
+    var needsRepair: Bool { removedBackslashes > 0 || controlCharacters > 0 }
 
-    init(_ string: String) {
-        self = withUTF8Bytes(string) { bytes in
-            var end = bytes.count
-            while end > 0 && bytes[end - 1] == UInt8(ascii: "\\") { end -= 1 }
-            var controls = 0
-            for index in 0..<end where isControl(bytes[index]) { controls += 1 }
-            return NameShape(keptBytes: end, strippedBackslashes: bytes.count - end, controlCharacters: controls)
+    init(_ string: String, _ position: NamePosition) {
+        var kept = 0
+        var removed = 0
+        var controls = 0
+        withUTF8Bytes(string) { bytes in
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\\") {
+                    let runEnd = endOfBackslashRun(bytes, from: index)
+                    if runEnd == bytes.count || position.readsAsEscape(bytes[runEnd]) {
+                        removed += runEnd - index
+                    } else {
+                        kept += runEnd - index
+                    }
+                    index = runEnd
+                    continue
+                }
+                if isControl(byte) { controls += 1 }
+                kept += 1
+                index += 1
+            }
         }
-    }
-
-    private init(keptBytes: Int, strippedBackslashes: Int, controlCharacters: Int) {
-        self.keptBytes = keptBytes
-        self.strippedBackslashes = strippedBackslashes
-        self.controlCharacters = controlCharacters
+        keptBytes = kept
+        removedBackslashes = removed
+        controlCharacters = controls
     }
 }
 
-/// Appends `string` escaped for `position`: trailing backslashes stripped, control characters replaced by
-/// U+FFFD, and the position's special bytes preceded by a backslash.
+@inline(__always)
+func endOfBackslashRun(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+    var end = start
+    while end < bytes.count && bytes[end] == UInt8(ascii: "\\") { end += 1 }
+    return end
+}
+
+/// Appends `string` escaped for `position`, repaired as ``NameShape`` describes: backslash runs before
+/// an escaped character or the end removed, control characters replaced by U+FFFD, and the position's
+/// special bytes preceded by a backslash.
 @inline(__always)
 func appendName(_ string: String, _ position: NamePosition, into buffer: inout [UInt8]) {
     withUTF8Bytes(string) { bytes in
-        var end = bytes.count
-        while end > 0 && bytes[end - 1] == UInt8(ascii: "\\") { end -= 1 }
-        for index in 0..<end {
+        var index = 0
+        while index < bytes.count {
             let byte = bytes[index]
+            if byte == UInt8(ascii: "\\") {
+                let runEnd = endOfBackslashRun(bytes, from: index)
+                if runEnd < bytes.count && !position.readsAsEscape(bytes[runEnd]) {
+                    buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[index..<runEnd]))
+                }
+                index = runEnd
+                continue
+            }
             if position.needsEscape(byte) {
                 buffer.append(UInt8(ascii: "\\"))
                 buffer.append(byte)
@@ -77,6 +125,7 @@ func appendName(_ string: String, _ position: NamePosition, into buffer: inout [
             } else {
                 buffer.append(byte)
             }
+            index += 1
         }
     }
 }

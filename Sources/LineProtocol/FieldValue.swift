@@ -1,12 +1,12 @@
 /// One field value, in exactly the five types line protocol can carry.
 ///
 /// ```swift
-/// let fields: [Field] = [
-///     Field("duration_ms", .float(12.5)),
-///     Field("status_code", .int(200)),
-///     Field("response_bytes", .uint(5120)),
-///     Field("error", .string("NSURLErrorDomain -1001")),
-///     Field("success", .bool(true)),
+/// let fields: [Point.Field] = [
+///     Point.Field("duration_ms", .float(12.5)),
+///     Point.Field("status_code", .int(200)),
+///     Point.Field("response_bytes", .uint(5120)),
+///     Point.Field("error", .string("NSURLErrorDomain -1001")),
+///     Point.Field("success", .bool(true)),
 /// ]
 /// ```
 public enum FieldValue: Sendable, Hashable {

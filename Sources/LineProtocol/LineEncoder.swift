@@ -22,7 +22,9 @@
 /// | the same tag key twice | the last one is kept, the others dropped |
 /// | the same field key twice | the last one is kept, the others dropped |
 /// | control characters (U+0000–U+001F, U+007F) in a measurement, key or tag value | replaced by U+FFFD |
-/// | trailing backslashes in a measurement, key or tag value | stripped (they would escape the delimiter) |
+/// | backslashes at the end of a measurement, key or tag value, or directly before a character InfluxDB
+///   unescapes there (comma, space, `=`; and `"` in measurements and field keys) | removed: InfluxDB would
+///   read them as an escape |
 /// | string value over ``maximumStringBytes`` of UTF-8 | cut on a scalar boundary (``Repairs/truncatedStrings``) |
 ///
 /// Encoding allocates nothing when the buffer has room, tags are few (they are sorted in a stack
@@ -46,7 +48,7 @@ public struct LineEncoder: Sendable {
         public var droppedTags = 0
         /// String values cut to ``LineEncoder/maximumStringBytes``.
         public var truncatedStrings = 0
-        /// Names or tag values whose control characters were replaced or trailing backslashes stripped.
+        /// Names or tag values whose control characters were replaced or backslashes removed.
         public var repairedNames = 0
 
         public init() {}
@@ -103,12 +105,12 @@ public struct LineEncoder: Sendable {
     /// Appends one line for a prerendered series: only the fields and the timestamp are formatted.
     ///
     /// ```swift
-    /// let series = try SeriesKey(measurement: "apihealth_request", tags: [Tag("host", "api.example.com")])
+    /// let series = try SeriesKey(measurement: "apihealth_request", tags: [Point.Tag("host", "api.example.com")])
     /// try encoder.encode(fields: fields, timestamp: now, series: series, into: &buffer)
     /// ```
     @discardableResult
     public func encode(
-        fields: [Field],
+        fields: [Point.Field],
         timestamp: Timestamp?,
         series: SeriesKey,
         into buffer: inout [UInt8]
@@ -136,7 +138,7 @@ public struct LineEncoder: Sendable {
     }
 
     static func checkMeasurement(_ measurement: String, repairs: inout Repairs) throws(LineProtocolError) {
-        let shape = NameShape(measurement)
+        let shape = NameShape(measurement, .measurement)
         if shape.isEmpty { throw .emptyMeasurement }
         if let first = measurement.utf8.first, first == UInt8(ascii: "_") || first == UInt8(ascii: "#") {
             throw .reservedMeasurement(measurement)
@@ -146,26 +148,24 @@ public struct LineEncoder: Sendable {
 
     /// Whether a tag key or field key may be written at all.
     @inline(__always)
-    static func isWritableKey(_ key: String) -> Bool {
-        withUTF8Bytes(key) { bytes in
-            var kept = bytes.count
-            while kept > 0 && bytes[kept - 1] == UInt8(ascii: "\\") { kept -= 1 }
-            if kept == 0 || bytes[0] == UInt8(ascii: "_") { return false }
-            // "time" is the timestamp column: InfluxDB refuses it as a tag or field key.
-            return !(kept == 4 && bytes[0] == UInt8(ascii: "t") && bytes[1] == UInt8(ascii: "i")
-                && bytes[2] == UInt8(ascii: "m") && bytes[3] == UInt8(ascii: "e"))
-        }
+    static func isWritableKey(_ key: String, _ position: NamePosition) -> Bool {
+        guard let first = key.utf8.first, first != UInt8(ascii: "_") else { return false }
+        let shape = NameShape(key, position)
+        if shape.isEmpty { return false }
+        // "time" is the timestamp column: InfluxDB refuses it as a tag or field key.
+        if shape.keptBytes != 4 { return true }
+        return !(shape.needsRepair ? repairedName(key, position) : key).utf8.elementsEqual("time".utf8)
     }
 
     @inline(__always)
-    static func isWritable(_ field: Field) -> Bool {
+    static func isWritable(_ field: Point.Field) -> Bool {
         if case .float(let value) = field.value, !value.isFinite { return false }
-        return isWritableKey(field.key)
+        return isWritableKey(field.key, .fieldKey)
     }
 
     /// Whether the field at `index` is written: it is writable and no later field has the same key.
     @inline(__always)
-    static func isWritten(_ fields: [Field], at index: Int) -> Bool {
+    static func isWritten(_ fields: [Point.Field], at index: Int) -> Bool {
         guard isWritable(fields[index]) else { return false }
         let key = fields[index].key
         var later = index + 1
@@ -176,13 +176,13 @@ public struct LineEncoder: Sendable {
         return true
     }
 
-    static func checkFields(_ fields: [Field], repairs: inout Repairs) throws(LineProtocolError) {
+    static func checkFields(_ fields: [Point.Field], repairs: inout Repairs) throws(LineProtocolError) {
         var written = 0
         for index in fields.indices where isWritten(fields, at: index) { written += 1 }
         if written == 0 { throw .noFields }
     }
 
-    private func appendFields(_ fields: [Field], into buffer: inout [UInt8], repairs: inout Repairs) {
+    private func appendFields(_ fields: [Point.Field], into buffer: inout [UInt8], repairs: inout Repairs) {
         var first = true
         for index in fields.indices {
             guard Self.isWritten(fields, at: index) else {
@@ -192,8 +192,8 @@ public struct LineEncoder: Sendable {
             let field = fields[index]
             if !first { buffer.append(UInt8(ascii: ",")) }
             first = false
-            if NameShape(field.key).needsRepair { repairs.repairedNames += 1 }
-            appendName(field.key, .key, into: &buffer)
+            if NameShape(field.key, .fieldKey).needsRepair { repairs.repairedNames += 1 }
+            appendName(field.key, .fieldKey, into: &buffer)
             buffer.append(UInt8(ascii: "="))
             switch field.value {
             case .float(let value):
@@ -220,11 +220,11 @@ public struct LineEncoder: Sendable {
     }
 
     /// Appends `,key=value` for each writable tag, sorted by the key's bytes, the last of equal keys kept.
-    static func appendTags(_ tags: [Tag], into buffer: inout [UInt8], repairs: inout Repairs) {
+    static func appendTags(_ tags: [Point.Tag], into buffer: inout [UInt8], repairs: inout Repairs) {
         if tags.isEmpty { return }
         // Keys that need repair could become equal to another key once repaired: sort and deduplicate
         // the repaired forms instead (rare, and allowed to allocate).
-        for tag in tags where NameShape(tag.key).needsRepair {
+        for tag in tags where NameShape(tag.key, .tag).needsRepair {
             appendTags(repairedTags(tags, repairs: &repairs), into: &buffer, repairs: &repairs)
             return
         }
@@ -246,46 +246,45 @@ public struct LineEncoder: Sendable {
                     repairs.droppedTags += 1
                     continue
                 }
-                guard isWritableKey(tag.key) else {
+                guard isWritableKey(tag.key, .tag) else {
                     repairs.droppedTags += 1
                     continue
                 }
-                let valueShape = NameShape(tag.value)
+                let valueShape = NameShape(tag.value, .tag)
                 if valueShape.isEmpty {
                     repairs.droppedTags += 1
                     continue
                 }
                 if valueShape.needsRepair { repairs.repairedNames += 1 }
                 buffer.append(UInt8(ascii: ","))
-                appendName(tag.key, .key, into: &buffer)
+                appendName(tag.key, .tag, into: &buffer)
                 buffer.append(UInt8(ascii: "="))
-                appendName(tag.value, .key, into: &buffer)
+                appendName(tag.value, .tag, into: &buffer)
             }
         }
     }
 
     /// The tags with their keys repaired (so equal repaired keys collapse), counting each repaired key.
-    static func repairedTags(_ tags: [Tag], repairs: inout Repairs) -> [Tag] {
+    static func repairedTags(_ tags: [Point.Tag], repairs: inout Repairs) -> [Point.Tag] {
         tags.map { tag in
-            let shape = NameShape(tag.key)
-            guard shape.needsRepair else { return tag }
+            guard NameShape(tag.key, .tag).needsRepair else { return tag }
             repairs.repairedNames += 1
-            return Tag(repairedName(tag.key), tag.value)
+            return Point.Tag(repairedName(tag.key, .tag), tag.value)
         }
     }
 
-    /// `name` with trailing backslashes stripped and control characters replaced by U+FFFD.
-    static func repairedName(_ name: String) -> String {
-        var bytes = Array(name.utf8)
-        while bytes.last == UInt8(ascii: "\\") { bytes.removeLast() }
+    /// `name` as ``NameShape`` repairs it, unescaped.
+    static func repairedName(_ name: String, _ position: NamePosition) -> String {
+        var escaped: [UInt8] = []
+        appendName(name, position, into: &escaped)
         var repaired: [UInt8] = []
-        repaired.reserveCapacity(bytes.count)
-        for byte in bytes {
-            if isControl(byte) {
-                repaired.append(contentsOf: [replacementCharacterUTF8.0, replacementCharacterUTF8.1, replacementCharacterUTF8.2])
-            } else {
-                repaired.append(byte)
+        var index = 0
+        while index < escaped.count {
+            if escaped[index] == UInt8(ascii: "\\") && index + 1 < escaped.count && position.needsEscape(escaped[index + 1]) {
+                index += 1
             }
+            repaired.append(escaped[index])
+            index += 1
         }
         return String(decoding: repaired, as: UTF8.self)
     }

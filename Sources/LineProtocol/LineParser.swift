@@ -20,6 +20,8 @@ public struct LineParseError: Error, Sendable, Hashable, CustomStringConvertible
 /// points[0].field("usage")  // .float(0.5)
 /// ```
 ///
+/// Escapes are read as InfluxDB reads them: a backslash before a comma, space or `=` escapes it
+/// everywhere, and before `"` in a measurement or field key too; any other backslash is literal.
 /// It accepts all escapes, `#` comment lines, blank lines, CRLF line ends, an optional timestamp,
 /// floats with exponents, `i` and `u` integers, and `t`/`T`/`true`/`True`/`TRUE` and the false forms.
 /// It refuses NaN and infinity, empty names, duplicate tag keys, integers out of range and invalid UTF-8.
@@ -71,8 +73,9 @@ public struct LineParser: Sendable {
         if cursor.isAtEnd || line[0] == UInt8(ascii: "#") { return nil }
         if isBlank(line, end: end) { return nil }
 
-        let measurement = try cursor.name(stoppingAt: [.comma, .space], escapable: [.comma, .space], what: "measurement")
-        var tags: [Tag] = []
+        let measurement = try cursor.name(
+            stoppingAt: [.comma, .space], escapable: [.comma, .space, .equals, .quote], what: "measurement")
+        var tags: [Point.Tag] = []
         while cursor.peek == .comma {
             cursor.advance()
             let key = try cursor.name(stoppingAt: [.equals, .comma, .space], escapable: [.comma, .equals, .space], what: "tag key")
@@ -83,18 +86,19 @@ public struct LineParser: Sendable {
             if tags.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
                 throw cursor.error("duplicate tag key \"\(key)\"")
             }
-            tags.append(Tag(key, value))
+            tags.append(Point.Tag(key, value))
         }
         guard cursor.peek == .space else { throw cursor.error("expected a space before the field set") }
         cursor.advance()
 
-        var fields: [Field] = []
+        var fields: [Point.Field] = []
         repeat {
             if !fields.isEmpty { cursor.advance() }
-            let key = try cursor.name(stoppingAt: [.equals, .comma, .space], escapable: [.comma, .equals, .space], what: "field key")
+            let key = try cursor.name(
+                stoppingAt: [.equals, .comma, .space], escapable: [.comma, .equals, .space, .quote], what: "field key")
             guard cursor.peek == .equals else { throw cursor.error("expected '=' after field key") }
             cursor.advance()
-            fields.append(Field(key, try cursor.fieldValue()))
+            fields.append(Point.Field(key, try cursor.fieldValue()))
         } while cursor.peek == .comma
 
         var timestamp: Timestamp?

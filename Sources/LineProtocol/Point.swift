@@ -1,25 +1,3 @@
-/// One tag: a key and a value, both strings. Tags identify a series and are indexed.
-public struct Tag: Sendable, Hashable {
-    public var key: String
-    public var value: String
-
-    public init(_ key: String, _ value: String) {
-        self.key = key
-        self.value = value
-    }
-}
-
-/// One field: a key and a typed value.
-public struct Field: Sendable, Hashable {
-    public var key: String
-    public var value: FieldValue
-
-    public init(_ key: String, _ value: FieldValue) {
-        self.key = key
-        self.value = value
-    }
-}
-
 /// An instant as seconds and nanoseconds since the Unix epoch, wide enough for any `Date`.
 ///
 /// Converting to a ``Precision`` is exact integer arithmetic; an instant that does not fit an `Int64`
@@ -100,6 +78,28 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 /// Tags are written sorted by key; fields are written in the order given. Without a timestamp the
 /// server assigns its own time on arrival.
 public struct Point: Sendable, Hashable {
+    /// One tag: a key and a value, both strings. Tags identify a series and are indexed.
+    public struct Tag: Sendable, Hashable {
+        public var key: String
+        public var value: String
+
+        public init(_ key: String, _ value: String) {
+            self.key = key
+            self.value = value
+        }
+    }
+
+    /// One field: a key and a typed value.
+    public struct Field: Sendable, Hashable {
+        public var key: String
+        public var value: FieldValue
+
+        public init(_ key: String, _ value: FieldValue) {
+            self.key = key
+            self.value = value
+        }
+    }
+
     public var measurement: String
     public var tags: [Tag]
     public var fields: [Field]

@@ -4,8 +4,8 @@
 /// format only fields and the timestamp, as swift-prometheus does with its prerendered labels.
 ///
 /// ```swift
-/// let series = try SeriesKey(measurement: "apihealth_request", tags: [Tag("host", "api.example.com")])
-/// try encoder.encode(fields: [Field("duration_ms", 12.5)], timestamp: now, series: series, into: &buffer)
+/// let series = try SeriesKey(measurement: "apihealth_request", tags: [Point.Tag("host", "api.example.com")])
+/// try encoder.encode(fields: [Point.Field("duration_ms", 12.5)], timestamp: now, series: series, into: &buffer)
 /// ```
 public struct SeriesKey: Sendable, Hashable {
     /// The escaped bytes: `measurement,key=value,…` with tags sorted by key.
@@ -13,7 +13,7 @@ public struct SeriesKey: Sendable, Hashable {
     /// What rendering repaired or dropped (counted once per point encoded with this key).
     public let repairs: LineEncoder.Repairs
 
-    public init(measurement: String, tags: [Tag] = []) throws(LineProtocolError) {
+    public init(measurement: String, tags: [Point.Tag] = []) throws(LineProtocolError) {
         var repairs = LineEncoder.Repairs()
         try LineEncoder.checkMeasurement(measurement, repairs: &repairs)
         var bytes: [UInt8] = []

@@ -67,12 +67,12 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
         let point = Point(
             measurement: "m\n",
             tags: [
-                Tag("empty", ""), Tag("_reserved", "x"), Tag("time", "x"), Tag("", "x"), Tag("dup", "first"),
-                Tag("dup", "second"), Tag("trail\\", "v\\\\"), Tag("ctl", "a\tb"),
+                Point.Tag("empty", ""), Point.Tag("_reserved", "x"), Point.Tag("time", "x"), Point.Tag("", "x"), Point.Tag("dup", "first"),
+                Point.Tag("dup", "second"), Point.Tag("trail\\", "v\\\\"), Point.Tag("ctl", "a\tb"),
             ],
             fields: [
-                Field("nan", .float(.nan)), Field("time", 1), Field("_f", 1), Field("v", 1), Field("v", 2),
-                Field("big", .string(String(repeating: "é", count: 40_000))),
+                Point.Field("nan", .float(.nan)), Point.Field("time", 1), Point.Field("_f", 1), Point.Field("v", 1), Point.Field("v", 2),
+                Point.Field("big", .string(String(repeating: "é", count: 40_000))),
             ]
         )
         let repairs = try LineEncoder().encode(point, into: &buffer)
@@ -98,8 +98,8 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
     }
 
     @Test func prerenderedSeriesKeyWritesTheSameLine() throws {
-        let tags = [Tag("b", "2"), Tag("a", "1 x")]
-        let fields = [Field("d", 1.25), Field("ok", false)]
+        let tags = [Point.Tag("b", "2"), Point.Tag("a", "1 x")]
+        let fields = [Point.Field("d", 1.25), Point.Field("ok", false)]
         let timestamp = Timestamp(nanosecondsSinceEpoch: 42)
         let series = try SeriesKey(measurement: "m", tags: tags)
         var fromKey: [UInt8] = []

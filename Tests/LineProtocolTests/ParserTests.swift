@@ -16,7 +16,7 @@ import Testing
             measurement: "weather", tags: ["location": "us-midwest"], fields: ["temperature": 82.0],
             timestamp: Timestamp(nanosecondsSinceEpoch: 1_465_839_830_100_400_200)))
         #expect(points[1].measurement == "m x")
-        #expect(points[1].tags == [Tag("t,k= ", "v,= ")])
+        #expect(points[1].tags == [Point.Tag("t,k= ", "v,= ")])
         #expect(points[1].field("f k") == .float(-0.0015))
         #expect(points[1].field("i") == .int(Int64.min))
         #expect(points[1].field("u") == .uint(UInt64.max))

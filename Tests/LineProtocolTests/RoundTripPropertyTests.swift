@@ -1,4 +1,5 @@
 import LineProtocol
+import TestSupport
 import Testing
 
 /// SplitMix64: a small seeded generator, so a failing run can be replayed from its seed.
@@ -54,65 +55,13 @@ struct AwkwardPoints {
     }
 
     mutating func point() -> Point {
-        let tags = (0..<Int.random(in: 0...5, using: &random)).map { _ in Tag(name(), name()) }
-        let fields = (0..<Int.random(in: 0...5, using: &random)).map { _ in Field(name(), value()) }
+        let tags = (0..<Int.random(in: 0...5, using: &random)).map { _ in Point.Tag(name(), name()) }
+        let fields = (0..<Int.random(in: 0...5, using: &random)).map { _ in Point.Field(name(), value()) }
         let measurement = Int.random(in: 0..<8, using: &random) == 0 ? text(maxLength: 5) : "m" + text(maxLength: 5)
         let timestamp: Timestamp? =
             Int.random(in: 0..<5, using: &random) == 0
             ? nil : Timestamp(nanosecondsSinceEpoch: Int64(bitPattern: random.next()))
         return Point(measurement: measurement, tags: tags, fields: fields, timestamp: timestamp)
-    }
-}
-
-/// The documented repairs, written plainly over Unicode scalars.
-enum Model {
-    static func repaired(_ name: String) -> String {
-        var scalars = Array(name.unicodeScalars)
-        while scalars.last == "\\" { scalars.removeLast() }
-        var result = String.UnicodeScalarView()
-        for scalar in scalars {
-            result.append(scalar.value < 0x20 || scalar.value == 0x7F ? "\u{FFFD}" : scalar)
-        }
-        return String(result)
-    }
-
-    static func writableKey(_ key: String) -> Bool {
-        let kept = repaired(key)
-        return !kept.isEmpty && !key.hasPrefix("_") && Array(kept.utf8) != Array("time".utf8)
-    }
-
-    static func lastOccurrences<T>(_ items: [T], key: (T) -> [UInt8]) -> [T] {
-        items.enumerated().filter { entry in
-            !items[(entry.offset + 1)...].contains { key($0) == key(entry.element) }
-        }.map(\.element)
-    }
-
-    enum Outcome: Equatable {
-        case point(Point)
-        case refused(LineProtocolError)
-    }
-
-    static func expected(_ point: Point, precision: Precision) -> Outcome {
-        let measurement = repaired(point.measurement)
-        if measurement.isEmpty { return .refused(.emptyMeasurement) }
-        if point.measurement.hasPrefix("_") || point.measurement.hasPrefix("#") {
-            return .refused(.reservedMeasurement(point.measurement))
-        }
-        var timestamp: Timestamp?
-        if let given = point.timestamp {
-            guard let value = given.value(in: precision) else { return .refused(.timestampOutOfRange(given, precision)) }
-            timestamp = Timestamp(value, precision: precision)
-        }
-        let fields = lastOccurrences(point.fields) { Array($0.key.utf8) }.filter { field in
-            if case .float(let value) = field.value, !value.isFinite { return false }
-            return writableKey(field.key)
-        }.map { Field(repaired($0.key), $0.value) }
-        if fields.isEmpty { return .refused(.noFields) }
-        let tags = lastOccurrences(point.tags.map { Tag(repaired($0.key), $0.value) }) { Array($0.key.utf8) }
-            .filter { writableKey($0.key) && !repaired($0.value).isEmpty }
-            .map { Tag($0.key, repaired($0.value)) }
-            .sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
-        return .point(Point(measurement: measurement, tags: tags, fields: fields, timestamp: timestamp))
     }
 }
 
@@ -129,7 +78,7 @@ enum Model {
             let point = generator.point()
             let encoder = LineEncoder(precision: precision)
             var buffer: [UInt8] = []
-            let outcome: Model.Outcome
+            let outcome: LineProtocolModel.Outcome
             do {
                 try encoder.encode(point, into: &buffer)
                 guard let parsed = try LineParser(precision: precision).parse(buffer).first else {
@@ -145,7 +94,7 @@ enum Model {
                 Issue.record("seed \(seed), point \(index): \(error) parsing \(String(reflecting: String(decoding: buffer, as: UTF8.self)))")
                 return
             }
-            let expected = Model.expected(point, precision: precision)
+            let expected = LineProtocolModel.expected(point, precision: precision)
             if outcome != expected {
                 Issue.record("seed \(seed), point \(index): \(point)\nline: \(String(decoding: buffer, as: UTF8.self))\ngot \(outcome)\nexpected \(expected)")
                 return

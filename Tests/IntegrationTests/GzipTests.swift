@@ -1,0 +1,72 @@
+import APIHealth
+import Foundation
+import LineProtocol
+import TestSupport
+import Testing
+
+@Suite struct GzipTests {
+    static func sampleLines(_ count: Int) throws -> [UInt8] {
+        var lines: [UInt8] = []
+        for index in 0..<count {
+            try LineEncoder().encode(
+                Point(measurement: "apihealth_request", tags: ["host": "api\(index % 7).example.com", "status": "200"],
+                    fields: ["duration_ms": .float(Double(index) / 7), "bytes": .uint(UInt64(index))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000 + Int64(index))),
+                into: &lines)
+        }
+        return lines
+    }
+
+    @Test(arguments: [0, 1, 6, 9])
+    func systemGunzipDecodesEveryLevel(level: Int) throws {
+        let input = try Self.sampleLines(2_000)
+        let compressed = try Gzip.compress(input, level: level)
+        #expect(compressed.starts(with: [0x1F, 0x8B, 0x08]), "an RFC 1952 member starts with its magic and deflate")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("apihealth-\(UUID()).gz")
+        try Data(compressed).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let gunzip = Process()
+        gunzip.executableURL = URL(fileURLWithPath: "/bin/sh")
+        gunzip.arguments = ["-c", "gunzip -c '\(file.path)'"]
+        let output = Pipe()
+        gunzip.standardOutput = output
+        try gunzip.run()
+        let decoded = output.fileHandleForReading.readDataToEndOfFile()
+        gunzip.waitUntilExit()
+        #expect(gunzip.terminationStatus == 0)
+        #expect(Array(decoded) == input)
+        #expect(try Gzip.decompress(compressed) == input)
+        if level > 0 { #expect(compressed.count < input.count / 4) }
+    }
+
+    @Test func decompressReadsConcatenatedMembersAndRefusesTruncation() throws {
+        let first = Array("first\n".utf8)
+        let second = Array("second\n".utf8)
+        let joined = try Gzip.compress(first) + Gzip.compress(second, level: 1)
+        #expect(try Gzip.decompress(joined) == first + second)
+        let cut = Array(try Gzip.compress(first).dropLast(4))
+        #expect(throws: Gzip.Failure.self) { try Gzip.decompress(cut) }
+    }
+
+    @Test func victoriaMetricsAcceptsTheGzipBody() async throws {
+        let victoria = try VictoriaMetrics()
+        let measurement = "gzip_\(UInt32.random(in: 0...UInt32.max))"
+        let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
+        var lines: [UInt8] = []
+        for index in 0..<500 {
+            try LineEncoder().encode(
+                Point(measurement: measurement, tags: [Point.Tag("n", "\(index)")], fields: [Point.Field("v", .float(Double(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now)),
+                into: &lines)
+        }
+        let reply = try await victoria.write(lines)
+        #expect(reply.status == 204, "\(reply.text)")
+        var exported: [VictoriaMetrics.Series] = []
+        for _ in 0..<50 where exported.count < 500 {
+            exported = try await victoria.export(namePattern: "\(measurement)_v")
+            if exported.count < 500 { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(exported.count == 500)
+        #expect(Set(exported.compactMap { $0.labels["n"].flatMap(Double.init) }) == Set(exported.flatMap(\.values)))
+    }
+}
