@@ -104,6 +104,15 @@ func endOfBackslashRun(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> 
 @inline(__always)
 func appendName(_ string: String, _ position: NamePosition, into buffer: inout [UInt8]) {
     withUTF8Bytes(string) { bytes in
+        var plain = true
+        for byte in bytes where byte == UInt8(ascii: "\\") || isControl(byte) || position.needsEscape(byte) {
+            plain = false
+            break
+        }
+        if plain {
+            buffer.append(contentsOf: bytes)
+            return
+        }
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
@@ -142,13 +151,13 @@ func appendStringValue(_ string: String, limit: Int, into buffer: inout [UInt8])
             // Step back over continuation bytes so the cut falls on a scalar boundary.
             while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }
         }
-        for index in 0..<end {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                buffer.append(UInt8(ascii: "\\"))
-            }
-            buffer.append(byte)
+        var runStart = 0
+        for index in 0..<end where bytes[index] == UInt8(ascii: "\"") || bytes[index] == UInt8(ascii: "\\") {
+            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+            buffer.append(UInt8(ascii: "\\"))
+            runStart = index
         }
+        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<end]))
         return end < bytes.count
     }
     buffer.append(UInt8(ascii: "\""))
@@ -162,21 +171,16 @@ func appendDecimal(_ value: UInt64, into buffer: inout [UInt8]) {
         buffer.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value))
         return
     }
-    var digits = 0
-    var rest = value
-    while rest > 0 {
-        digits += 1
-        rest /= 10
-    }
-    let start = buffer.count
-    for _ in 0..<digits { buffer.append(0) }
-    rest = value
-    var index = start + digits - 1
-    while rest > 0 {
-        let (quotient, remainder) = rest.quotientAndRemainder(dividingBy: 10)
-        buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remainder)
-        index -= 1
-        rest = quotient
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+        var rest = value
+        var start = 20
+        while rest > 0 {
+            let (quotient, remainder) = rest.quotientAndRemainder(dividingBy: 10)
+            start -= 1
+            digits[start] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remainder)
+            rest = quotient
+        }
+        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
     }
 }
 
@@ -190,13 +194,52 @@ func appendDecimal(_ value: Int64, into buffer: inout [UInt8]) {
     }
 }
 
-/// Appends a finite double in the shortest form that reads back to the same value (`12.5`, `1e-05`).
+/// Appends a finite double as text that reads back to exactly the same value.
+///
+/// Values that are a whole number of millionths below 2⁵³ millionths (every duration in milliseconds
+/// from a nanosecond clock) are written with integer arithmetic, `12.345678`; the rest use Swift's
+/// shortest round-trip text (`1e-05`, `1.7976931348623157e+308`).
 @inline(__always)
 func appendFloat(_ value: Double, into buffer: inout [UInt8]) {
-    // Swift's shortest round-trip text. It fits a small (inline) string, so no allocation, for up to 15
-    // bytes, which covers every millisecond duration derived from a nanosecond clock.
+    let scaled = (value * 1_000_000).rounded()
+    if scaled.magnitude < 9_007_199_254_740_992, scaled / 1_000_000 == value, value != 0 || value.sign == .plus {
+        // The decimal n / 10⁶ reads back as the double nearest to it, which is what dividing computes.
+        let micros = Int64(scaled)
+        if micros < 0 { buffer.append(UInt8(ascii: "-")) }
+        let (whole, fraction) = micros.magnitude.quotientAndRemainder(dividingBy: 1_000_000)
+        appendDecimal(whole, into: &buffer)
+        buffer.append(UInt8(ascii: "."))
+        if fraction == 0 {
+            buffer.append(UInt8(ascii: "0"))
+            return
+        }
+        var digits = fraction
+        var width = 6
+        while digits % 10 == 0 {
+            digits /= 10
+            width -= 1
+        }
+        var leadingZeros = width - decimalWidth(digits)
+        while leadingZeros > 0 {
+            buffer.append(UInt8(ascii: "0"))
+            leadingZeros -= 1
+        }
+        appendDecimal(digits, into: &buffer)
+        return
+    }
     let text = value.description
     withUTF8Bytes(text) { bytes in
         buffer.append(contentsOf: bytes)
     }
+}
+
+@inline(__always)
+func decimalWidth(_ value: UInt64) -> Int {
+    var width = 1
+    var rest = value
+    while rest >= 10 {
+        rest /= 10
+        width += 1
+    }
+    return width
 }

@@ -149,12 +149,17 @@ public struct LineEncoder: Sendable {
     /// Whether a tag key or field key may be written at all.
     @inline(__always)
     static func isWritableKey(_ key: String, _ position: NamePosition) -> Bool {
-        guard let first = key.utf8.first, first != UInt8(ascii: "_") else { return false }
+        let plain = withUTF8Bytes(key) { bytes -> Bool? in
+            guard let first = bytes.first, first != UInt8(ascii: "_") else { return false }
+            for byte in bytes where byte == UInt8(ascii: "\\") || isControl(byte) { return nil }
+            // "time" is the timestamp column: InfluxDB refuses it as a tag or field key.
+            return !(bytes.count == 4 && bytes[0] == UInt8(ascii: "t") && bytes[1] == UInt8(ascii: "i")
+                && bytes[2] == UInt8(ascii: "m") && bytes[3] == UInt8(ascii: "e"))
+        }
+        if let plain { return plain }
         let shape = NameShape(key, position)
         if shape.isEmpty { return false }
-        // "time" is the timestamp column: InfluxDB refuses it as a tag or field key.
-        if shape.keptBytes != 4 { return true }
-        return !(shape.needsRepair ? repairedName(key, position) : key).utf8.elementsEqual("time".utf8)
+        return !repairedName(key, position).utf8.elementsEqual("time".utf8)
     }
 
     @inline(__always)
@@ -177,9 +182,13 @@ public struct LineEncoder: Sendable {
     }
 
     static func checkFields(_ fields: [Point.Field], repairs: inout Repairs) throws(LineProtocolError) {
-        var written = 0
-        for index in fields.indices where isWritten(fields, at: index) { written += 1 }
-        if written == 0 { throw .noFields }
+        // The last field is always the last of its key, so this usually stops at once.
+        var index = fields.count - 1
+        while index >= 0 {
+            if isWritten(fields, at: index) { return }
+            index -= 1
+        }
+        throw .noFields
     }
 
     private func appendFields(_ fields: [Point.Field], into buffer: inout [UInt8], repairs: inout Repairs) {
@@ -192,7 +201,7 @@ public struct LineEncoder: Sendable {
             let field = fields[index]
             if !first { buffer.append(UInt8(ascii: ",")) }
             first = false
-            if NameShape(field.key, .fieldKey).needsRepair { repairs.repairedNames += 1 }
+            if Self.needsRepair(field.key, .fieldKey) { repairs.repairedNames += 1 }
             appendName(field.key, .fieldKey, into: &buffer)
             buffer.append(UInt8(ascii: "="))
             switch field.value {
@@ -224,7 +233,7 @@ public struct LineEncoder: Sendable {
         if tags.isEmpty { return }
         // Keys that need repair could become equal to another key once repaired: sort and deduplicate
         // the repaired forms instead (rare, and allowed to allocate).
-        for tag in tags where NameShape(tag.key, .tag).needsRepair {
+        for tag in tags where needsRepair(tag.key, .tag) {
             appendTags(repairedTags(tags, repairs: &repairs), into: &buffer, repairs: &repairs)
             return
         }
@@ -250,17 +259,30 @@ public struct LineEncoder: Sendable {
                     repairs.droppedTags += 1
                     continue
                 }
-                let valueShape = NameShape(tag.value, .tag)
-                if valueShape.isEmpty {
-                    repairs.droppedTags += 1
-                    continue
+                if tag.value.isEmpty || needsRepair(tag.value, .tag) {
+                    let valueShape = NameShape(tag.value, .tag)
+                    if valueShape.isEmpty {
+                        repairs.droppedTags += 1
+                        continue
+                    }
+                    repairs.repairedNames += 1
                 }
-                if valueShape.needsRepair { repairs.repairedNames += 1 }
                 buffer.append(UInt8(ascii: ","))
                 appendName(tag.key, .tag, into: &buffer)
                 buffer.append(UInt8(ascii: "="))
                 appendName(tag.value, .tag, into: &buffer)
             }
+        }
+    }
+
+    /// Whether `name` holds a byte that a repair could change (a backslash or a control character).
+    @inline(__always)
+    static func needsRepair(_ name: String, _ position: NamePosition) -> Bool {
+        withUTF8Bytes(name) { bytes in
+            for byte in bytes where byte == UInt8(ascii: "\\") || isControl(byte) {
+                return NameShape(name, position).needsRepair
+            }
+            return false
         }
     }
 
@@ -293,7 +315,8 @@ public struct LineEncoder: Sendable {
 /// Whether two strings have the same UTF-8 bytes (not merely canonically equal, as `==` checks).
 @inline(__always)
 func sameBytes(_ lhs: String, _ rhs: String) -> Bool {
-    withUTF8Bytes(lhs) { left in
+    if lhs.utf8.count != rhs.utf8.count { return false }
+    return withUTF8Bytes(lhs) { left in
         withUTF8Bytes(rhs) { right in
             left.count == right.count && (left.count == 0 || memcmpEqual(left, right))
         }

@@ -1,0 +1,88 @@
+import APIHealth
+import Benchmark
+import LineProtocol
+
+/// A typical API-health point: 6 tags, 8 fields (3 floats, 3 integers, 1 string, 1 bool), ns timestamp.
+let tags = [
+    Point.Tag("host", "api.example.com"), Point.Tag("path", "/users/{id}/orders"), Point.Tag("method", "GET"),
+    Point.Tag("module", "checkout"), Point.Tag("status", "200"), Point.Tag("status_class", "2xx"),
+]
+let fields = [
+    Point.Field("duration_ms", .float(12.345678)), Point.Field("ttfb_ms", .float(8.25)),
+    Point.Field("transfer_ms", .float(4.095678)), Point.Field("status_code", .int(200)),
+    Point.Field("request_bytes", .int(312)), Point.Field("response_bytes", .int(5_120)),
+    Point.Field("correlation_id", .string("7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55")), Point.Field("success", .bool(true)),
+]
+let timestamp = Timestamp(nanosecondsSinceEpoch: 1_700_000_000_123_456_789)
+let point = Point(measurement: "apihealth_request", tags: tags, fields: fields, timestamp: timestamp)
+
+func batch(lines count: Int) -> [UInt8] {
+    var buffer: [UInt8] = []
+    var varied = point
+    for index in 0..<count {
+        varied.fields[0] = Point.Field("duration_ms", .float(Double(index % 5_000) / 7))
+        varied.fields[5] = Point.Field("response_bytes", .int(Int64(index * 37 % 100_000)))
+        varied.timestamp = Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000 + Int64(index) * 1_000_003)
+        try! LineEncoder().encode(varied, into: &buffer)
+    }
+    return buffer
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
+        maxDuration: .seconds(3),
+        maxIterations: 1_000_000
+    )
+
+    Benchmark("encode point (reused buffer)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        let encoder = LineEncoder(precision: .ns)
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(4_096)
+        for _ in benchmark.scaledIterations {
+            buffer.removeAll(keepingCapacity: true)
+            try encoder.encode(point, into: &buffer)
+            blackHole(buffer.count)
+        }
+    }
+
+    Benchmark("encode point (prerendered series key)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        let encoder = LineEncoder(precision: .ns)
+        let series = try SeriesKey(measurement: "apihealth_request", tags: tags)
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(4_096)
+        for _ in benchmark.scaledIterations {
+            buffer.removeAll(keepingCapacity: true)
+            try encoder.encode(fields: fields, timestamp: timestamp, series: series, into: &buffer)
+            blackHole(buffer.count)
+        }
+    }
+
+    Benchmark("parse line", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        var line: [UInt8] = []
+        try LineEncoder().encode(point, into: &line)
+        line.removeLast()
+        let parser = LineParser()
+        for _ in benchmark.scaledIterations {
+            blackHole(try parser.parseLine(line))
+        }
+    }
+
+    let lines = batch(lines: 5_000)
+    for level in [1, 6] {
+        let compressed = try! Gzip.compress(lines, level: level)
+        let ratio = Double(lines.count) / Double(compressed.count)
+        Benchmark(
+            "gzip 5000-line batch level \(level) (\(lines.count) B in, ratio \(Int(ratio * 10) / 10).\(Int(ratio * 10) % 10))",
+            configuration: .init(metrics: [.wallClock, .cpuTotal, .throughput, .mallocCountTotal])
+        ) { benchmark in
+            var output: [UInt8] = []
+            output.reserveCapacity(lines.count)
+            for _ in benchmark.scaledIterations {
+                output.removeAll(keepingCapacity: true)
+                try Gzip.compress(lines, level: level, into: &output)
+                blackHole(output.count)
+            }
+        }
+    }
+}
