@@ -1,0 +1,284 @@
+import Foundation
+import LineProtocol
+
+/// Everything the agent needs: where to ship, how to batch and retry, what to capture.
+///
+/// ```swift
+/// var configuration = try APIHealthConfiguration.fromEnvironment(serviceName: "checkout")
+/// configuration.capture.pathRules = ["api.example.com/users/*/orders/**"]
+/// let agent = try APIHealthAgent(configuration: configuration, logger: logger)
+/// ```
+///
+/// Every setting has a default; ``fromEnvironment(_:serviceName:)`` reads the `INFLUX_*` and
+/// `APIHEALTH_*` variables listed in the README.
+public struct APIHealthConfiguration: Sendable {
+    /// Off means the agent records nothing, ships nothing and leaves requests untouched.
+    public var isEnabled = true
+    /// Names the default spool directory and the `User-Agent`.
+    public var serviceName: String
+    /// Where batches go. `nil` keeps every line pending in the spool (see `influx-tail`).
+    public var destination: InfluxDestination?
+    /// Measurement of request points.
+    public var measurement = "apihealth_request"
+    /// Measurement of parse-failure points.
+    public var parseFailureMeasurement = "apihealth_parse_failure"
+    /// Measurement of the agent's own health.
+    public var agentMeasurement = "apihealth_agent"
+    /// Timestamp precision of every line, and the write request's `precision`.
+    public var precision: Precision = .ns
+    public var batching = Batching()
+    public var retry = RetryPolicy()
+    /// zlib level for request bodies: 1 is fastest and shrinks line protocol about twentyfold.
+    public var gzipLevel = 1
+    /// Time allowed for one write request.
+    public var requestTimeout: Duration = .seconds(10)
+    /// The on-disk spool of pending lines; `nil` keeps them in memory only.
+    public var spool: SpoolOptions?
+    public var capture = CaptureOptions()
+    /// How often the agent writes its own health point.
+    public var selfMetricsInterval: Duration = .seconds(10)
+
+    public init(serviceName: String, destination: InfluxDestination? = nil) {
+        self.serviceName = serviceName
+        self.destination = destination
+        self.spool = SpoolOptions(directory: SpoolOptions.defaultDirectory(serviceName: serviceName))
+    }
+
+    /// When batches are cut.
+    public struct Batching: Sendable {
+        /// A batch is sent this long after its last line was added (debounce).
+        public var flushDelay: Duration = .seconds(5)
+        /// Under steady traffic the debounce never fires: no batch waits longer than this.
+        public var maximumAge: Duration = .seconds(30)
+        /// A batch is sent at once when it holds this many lines…
+        public var maximumLines = 5_000
+        /// …or this many bytes of uncompressed line protocol.
+        public var maximumBytes = 1 << 20
+        /// Cap on all pending data, in memory and in the spool; past it the oldest batch is dropped.
+        public var maximumPendingBytes = 64 << 20
+
+        public init() {}
+    }
+
+    /// Which requests are captured and how they become tags.
+    public struct CaptureOptions: Sendable {
+        /// Firebase-style rules, tried before automatic templating: `*` is one segment, `**` the rest.
+        public var pathRules: [String] = []
+        /// Distinct (host, path) values before new ones become ``overflowPath``.
+        public var maximumDistinctPaths = 500
+        /// The path tag of requests past the cap.
+        public var overflowPath = "{overflow}"
+        /// Hosts never recorded (the destination's host is always excluded).
+        public var excludedHosts: Set<String> = []
+        /// Request and response headers whose value becomes the `correlation_id` field (first found).
+        public var correlationHeaders = ["X-Request-Id", "X-Correlation-Id", "traceparent"]
+
+        public init() {}
+    }
+
+    /// What is wrong with a configuration; thrown at start, never silently ignored.
+    public enum Error: Swift.Error, Sendable, Hashable, CustomStringConvertible {
+        case missingURL
+        case relativeURL(String)
+        case unsupportedScheme(String)
+        case unknownPrecision(String)
+        case unknownWriteAPI(String)
+        case missingSetting(String)
+        case unreadableTokenFile(String)
+        case invalidValue(name: String, value: String)
+
+        public var description: String {
+            switch self {
+            case .missingURL: return "INFLUX_URL is required when other INFLUX_ settings are given"
+            case .relativeURL(let url): return "the InfluxDB URL \"\(url)\" must be absolute (http://host:port)"
+            case .unsupportedScheme(let url): return "the InfluxDB URL \"\(url)\" must use http or https"
+            case .unknownPrecision(let value): return "unknown precision \"\(value)\": use ns, us, ms or s"
+            case .unknownWriteAPI(let value): return "unknown write API \"\(value)\": use v2 or v1"
+            case .missingSetting(let name): return "\(name) is required"
+            case .unreadableTokenFile(let path): return "the token file \(path) cannot be read"
+            case .invalidValue(let name, let value): return "\(name) has an invalid value \"\(value)\""
+            }
+        }
+    }
+
+    /// Reads the configuration from environment variables.
+    ///
+    /// | variable | meaning |
+    /// |---|---|
+    /// | `APIHEALTH_ENABLED` | `0`, `false`, `no` or `off` disables the agent |
+    /// | `INFLUX_URL` | base URL of InfluxDB; unset: lines stay pending in the spool |
+    /// | `INFLUX_WRITE_API` | `v2` (default) or `v1` |
+    /// | `INFLUX_ORG`, `INFLUX_BUCKET` | v2 organisation and bucket |
+    /// | `INFLUX_DATABASE`, `INFLUX_RETENTION_POLICY` | v1 database and retention policy |
+    /// | `INFLUX_TOKEN`, `INFLUX_TOKEN_FILE` | token, or a file holding it |
+    /// | `INFLUX_PRECISION` | `ns` (default), `us`, `ms`, `s` |
+    /// | `APIHEALTH_SPOOL_DIR` | spool directory; `none` keeps pending lines in memory only |
+    /// | `APIHEALTH_FLUSH_DELAY_MS`, `APIHEALTH_GZIP_LEVEL` | batching debounce and gzip level |
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment,
+        serviceName: String
+    ) throws(Error) -> APIHealthConfiguration {
+        var configuration = APIHealthConfiguration(serviceName: serviceName)
+        if let enabled = environment["APIHEALTH_ENABLED"] {
+            configuration.isEnabled = !["0", "false", "no", "off"].contains(enabled.lowercased())
+        }
+        if let precision = environment["INFLUX_PRECISION"] {
+            guard let value = Precision(rawValue: precision) else { throw .unknownPrecision(precision) }
+            configuration.precision = value
+        }
+        configuration.destination = try InfluxDestination.fromEnvironment(environment)
+        if let directory = environment["APIHEALTH_SPOOL_DIR"] {
+            configuration.spool = directory == "none" ? nil : SpoolOptions(directory: URL(fileURLWithPath: directory))
+        }
+        if let text = environment["APIHEALTH_FLUSH_DELAY_MS"] {
+            guard let milliseconds = Int(text), milliseconds >= 0 else {
+                throw .invalidValue(name: "APIHEALTH_FLUSH_DELAY_MS", value: text)
+            }
+            configuration.batching.flushDelay = .milliseconds(milliseconds)
+        }
+        if let text = environment["APIHEALTH_GZIP_LEVEL"] {
+            guard let level = Int(text), Gzip.levels.contains(level) else {
+                throw .invalidValue(name: "APIHEALTH_GZIP_LEVEL", value: text)
+            }
+            configuration.gzipLevel = level
+        }
+        return configuration
+    }
+
+    /// Checks the settings that cannot be checked by their types.
+    public func validate() throws(Error) {
+        if batching.maximumLines < 1 { throw .invalidValue(name: "batching.maximumLines", value: "\(batching.maximumLines)") }
+        if batching.maximumBytes < 1_024 { throw .invalidValue(name: "batching.maximumBytes", value: "\(batching.maximumBytes)") }
+        if batching.maximumPendingBytes < 2 * batching.maximumBytes {
+            throw .invalidValue(name: "batching.maximumPendingBytes", value: "\(batching.maximumPendingBytes)")
+        }
+        if !Gzip.levels.contains(gzipLevel) { throw .invalidValue(name: "gzipLevel", value: "\(gzipLevel)") }
+        if measurement.isEmpty || measurement.hasPrefix("_") { throw .invalidValue(name: "measurement", value: measurement) }
+        try destination?.validate()
+    }
+}
+
+/// The InfluxDB (or compatible) server batches are written to.
+///
+/// ```swift
+/// let destination = InfluxDestination(
+///     url: URL(string: "http://localhost:8086")!,
+///     api: .v2(organization: "acme", bucket: "apihealth"),
+///     token: InfluxToken("s3cr3t")
+/// )
+/// ```
+public struct InfluxDestination: Sendable, Hashable {
+    /// Which write endpoint to use.
+    public enum WriteAPI: Sendable, Hashable {
+        /// `POST /api/v2/write?org=&bucket=&precision=` (InfluxDB 2.x, Cloud, 1.8+ and 3.x compatibility).
+        case v2(organization: String, bucket: String)
+        /// `POST /write?db=&rp=&precision=` (InfluxDB 1.x).
+        case v1(database: String, retentionPolicy: String? = nil)
+    }
+
+    public var url: URL
+    public var api: WriteAPI
+    public var token: InfluxToken?
+
+    public init(url: URL, api: WriteAPI, token: InfluxToken? = nil) {
+        self.url = url
+        self.api = api
+        self.token = token
+    }
+
+    static func fromEnvironment(_ environment: [String: String]) throws(APIHealthConfiguration.Error) -> InfluxDestination? {
+        let names = ["INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_TOKEN_FILE", "INFLUX_DATABASE", "INFLUX_WRITE_API"]
+        guard let urlText = environment["INFLUX_URL"], !urlText.isEmpty else {
+            if names.contains(where: { environment[$0] != nil }) { throw .missingURL }
+            return nil
+        }
+        guard let url = URL(string: urlText), url.scheme != nil, url.host != nil else { throw .relativeURL(urlText) }
+        var token: InfluxToken?
+        if let value = environment["INFLUX_TOKEN"], !value.isEmpty {
+            token = InfluxToken(value)
+        } else if let path = environment["INFLUX_TOKEN_FILE"] {
+            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { throw .unreadableTokenFile(path) }
+            token = InfluxToken(contents.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        let api: WriteAPI
+        switch environment["INFLUX_WRITE_API"] ?? "v2" {
+        case "v2":
+            guard let org = environment["INFLUX_ORG"], !org.isEmpty else { throw .missingSetting("INFLUX_ORG") }
+            guard let bucket = environment["INFLUX_BUCKET"], !bucket.isEmpty else { throw .missingSetting("INFLUX_BUCKET") }
+            api = .v2(organization: org, bucket: bucket)
+        case "v1":
+            guard let database = environment["INFLUX_DATABASE"], !database.isEmpty else {
+                throw .missingSetting("INFLUX_DATABASE")
+            }
+            api = .v1(database: database, retentionPolicy: environment["INFLUX_RETENTION_POLICY"])
+        case let other:
+            throw .unknownWriteAPI(other)
+        }
+        let destination = InfluxDestination(url: url, api: api, token: token)
+        try destination.validate()
+        return destination
+    }
+
+    func validate() throws(APIHealthConfiguration.Error) {
+        guard let scheme = url.scheme?.lowercased(), url.host != nil else { throw .relativeURL(url.absoluteString) }
+        guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme(url.absoluteString) }
+    }
+
+    /// The write endpoint for `precision`, with its query.
+    func writeURL(precision: Precision) -> URL {
+        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
+        switch api {
+        case .v2(let organization, let bucket):
+            components.path = base + "/api/v2/write"
+            components.queryItems = [
+                URLQueryItem(name: "org", value: organization), URLQueryItem(name: "bucket", value: bucket),
+                URLQueryItem(name: "precision", value: precision.rawValue),
+            ]
+        case .v1(let database, let retentionPolicy):
+            components.path = base + "/write"
+            components.queryItems =
+                [URLQueryItem(name: "db", value: database)]
+                + (retentionPolicy.map { [URLQueryItem(name: "rp", value: $0)] } ?? [])
+                + [URLQueryItem(name: "precision", value: precision == .us ? "u" : precision == .ns ? "ns" : precision.rawValue)]
+        }
+        return components.url!
+    }
+}
+
+/// An InfluxDB API token. It prints as `<redacted>` so it never reaches logs, errors or files.
+public struct InfluxToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    let value: String
+
+    public init(_ value: String) {
+        self.value = value
+    }
+
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+}
+
+/// Where and how pending lines are kept on disk.
+public struct SpoolOptions: Sendable, Hashable {
+    public var directory: URL
+    /// `fsync` after every write-through, so pending lines also survive power loss (slower).
+    public var fsync = false
+
+    public init(directory: URL, fsync: Bool = false) {
+        self.directory = directory
+        self.fsync = fsync
+    }
+
+    /// `$XDG_STATE_HOME/apihealth/<service>` (or `~/.local/state/…`); the caches folder on Apple platforms.
+    public static func defaultDirectory(serviceName: String) -> URL {
+        #if canImport(Darwin)
+        let base = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first!
+        #else
+        let environment = ProcessInfo.processInfo.environment
+        let base =
+            environment["XDG_STATE_HOME"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/state")
+        #endif
+        return base.appendingPathComponent("apihealth").appendingPathComponent(serviceName)
+    }
+}

@@ -1,0 +1,44 @@
+/// What happened to the points the agent was given, counted since it started.
+///
+/// ```swift
+/// let metrics = agent.metrics
+/// if metrics.pointsDropped > 0 { logger.info("APIHealth dropped \(metrics.pointsDropped) points") }
+/// ```
+///
+/// The same counters ship as the agent's own measurement (`apihealth_agent` by default).
+public struct AgentMetrics: Sendable, Hashable {
+    /// Points encoded into a pending batch.
+    public var pointsRecorded: UInt64 = 0
+    /// Points the encoder refused (empty measurement, no writable field, timestamp out of range).
+    public var pointsInvalid: UInt64 = 0
+    /// Points written with a documented repair (a field or tag left out, a name repaired, a string cut).
+    public var pointsRepaired: UInt64 = 0
+    /// Points the server acknowledged with a 2xx.
+    public var pointsWritten: UInt64 = 0
+    /// Points dropped because pending data exceeded its cap (oldest first), or recorded after shutdown.
+    public var pointsDropped: UInt64 = 0
+    /// Points the server refused for good (400, 422, 413 for a single line), kept in `rejected/`.
+    public var pointsRejected: UInt64 = 0
+    /// Points whose batch kept failing past the retry limit, kept in `rejected/`.
+    public var pointsExpired: UInt64 = 0
+    /// Lines found torn or corrupt in the spool at start, left out.
+    public var spoolLinesLeftOut: UInt64 = 0
+    /// Failed spool writes (the points stay in memory and are still sent).
+    public var spoolWriteErrors: UInt64 = 0
+    /// Write requests that failed and were scheduled again.
+    public var retries: UInt64 = 0
+    /// Write requests answered with a 2xx.
+    public var batchesWritten: UInt64 = 0
+    /// Uncompressed bytes of the requests sent.
+    public var bytesBeforeGzip: UInt64 = 0
+    /// Bytes on the wire after gzip.
+    public var bytesAfterGzip: UInt64 = 0
+    /// Lines recorded and not yet acknowledged.
+    public var pendingLines: Int = 0
+    /// Bytes recorded and not yet acknowledged.
+    public var pendingBytes: Int = 0
+    /// The last failure, if the last write failed.
+    public var lastError: String?
+
+    public init() {}
+}

@@ -1,0 +1,120 @@
+import Foundation
+import LineProtocol
+
+/// Turns samples into points: templated, capped paths and the documented tags and fields.
+final class RequestSchema: Sendable {
+    private let configuration: APIHealthConfiguration
+    private let templater: PathTemplater
+    private let excludedHosts: Set<String>
+    /// Distinct `host path` values seen, and how many samples fell past the cap.
+    private let paths = Locked((seen: Set<String>(), overflowed: UInt64(0)))
+    private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
+
+    init(configuration: APIHealthConfiguration) {
+        self.configuration = configuration
+        self.templater = PathTemplater(rules: configuration.capture.pathRules)
+        var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
+        if let destination = configuration.destination, let host = destination.url.host?.lowercased() {
+            excluded.insert(host)
+            excluded.insert(Self.hostTag(destination.url))
+        }
+        self.excludedHosts = excluded
+    }
+
+    var pathsOverflowed: UInt64 { paths.withLock { $0.overflowed } }
+
+    /// `host` or `host:port`, lowercased.
+    static func hostTag(_ url: URL) -> String {
+        let host = url.host?.lowercased() ?? "unknown"
+        return url.port.map { "\(host):\($0)" } ?? host
+    }
+
+    func isExcluded(_ url: URL) -> Bool {
+        guard let host = url.host?.lowercased() else { return true }
+        return excludedHosts.contains(host) || excludedHosts.contains(Self.hostTag(url))
+    }
+
+    /// The templated path, or the overflow value once the cap of distinct paths is reached.
+    func pathTag(host: String, url: URL) -> String {
+        let template = templater.template(host: host, path: url.path)
+        let key = host + " " + template
+        return paths.withLock { state in
+            if state.seen.contains(key) { return template }
+            if state.seen.count < configuration.capture.maximumDistinctPaths {
+                state.seen.insert(key)
+                return template
+            }
+            state.overflowed += 1
+            return configuration.capture.overflowPath
+        }
+    }
+
+    static func methodTag(_ method: String) -> String {
+        let upper = method.uppercased()
+        return knownMethods.contains(upper) ? upper : "OTHER"
+    }
+
+    /// The request point, or `nil` for an excluded host.
+    func point(for sample: RequestSample) -> Point? {
+        guard !isExcluded(sample.url) else { return nil }
+        let host = Self.hostTag(sample.url)
+        let status = sample.statusCode.map(String.init) ?? "error"
+        let statusClass = sample.statusCode.map { "\($0 / 100)xx" } ?? "error"
+        typealias F = PointSchema.Field
+        var fields = [Point.Field(F.durationMilliseconds, .float(sample.duration.milliseconds))]
+        fields.reserveCapacity(14)
+        if let value = sample.timeToFirstByte { fields.append(Point.Field(F.timeToFirstByteMilliseconds, .float(value.milliseconds))) }
+        if let value = sample.domainLookup { fields.append(Point.Field(F.domainLookupMilliseconds, .float(value.milliseconds))) }
+        if let value = sample.connect { fields.append(Point.Field(F.connectMilliseconds, .float(value.milliseconds))) }
+        if let value = sample.secureConnection { fields.append(Point.Field(F.secureConnectionMilliseconds, .float(value.milliseconds))) }
+        fields.append(Point.Field(F.requestBytes, .uint(sample.requestBytes)))
+        fields.append(Point.Field(F.responseBytes, .uint(sample.responseBytes)))
+        if let code = sample.statusCode { fields.append(Point.Field(F.statusCode, .int(Int64(code)))) }
+        fields.append(Point.Field(F.success, .bool(sample.error == nil && (sample.statusCode ?? 600) < 400)))
+        if let error = sample.error { fields.append(Point.Field(F.error, .string(error.description))) }
+        if let id = sample.correlationID { fields.append(Point.Field(F.correlationID, .string(id))) }
+        fields.append(Point.Field(F.redirects, .int(Int64(sample.redirectCount))))
+        if let value = sample.networkProtocol { fields.append(Point.Field(F.networkProtocol, .string(value))) }
+        if let value = sample.reusedConnection { fields.append(Point.Field(F.reusedConnection, .bool(value))) }
+        typealias T = PointSchema.Tag
+        return Point(
+            measurement: configuration.measurement,
+            tags: [
+                Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, url: sample.url)),
+                Point.Tag(T.method, Self.methodTag(sample.method)), Point.Tag(T.module, sample.module),
+                Point.Tag(T.status, status), Point.Tag(T.statusClass, statusClass),
+            ],
+            fields: fields,
+            timestamp: Timestamp(date: sample.startedAt))
+    }
+
+    /// The parse-failure point for a response that could not be decoded.
+    func parseFailurePoint(
+        url: URL, method: String, module: String, statusCode: Int?, kind: ParseFailureKind, codingPath: String, at date: Date
+    ) -> Point? {
+        guard !isExcluded(url) else { return nil }
+        let host = Self.hostTag(url)
+        typealias T = PointSchema.Tag
+        typealias F = PointSchema.Field
+        var fields = [Point.Field(F.count, .int(1)), Point.Field(F.codingPath, .string(codingPath))]
+        if let statusCode { fields.append(Point.Field(F.statusCode, .int(Int64(statusCode)))) }
+        return Point(
+            measurement: configuration.parseFailureMeasurement,
+            tags: [
+                Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, url: url)),
+                Point.Tag(T.method, Self.methodTag(method)), Point.Tag(T.module, module),
+                Point.Tag(T.status, statusCode.map(String.init) ?? "error"), Point.Tag(T.failure, kind.rawValue),
+            ],
+            fields: fields,
+            timestamp: Timestamp(date: date))
+    }
+}
+
+extension Timestamp {
+    /// The instant of `date`, to the microsecond `Date` carries.
+    public init(date: Date) {
+        let interval = date.timeIntervalSince1970
+        let seconds = interval.rounded(.down)
+        self.init(seconds: Int64(seconds), nanoseconds: Int64(((interval - seconds) * 1e9).rounded()))
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import LineProtocol
+
+/// Reads a spool directory without taking its lock: what `influx-tail` prints.
+///
+/// ```swift
+/// let reader = try SpoolReader(directory: URL(fileURLWithPath: "/var/lib/apihealth/checkout"))
+/// for segment in try reader.segments() {
+///     for line in segment.lines { print(String(decoding: line, as: UTF8.self)) }
+/// }
+/// ```
+public struct SpoolReader: Sendable {
+    public let directory: URL
+
+    /// Segment files: `<sequence>.lp` sealed, `<sequence>.open.lp` still being appended to.
+    static let sealedSuffix = ".lp"
+    static let openSuffix = ".open.lp"
+
+    public init(directory: URL) throws(SpoolError) {
+        self.directory = directory
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else { throw .missing(directory: directory.path) }
+        guard FileManager.default.isReadableFile(atPath: directory.path),
+            FileManager.default.isExecutableFile(atPath: directory.path)
+        else { throw .permissionDenied(path: directory.path) }
+    }
+
+    /// One segment file's complete lines, oldest first.
+    public struct Segment: Sendable {
+        public var name: String
+        public var url: URL
+        /// Still being appended to by the agent.
+        public var isOpen: Bool
+        /// Every complete line that parses, each without its line end.
+        public var lines: [[UInt8]]
+        /// Lines left out: a torn tail or corrupt lines.
+        public var problems: [SpoolProblem]
+        public var modified: Date?
+    }
+
+    /// The names of the segment files in send order.
+    public func segmentNames() throws(SpoolError) -> [String] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw .permissionDenied(path: directory.path)
+        }
+        return names.filter { $0.hasSuffix(Self.sealedSuffix) && !$0.hasPrefix(".") }.sorted()
+    }
+
+    /// Every segment, in send order.
+    public func segments() throws(SpoolError) -> [Segment] {
+        var segments: [Segment] = []
+        for name in try segmentNames() {
+            if let segment = try segment(named: name) { segments.append(segment) }
+        }
+        return segments
+    }
+
+    /// One segment; `nil` when it was removed meanwhile (acknowledged by the server).
+    public func segment(named name: String) throws(SpoolError) -> Segment? {
+        let url = directory.appendingPathComponent(name)
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            if FileManager.default.fileExists(atPath: url.path) { throw .permissionDenied(path: url.path) }
+            return nil
+        }
+        let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+        let (lines, problems) = Self.completeLines(Array(data), file: name)
+        return Segment(
+            name: name, url: url, isOpen: name.hasSuffix(Self.openSuffix), lines: lines, problems: problems,
+            modified: attributes?[.modificationDate] as? Date)
+    }
+
+    /// The complete, parseable lines of `bytes`; a tail without a line end and corrupt lines are reported.
+    static func completeLines(_ bytes: [UInt8], file: String) -> ([[UInt8]], [SpoolProblem]) {
+        var lines: [[UInt8]] = []
+        var problems: [SpoolProblem] = []
+        let parser = LineParser()
+        bytes.withUnsafeBufferPointer { buffer in
+            for line in LineSplitter(buffer) {
+                let slice = UnsafeBufferPointer(rebasing: buffer[line.range])
+                if line.range.upperBound >= buffer.count {
+                    if !slice.isEmpty {
+                        problems.append(SpoolProblem(file: file, offset: line.range.lowerBound, kind: .tornLine))
+                    }
+                    continue
+                }
+                do {
+                    if try parser.parseLine(slice, lineNumber: line.number) != nil { lines.append(Array(slice)) }
+                } catch {
+                    problems.append(
+                        SpoolProblem(file: file, offset: line.range.lowerBound, kind: .corruptLine("\(error)")))
+                }
+            }
+        }
+        return (lines, problems)
+    }
+
+    /// A batch the server refused for good, with its reason.
+    public struct RejectedBatch: Sendable {
+        public var name: String
+        public var lines: [[UInt8]]
+        public var reason: String
+        public var rejectedAt: Date?
+    }
+
+    /// The batches in `rejected/`, oldest first.
+    public func rejected() throws(SpoolError) -> [RejectedBatch] {
+        let folder = directory.appendingPathComponent("rejected")
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return [] }
+        return names.filter { $0.hasSuffix(Self.sealedSuffix) }.sorted().map { name in
+            let url = folder.appendingPathComponent(name)
+            let bytes = FileManager.default.contents(atPath: url.path).map(Array.init) ?? []
+            let stem = String(name.dropLast(Self.sealedSuffix.count))
+            let reason = (try? String(contentsOf: folder.appendingPathComponent(stem + ".reason"), encoding: .utf8)) ?? ""
+            let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+            return RejectedBatch(
+                name: name, lines: Self.completeLines(bytes, file: name).0, reason: reason,
+                rejectedAt: attributes?[.modificationDate] as? Date)
+        }
+    }
+}

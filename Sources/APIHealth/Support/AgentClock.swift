@@ -1,0 +1,85 @@
+/// The monotonic time source the agent schedules flushes and retries with.
+///
+/// The agent uses ``SystemAgentClock``; tests inject a manual clock so that debounce, maximum age,
+/// backoff and `Retry-After` are checked without sleeping.
+///
+/// ```swift
+/// let agent = try APIHealthAgent(configuration: configuration, logger: logger, clock: SystemAgentClock())
+/// ```
+public protocol AgentClock: Sendable {
+    /// Time since an arbitrary, fixed origin; never goes backwards.
+    var now: Duration { get }
+    /// Suspends until `now` reaches `deadline`. Throws `CancellationError` when the task is cancelled.
+    func sleep(until deadline: Duration) async throws
+}
+
+/// The real monotonic clock.
+public struct SystemAgentClock: AgentClock {
+    private let origin = ContinuousClock.now
+
+    public init() {}
+
+    public var now: Duration { ContinuousClock.now - origin }
+
+    public func sleep(until deadline: Duration) async throws {
+        try await Task.sleep(until: origin + deadline, clock: .continuous)
+    }
+}
+
+/// Wakes one waiting task; a signal sent while nobody waits is kept for the next wait.
+final class Wakeup: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Locked(State())
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.pending || Task.isCancelled {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Waits for a signal, or until `deadline` on `clock` when one is given.
+    func wait(until deadline: Duration?, on clock: any AgentClock) async {
+        guard let deadline else {
+            await wait()
+            return
+        }
+        if clock.now >= deadline { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await clock.sleep(until: deadline) }
+            group.addTask { await self.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,20 @@
+import Foundation
+
+/// A value that is only read or changed while holding its lock.
+///
+/// `@unchecked Sendable` because the lock, not the type system, serialises every access to `state`.
+final class Locked<State>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var state: State
+
+    init(_ state: State) {
+        self.state = state
+    }
+
+    @inline(__always)
+    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&state)
+    }
+}
