@@ -35,8 +35,20 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .target(
+            name: "LoopbackHTTPServer",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
             name: "TestSupport",
-            dependencies: ["LineProtocol", "APIHealth"],
+            dependencies: [
+                "LineProtocol", "APIHealth", "LoopbackHTTPServer",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: strictSwift6
         ),
@@ -46,8 +58,13 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .testTarget(
+            name: "APIHealthTests",
+            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LineProtocol", "APIHealth", "TestSupport"],
+            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
             swiftSettings: strictSwift6
         ),
     ]

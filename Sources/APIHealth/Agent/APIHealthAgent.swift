@@ -273,4 +273,9 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
 
 extension APIHealthAgent {
     func isExcluded(_ url: URL) -> Bool { schema.isExcluded(url) }
+
+    /// Every pending point, parsed back (for tests and diagnostics).
+    func pendingPoints() -> [Point] {
+        (try? LineParser(precision: configuration.precision).parse(pending.pendingBytes())) ?? []
+    }
 }

@@ -325,6 +325,11 @@ final class PendingBatches: Sendable {
         }
     }
 
+    /// Every pending line, oldest first (for tests and diagnostics).
+    func pendingBytes() -> [UInt8] {
+        state.withLock { state in state.batches.flatMap(\.bytes) }
+    }
+
     // MARK: Metrics
 
     var metrics: AgentMetrics {

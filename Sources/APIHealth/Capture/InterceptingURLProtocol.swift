@@ -83,7 +83,9 @@ class InterceptingURLProtocol: URLProtocol {
             state.stopped = true
             return state.innerTask
         }
-        task?.cancel()
+        // Called on corelibs' shared work queue, which cancelling the inner task needs too: hop off it.
+        let inner = UncheckedSendable(task)
+        DispatchQueue.global().async { inner.value?.cancel() }
     }
 
     // MARK: Events from the inner session

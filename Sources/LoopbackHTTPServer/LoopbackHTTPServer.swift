@@ -1,0 +1,191 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A small HTTP/1.1 server on a loopback port, answering from an async handler: the demo's API and
+/// the tests' peer (including the faults real servers will not produce on demand).
+///
+/// ```swift
+/// let server = try await LoopbackHTTPServer.start { request in
+///     request.path == "/health" ? .text(200, "ok") : .text(404, "no such endpoint")
+/// }
+/// defer { Task { try await server.shutdown() } }
+/// ```
+public final class LoopbackHTTPServer: Sendable {
+    /// One request, with its whole body.
+    public struct Request: Sendable {
+        public var method: String
+        /// The request target, with its query.
+        public var uri: String
+        public var headers: [(name: String, value: String)]
+        public var body: [UInt8]
+
+        /// The target without its query.
+        public var path: String { String(uri.prefix { $0 != "?" }) }
+
+        /// The query parameters, percent-decoded.
+        public var query: [String: String] {
+            guard let mark = uri.firstIndex(of: "?") else { return [:] }
+            var result: [String: String] = [:]
+            for pair in uri[uri.index(after: mark)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+                let value = parts.count > 1 ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
+                result[name] = value
+            }
+            return result
+        }
+
+        /// The first header named `name` (case-insensitive).
+        public func header(_ name: String) -> String? {
+            headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        }
+    }
+
+    /// What to send back.
+    public struct Response: Sendable {
+        public enum Body: Sendable {
+            case bytes([UInt8])
+            /// `totalBytes` bytes in chunks of `chunkSize`, generated as they are sent.
+            case generated(totalBytes: Int, chunkSize: Int)
+            /// Never answer: the connection hangs until the client gives up.
+            case hang
+        }
+
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: Body
+        /// Wait this long before answering.
+        public var delay: Duration
+
+        public init(status: Int, headers: [(String, String)] = [], body: Body = .bytes([]), delay: Duration = .zero) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+            self.delay = delay
+        }
+
+        public static func text(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
+            Response(status: status, headers: [("Content-Type", "text/plain; charset=utf-8")] + headers, body: .bytes(Array(text.utf8)))
+        }
+
+        public static func json(_ status: Int, _ json: String, headers: [(String, String)] = []) -> Response {
+            Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: .bytes(Array(json.utf8)))
+        }
+    }
+
+    public typealias Handler = @Sendable (Request) async -> Response
+
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+    /// The port the server listens on.
+    public let port: Int
+
+    /// `http://127.0.0.1:<port>`
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    private init(group: MultiThreadedEventLoopGroup, channel: any Channel) {
+        self.group = group
+        self.channel = channel
+        self.port = channel.localAddress?.port ?? 0
+    }
+
+    /// Starts listening on `127.0.0.1:port` (0: a free port).
+    public static func start(port: Int = 0, threads: Int = 1, handler: @escaping Handler) async throws -> LoopbackHTTPServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 1_024)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(RequestHandler(handler: handler))
+                }
+            }
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+        return LoopbackHTTPServer(group: group, channel: channel)
+    }
+
+    public func shutdown() async throws {
+        try? await channel.close().get()
+        try await group.shutdownGracefully()
+    }
+}
+
+private final class RequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let handler: LoopbackHTTPServer.Handler
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+
+    init(handler: @escaping LoopbackHTTPServer.Handler) {
+        self.handler = handler
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body = []
+        case .body(var buffer):
+            body += buffer.readBytes(length: buffer.readableBytes) ?? []
+        case .end:
+            guard let head else { return }
+            let request = LoopbackHTTPServer.Request(
+                method: head.method.rawValue, uri: head.uri, headers: head.headers.map { ($0.name, $0.value) }, body: body)
+            let keepAlive = head.isKeepAlive
+            let version = head.version
+            let channel = context.channel
+            let handler = self.handler
+            self.head = nil
+            body = []
+            Task {
+                let response = await handler(request)
+                await sendResponse(response, on: channel, version: version, keepAlive: keepAlive)
+            }
+        }
+    }
+}
+
+private func sendResponse(
+    _ response: LoopbackHTTPServer.Response, on channel: any Channel, version: HTTPVersion, keepAlive: Bool
+) async {
+    if response.delay > .zero { try? await Task.sleep(for: response.delay) }
+    var headers = HTTPHeaders(response.headers)
+    let length: Int
+    switch response.body {
+    case .hang: return
+    case .bytes(let bytes): length = bytes.count
+    case .generated(let total, _): length = total
+    }
+    headers.replaceOrAdd(name: "Content-Length", value: "\(length)")
+    if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
+    let head = HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+    do {
+        try await channel.writeAndFlush(HTTPServerResponsePart.head(head)).get()
+        switch response.body {
+        case .hang: return
+        case .bytes(let bytes):
+            if !bytes.isEmpty {
+                try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: bytes)))).get()
+            }
+        case .generated(let total, let chunkSize):
+            var sent = 0
+            var chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: chunkSize)
+            while sent < total {
+                let size = min(chunkSize, total - sent)
+                if size < chunkSize { chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: size) }
+                try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk))).get()
+                sent += size
+            }
+        }
+        try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+        if !keepAlive { try await channel.close().get() }
+    } catch {
+        try? await channel.close().get()
+    }
+}

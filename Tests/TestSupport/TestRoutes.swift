@@ -1,0 +1,54 @@
+import Foundation
+import LoopbackHTTPServer
+
+/// The endpoints the capture tests call, on a real loopback HTTP server.
+public enum TestRoutes {
+    public static func handle(_ request: LoopbackHTTPServer.Request) async -> LoopbackHTTPServer.Response {
+        let parts = request.path.split(separator: "/").map(String.init)
+        switch parts.first {
+        case "ok":
+            return .json(200, #"{"ok":true}"#, headers: [("X-Request-Id", "resp-123"), ("X-Custom", "kept")])
+        case "status":
+            let code = Int(parts.last ?? "") ?? 500
+            return .text(code, "status \(code)", headers: [("X-Status", "\(code)")])
+        case "redirect":
+            let remaining = Int(parts.last ?? "") ?? 0
+            if remaining == 0 { return .text(200, "arrived") }
+            return .text(302, "", headers: [("Location", "/redirect/\(remaining - 1)")])
+        case "hang":
+            return LoopbackHTTPServer.Response(status: 200, body: .hang)
+        case "slow":
+            return LoopbackHTTPServer.Response(status: 200, body: .bytes(Array("late".utf8)), delay: .seconds(3))
+        case "bytes":
+            let count = Int(parts.last ?? "") ?? 0
+            return LoopbackHTTPServer.Response(status: 200, body: .generated(totalBytes: count, chunkSize: 64 * 1_024))
+        case "echo":
+            return LoopbackHTTPServer.Response(
+                status: 200, headers: [("X-Received-Bytes", "\(request.body.count)")], body: .bytes(request.body))
+        case "json":
+            switch parts.last {
+            case "user": return .json(200, #"{"id":7,"name":"Ada"}"#)
+            case "missing": return .json(200, #"{"id":7}"#)
+            case "mismatch": return .json(200, #"{"id":"seven","name":"Ada"}"#)
+            case "null": return .json(200, #"{"id":null,"name":"Ada"}"#)
+            default: return .text(200, "<html>not json</html>")
+            }
+        default:
+            return .text(404, "no route \(request.path)")
+        }
+    }
+}
+
+/// Resident memory of this process, from /proc.
+public func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    return (Int(fields.count > 1 ? fields[1] : "0") ?? 0) * 4_096
+}
+
+/// A fresh, empty temporary directory.
+public func temporaryDirectory(_ prefix: String = "apihealth") -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
