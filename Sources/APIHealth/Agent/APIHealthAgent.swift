@@ -64,7 +64,11 @@ public final class APIHealthAgent: Sendable, Service {
             onIdle: { now in
                 guard configuration.isEnabled else { return }
                 let due = selfMetrics.withLock { last -> Bool in
-                    if let previous = last, now - previous < configuration.selfMetricsInterval { return false }
+                    guard let previous = last else {
+                        last = now
+                        return false
+                    }
+                    if now - previous < configuration.selfMetricsInterval { return false }
                     last = now
                     return true
                 }

@@ -1,0 +1,180 @@
+import Foundation
+import LineProtocol
+import Logging
+import LoopbackHTTPServer
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+struct User: Decodable {
+    var id: Int
+    var name: String
+}
+
+@Suite struct PathTemplaterTests {
+    @Test(arguments: [
+        ("/users/8271/orders/9f3a4b2c1d0e5f6a7b8c", "/users/{id}/orders/{hex}"),
+        ("/v1/items/550e8400-e29b-41d4-a716-446655440000", "/v1/items/{uuid}"),
+        ("/people/ada.lovelace@example.com/avatar", "/people/{email}/avatar"),
+        ("/reset/eyJhbGciOiJIUzI1NiJ9abc123", "/reset/{token}"),
+        ("/orders/ord-123456", "/orders/{id}"),
+        ("/health", "/health"),
+        ("/", "/"),
+        ("", "/"),
+        ("/api/v2/write", "/api/v2/write"),
+    ])
+    func automaticRulesReplaceIdentifiers(path: String, template: String) {
+        #expect(PathTemplater().template(host: "api.example.com", path: path) == template)
+    }
+
+    @Test func userRulesWinOverAutomaticOnes() {
+        let templater = PathTemplater(rules: ["api.example.com/users/*/orders/**", "/static/**", "*/teams/*"])
+        #expect(templater.template(host: "api.example.com", path: "/users/8271/orders/9f3a/items") == "/users/*/orders/**")
+        #expect(templater.template(host: "api.example.com:8443", path: "/users/ada/orders") == "/users/*/orders/**")
+        #expect(templater.template(host: "other.com", path: "/users/8271/orders/1") == "/users/{id}/orders/{id}")
+        #expect(templater.template(host: "cdn.com", path: "/static/js/app.123.js") == "/static/**")
+        #expect(templater.template(host: "x.com", path: "/teams/blue") == "/teams/*")
+    }
+}
+
+@Suite struct SchemaTests {
+    static func agent(_ configure: (inout APIHealthConfiguration) -> Void = { _ in }) throws -> APIHealthAgent {
+        var configuration = APIHealthConfiguration(serviceName: "schema-tests")
+        configuration.spool = nil
+        configure(&configuration)
+        return try APIHealthAgent(configuration: configuration, logger: Logger(label: "schema-tests"))
+    }
+
+    static func sample(_ url: String, status: Int? = 200, startedAt: Date = Date()) -> RequestSample {
+        RequestSample(
+            method: "get", url: URL(string: url)!, module: "m", startedAt: startedAt, duration: .milliseconds(12),
+            statusCode: status)
+    }
+
+    @Test func queryFragmentAndUserInfoAreNeverRecorded() throws {
+        let agent = try Self.agent()
+        agent.record(Self.sample("https://bob:secret@api.example.com/users/42?token=abc#frag"))
+        let line = String(decoding: agent.pendingPoints().isEmpty ? [] : Array("\(agent.pendingPoints())".utf8), as: UTF8.self)
+        #expect(!line.contains("secret") && !line.contains("token=abc") && !line.contains("frag") && !line.contains("bob"))
+        let point = try #require(agent.pendingPoints().first)
+        #expect(point.tags == [
+            Point.Tag("host", "api.example.com"), Point.Tag("method", "GET"), Point.Tag("module", "m"),
+            Point.Tag("path", "/users/{id}"), Point.Tag("status", "200"), Point.Tag("status_class", "2xx"),
+        ])
+    }
+
+    @Test func distinctPathsAreCappedAndTheOverflowCounted() throws {
+        let agent = try Self.agent { $0.capture.maximumDistinctPaths = 3 }
+        for path in ["a", "b", "c", "d", "e", "a"] { agent.record(Self.sample("https://api.example.com/\(path)")) }
+        let paths = agent.pendingPoints().compactMap { $0.tag("path") }
+        #expect(paths == ["/a", "/b", "/c", "{overflow}", "{overflow}", "/a"])
+        let selfMetrics = APIHealthAgent.selfMetricsPoint(agent.metrics, schema: RequestSchema(configuration: agent.configuration), configuration: agent.configuration)
+        #expect(selfMetrics.field("paths_overflowed") != nil)
+    }
+
+    @Test func excludedHostsAndTheDestinationAreNotRecorded() throws {
+        let agent = try Self.agent {
+            $0.capture.excludedHosts = ["internal.example.com"]
+            $0.destination = InfluxDestination(url: URL(string: "http://influx.example.com:8086")!, api: .v2(organization: "o", bucket: "b"))
+        }
+        agent.record(Self.sample("https://internal.example.com/x"))
+        agent.record(Self.sample("http://influx.example.com:8086/api/v2/write"))
+        agent.record(Self.sample("https://api.example.com/x"))
+        #expect(agent.pendingPoints().map { $0.tag("host") } == ["api.example.com"])
+    }
+
+    @Test func twoPointsOfOneSeriesNeverShareATimestamp() throws {
+        let agent = try Self.agent { $0.precision = .ms }
+        let instant = Date(timeIntervalSince1970: 1_700_000_000.123)
+        for _ in 0..<5 { agent.record(Self.sample("https://api.example.com/x", startedAt: instant)) }
+        agent.record(Self.sample("https://api.example.com/y", startedAt: instant))
+        let points = agent.pendingPoints()
+        let base = Timestamp(date: instant).value(in: .ms)!
+        #expect(points.prefix(5).map { $0.timestamp!.value(in: .ms)! } == (0..<5).map { base + Int64($0) })
+        #expect(points.last?.timestamp?.value(in: .ms) == base, "another series keeps its own instant")
+    }
+
+    @Test func disabledAgentRecordsNothingAndLeavesSessionsAlone() async throws {
+        let configuration = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "0"], serviceName: "off")
+        #expect(!configuration.isEnabled)
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "off"))
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        agent.instrument(sessionConfiguration, module: "m")
+        #expect(!(sessionConfiguration.protocolClasses ?? []).contains { $0 is InterceptingURLProtocol.Type })
+        agent.record(Self.sample("https://api.example.com/x"))
+        #expect(agent.write(Point(measurement: "m", fields: ["v": 1])) == false)
+        #expect(agent.pendingPoints().isEmpty)
+    }
+
+    @Test func parseFailuresAreRecordedByKindWithoutCountingTheRequestTwice() async throws {
+        let harness = try await CaptureHarness(module: "accounts")
+        for (path, kind, codingPath) in [
+            ("/json/missing", "keyNotFound", "name"), ("/json/mismatch", "typeMismatch", "id"),
+            ("/json/null", "valueNotFound", "id"), ("/json/html", "notJSON", ""),
+        ] {
+            let request = URLRequest(url: harness.url(path))
+            let (data, response) = try await harness.instrumented.data(for: request)
+            #expect(throws: DecodingError.self) {
+                try harness.agent.decode(User.self, from: data, for: request, response: response, module: "accounts")
+            }
+            let failure = try #require(harness.agent.pendingPoints().last { $0.measurement == PointSchema.Measurement.parseFailure })
+            #expect(failure.tag("failure") == kind)
+            #expect(failure.tag("path") == path)
+            #expect(failure.tag("module") == "accounts")
+            #expect(failure.field("coding_path") == .string(codingPath))
+            #expect(failure.field("count") == .int(1))
+        }
+        let request = URLRequest(url: harness.url("/json/user"))
+        let (data, response) = try await harness.instrumented.data(for: request)
+        let user = try harness.agent.decode(User.self, from: data, for: request, response: response, module: "accounts")
+        #expect(user.name == "Ada")
+        let requests = try await harness.waitForRequests(5)
+        #expect(requests.count == 5, "each request counted once, parse failure or not")
+        #expect(harness.agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.parseFailure }.count == 4)
+        await harness.close()
+    }
+
+    @Test func correlationIDsComeFromRequestOrResponseHeadersAsFields() async throws {
+        let harness = try await CaptureHarness { $0.capture.correlationHeaders = ["X-Request-Id", "traceparent"] }
+        var withHeader = URLRequest(url: harness.url("/status/200"))
+        withHeader.setValue("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", forHTTPHeaderField: "traceparent")
+        _ = try await harness.instrumented.data(for: withHeader)
+        _ = try await harness.instrumented.data(for: URLRequest(url: harness.url("/ok")))
+        let points = try await harness.waitForRequests(2)
+        #expect(points[0].field("correlation_id") == .string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+        #expect(points[1].field("correlation_id") == .string("resp-123"), "from the response when the request had none")
+        #expect(points.allSatisfy { $0.tag("correlation_id") == nil })
+        await harness.close()
+    }
+
+    @Test func configurationErrorsAreClear() {
+        #expect(throws: APIHealthConfiguration.Error.missingURL) {
+            try APIHealthConfiguration.fromEnvironment(["INFLUX_BUCKET": "b"], serviceName: "s")
+        }
+        #expect(throws: APIHealthConfiguration.Error.relativeURL("localhost/8086")) {
+            try APIHealthConfiguration.fromEnvironment(["INFLUX_URL": "localhost/8086"], serviceName: "s")
+        }
+        #expect(throws: APIHealthConfiguration.Error.unknownPrecision("minutes")) {
+            try APIHealthConfiguration.fromEnvironment(["INFLUX_PRECISION": "minutes"], serviceName: "s")
+        }
+        #expect(throws: APIHealthConfiguration.Error.missingSetting("INFLUX_ORG")) {
+            try APIHealthConfiguration.fromEnvironment(["INFLUX_URL": "http://localhost:8086"], serviceName: "s")
+        }
+    }
+
+    @Test func tokensNeverPrint() throws {
+        let file = temporaryDirectory("token").appendingPathComponent("token")
+        try "s3cr3t-token\n".write(to: file, atomically: true, encoding: .utf8)
+        let configuration = try APIHealthConfiguration.fromEnvironment(
+            ["INFLUX_URL": "http://localhost:8086", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b", "INFLUX_TOKEN_FILE": file.path],
+            serviceName: "s")
+        #expect(configuration.destination?.token?.value == "s3cr3t-token")
+        #expect(!"\(configuration)".contains("s3cr3t"))
+        #expect(!String(reflecting: configuration).contains("s3cr3t"))
+    }
+}

@@ -1,0 +1,63 @@
+import APIHealth
+import NIOConcurrencyHelpers
+
+/// A clock that only moves when a test says so, so that time-dependent behaviour is tested without
+/// sleeping.
+public final class ManualClock: AgentClock, Sendable {
+    private struct Sleeper {
+        var deadline: Duration
+        var continuation: CheckedContinuation<Void, any Error>
+        var id: Int
+    }
+
+    private struct State {
+        var now: Duration = .zero
+        var sleepers: [Sleeper] = []
+        var nextID = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    public init() {}
+
+    public var now: Duration { state.withLockedValue { $0.now } }
+
+    public func sleep(until deadline: Duration) async throws {
+        let id = state.withLockedValue { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow = state.withLockedValue { state -> Bool in
+                    if Task.isCancelled || deadline <= state.now { return true }
+                    state.sleepers.append(Sleeper(deadline: deadline, continuation: continuation, id: id))
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+            try Task.checkCancellation()
+        } onCancel: {
+            let sleeper = state.withLockedValue { state -> Sleeper? in
+                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.sleepers.remove(at: index)
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Moves time forward and wakes every sleeper whose deadline has come.
+    public func advance(by duration: Duration) {
+        let due = state.withLockedValue { state -> [Sleeper] in
+            state.now += duration
+            let now = state.now
+            let due = state.sleepers.filter { $0.deadline <= now }
+            state.sleepers.removeAll { $0.deadline <= now }
+            return due
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    /// The earliest deadline anyone sleeps until.
+    public var nextDeadline: Duration? { state.withLockedValue { $0.sleepers.map(\.deadline).min() } }
+}
