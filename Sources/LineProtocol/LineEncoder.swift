@@ -36,8 +36,13 @@ public struct LineEncoder: Sendable {
     /// The precision timestamps are written in; it must match the write request's `precision`.
     public var precision: Precision
 
-    public init(precision: Precision = .ns) {
+    /// Writes unsigned integers as signed ones (`42i`, capped at `Int64.max`), for InfluxDB 1.x, which
+    /// has no `u` type and would refuse the whole line.
+    public var writesUnsignedAsSigned = false
+
+    public init(precision: Precision = .ns, writesUnsignedAsSigned: Bool = false) {
         self.precision = precision
+        self.writesUnsignedAsSigned = writesUnsignedAsSigned
     }
 
     /// What the encoder changed or left out to make a point writable. All zero for a clean point.
@@ -211,8 +216,13 @@ public struct LineEncoder: Sendable {
                 appendDecimal(value, into: &buffer)
                 buffer.append(UInt8(ascii: "i"))
             case .uint(let value):
-                appendDecimal(value, into: &buffer)
-                buffer.append(UInt8(ascii: "u"))
+                if writesUnsignedAsSigned {
+                    appendDecimal(min(value, UInt64(Int64.max)), into: &buffer)
+                    buffer.append(UInt8(ascii: "i"))
+                } else {
+                    appendDecimal(value, into: &buffer)
+                    buffer.append(UInt8(ascii: "u"))
+                }
             case .bool(let value):
                 if value {
                     buffer.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])

@@ -49,7 +49,9 @@ public final class APIHealthAgent: Sendable, Service {
         if configuration.isEnabled, let options = configuration.spool {
             spool = try SpoolDirectory(options: options)
         }
-        let pending = PendingBatches(batching: configuration.batching, precision: configuration.precision, spool: spool)
+        var encoder = LineEncoder(precision: configuration.precision)
+        if case .v1 = configuration.destination?.api { encoder.writesUnsignedAsSigned = true }
+        let pending = PendingBatches(batching: configuration.batching, encoder: encoder, spool: spool)
         self.pending = pending
         if let options = configuration.spool, spool != nil {
             let problems = try pending.restore(from: SpoolReader(directory: options.directory))

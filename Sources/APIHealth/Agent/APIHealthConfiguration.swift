@@ -172,7 +172,7 @@ public struct InfluxDestination: Sendable, Hashable {
     public enum WriteAPI: Sendable, Hashable {
         /// `POST /api/v2/write?org=&bucket=&precision=` (InfluxDB 2.x, Cloud, 1.8+ and 3.x compatibility).
         case v2(organization: String, bucket: String)
-        /// `POST /write?db=&rp=&precision=` (InfluxDB 1.x).
+        /// `POST /write?db=&rp=&precision=` (InfluxDB 1.x). Unsigned fields are written as integers.
         case v1(database: String, retentionPolicy: String? = nil)
     }
 

@@ -46,9 +46,9 @@ final class PendingBatches: Sendable {
     /// Signalled when a batch is sealed or something is recorded into an empty store.
     let wakeup = Wakeup()
 
-    init(batching: APIHealthConfiguration.Batching, precision: Precision, spool: SpoolDirectory?) {
+    init(batching: APIHealthConfiguration.Batching, encoder: LineEncoder, spool: SpoolDirectory?) {
         self.batching = batching
-        self.encoder = LineEncoder(precision: precision)
+        self.encoder = encoder
         var initial = State()
         initial.spool = spool
         self.state = Locked(initial)

@@ -1,0 +1,103 @@
+import Foundation
+import LineProtocol
+import Logging
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+@Suite struct AgentDeliveryTests {
+    @Test func aHundredThousandPointsReachVictoriaMetricsThroughTheV2API() async throws {
+        let victoria = try VictoriaMetrics()
+        let measurement = "delivery_\(UInt32.random(in: 0...UInt32.max))"
+        var configuration = APIHealthConfiguration(
+            serviceName: "delivery",
+            destination: InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apis")))
+        configuration.spool = SpoolOptions(directory: temporaryDirectory("delivery"))
+        configuration.batching.flushDelay = .milliseconds(200)
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "delivery"))
+        agent.start()
+        let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
+        for index in 0..<100_000 {
+            agent.write(
+                Point(measurement: measurement, tags: [Point.Tag("shard", "s\(index % 10)")],
+                    fields: [Point.Field("value", .uint(UInt64(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now - Int64(index) * 1_000_000)))
+        }
+        await agent.shutdown(deadline: .seconds(60))
+        let metrics = agent.metrics
+        #expect(metrics.pointsWritten >= 100_000)
+        #expect(metrics.pendingLines == 0 && metrics.pointsDropped == 0)
+        #expect(metrics.bytesAfterGzip * 5 < metrics.bytesBeforeGzip, "gzip shrinks the batches")
+        var total = 0
+        var values = Set<Double>()
+        for _ in 0..<50 {
+            let series = try await victoria.export(namePattern: "\(measurement)_value")
+            total = series.reduce(0) { $0 + $1.values.count }
+            values = Set(series.flatMap(\.values))
+            if total >= 100_000 { break }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        #expect(total == 100_000)
+        #expect(values == Set((0..<100_000).map(Double.init)))
+    }
+
+    @Test func theV1APIWritesExactValuesToInfluxDB1() async throws {
+        let influx = try await InfluxDB1.freshDatabase("agent_v1")
+        var configuration = APIHealthConfiguration(
+            serviceName: "v1", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+        configuration.spool = nil
+        configuration.precision = .us
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "v1"))
+        agent.start()
+        let started = Date(timeIntervalSince1970: 1_763_800_000.123456)
+        agent.record(
+            RequestSample(
+                method: "POST", url: URL(string: "https://api.example.com/orders/123456/items?secret=1")!, module: "checkout",
+                startedAt: started, duration: .microseconds(12_345_678), statusCode: 201, requestBytes: 512,
+                responseBytes: 2_048, timeToFirstByte: .microseconds(8_250_000), redirectCount: 1,
+                correlationID: "abc-123"))
+        await agent.shutdown(deadline: .seconds(10))
+        let rows = try await influx.query("SELECT * FROM apihealth_request").first?.rows ?? []
+        #expect(rows.count == 1)
+        let row = try #require(rows.first)
+        #expect((row["time"] as? NSNumber)?.int64Value == 1_763_800_000_123_456_000)
+        #expect(row["host"] as? String == "api.example.com")
+        #expect(row["path"] as? String == "/orders/{id}/items")
+        #expect(row["method"] as? String == "POST")
+        #expect(row["module"] as? String == "checkout")
+        #expect(row["status"] as? String == "201")
+        #expect(row["status_class"] as? String == "2xx")
+        #expect((row["duration_ms"] as? NSNumber)?.doubleValue == 12_345.678)
+        #expect((row["ttfb_ms"] as? NSNumber)?.doubleValue == 8_250)
+        #expect((row["status_code"] as? NSNumber)?.int64Value == 201)
+        #expect((row["redirects"] as? NSNumber)?.int64Value == 1)
+        #expect(row["success"] as? Bool == true)
+        #expect(row["correlation_id"] as? String == "abc-123")
+        #expect(agent.metrics.pointsWritten == 2, "the request and the agent's own health point at shutdown")
+        let health = try await influx.query("SELECT * FROM apihealth_agent").first?.rows ?? []
+        #expect(health.count == 1)
+        #expect(health.first?["service"] as? String == "v1")
+        #expect((health.first?["points_recorded"] as? NSNumber)?.intValue == 1)
+    }
+
+    @Test func pointsRecordedJustBeforeShutdownAreStoredWhenItReturns() async throws {
+        let influx = try await InfluxDB1.freshDatabase("shutdown")
+        var configuration = APIHealthConfiguration(
+            serviceName: "shutdown", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+        configuration.spool = SpoolOptions(directory: temporaryDirectory("shutdown"))
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "shutdown"))
+        agent.start()
+        let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
+        for index in 0..<1_000 {
+            agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(Int64(index)))],
+                timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))))
+        }
+        await agent.shutdown(deadline: .seconds(10))
+        let series = try await influx.query("SELECT count(n) FROM last_words")
+        #expect((series.first?.rows.first?["count"] as? NSNumber)?.intValue == 1_000)
+        #expect(agent.metrics.pointsDropped == 0)
+        #expect(!agent.write(Point(measurement: "late", fields: ["v": 1])), "intake is closed after shutdown")
+        #expect(agent.metrics.pointsDropped == 1)
+    }
+}
