@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .library(name: "APIHealth", targets: ["APIHealth"]),
         .library(name: "LineProtocol", targets: ["LineProtocol"]),
+        .executable(name: "influx-tail", targets: ["influx-tail"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -31,6 +32,14 @@ let package = Package(
                 "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "influx-tail",
+            dependencies: [
+                "LineProtocol", "APIHealth",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -66,7 +66,17 @@ public struct LineParser: Sendable {
 
     /// Parses one line (without its line end). Returns `nil` for a blank or comment line.
     public func parseLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int = 1) throws(LineParseError) -> Point? {
-        var cursor = Cursor(bytes: line, lineNumber: lineNumber)
+        try parseLine(line, lineNumber: lineNumber, collects: true)
+    }
+
+    /// Checks one line as strictly as ``parseLine(_:lineNumber:)-(UnsafeBufferPointer<UInt8>,_)``
+    /// without building the point. Returns `false` for a blank or comment line.
+    public func validateLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int = 1) throws(LineParseError) -> Bool {
+        try parseLine(line, lineNumber: lineNumber, collects: false) != nil
+    }
+
+    private func parseLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int, collects: Bool) throws(LineParseError) -> Point? {
+        var cursor = Cursor(bytes: line, lineNumber: lineNumber, collects: collects)
         var end = line.count
         if end > 0 && line[end - 1] == UInt8(ascii: "\r") { end -= 1 }
         cursor.end = end
@@ -74,31 +84,35 @@ public struct LineParser: Sendable {
         if isBlank(line, end: end) { return nil }
 
         let measurement = try cursor.name(
-            stoppingAt: [.comma, .space], escapable: [.comma, .space, .equals, .quote], what: "measurement")
+            stoppingAt: .measurementStops, escapable: .measurementEscapes, what: "measurement")
         var tags: [Point.Tag] = []
         while cursor.peek == .comma {
             cursor.advance()
-            let key = try cursor.name(stoppingAt: [.equals, .comma, .space], escapable: [.comma, .equals, .space], what: "tag key")
+            let key = try cursor.name(stoppingAt: .keyStops, escapable: .tagEscapes, what: "tag key")
             guard cursor.peek == .equals else { throw cursor.error("expected '=' after tag key") }
             cursor.advance()
-            let value = try cursor.name(stoppingAt: [.comma, .space, .equals], escapable: [.comma, .equals, .space], what: "tag value")
+            let value = try cursor.name(stoppingAt: .keyStops, escapable: .tagEscapes, what: "tag value")
             if cursor.peek == .equals { throw cursor.error("unescaped '=' in tag value") }
-            if tags.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
-                throw cursor.error("duplicate tag key \"\(key)\"")
+            if cursor.collects {
+                if tags.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
+                    throw cursor.error("duplicate tag key \"\(key)\"")
+                }
+                tags.append(Point.Tag(key, value))
             }
-            tags.append(Point.Tag(key, value))
         }
         guard cursor.peek == .space else { throw cursor.error("expected a space before the field set") }
         cursor.advance()
 
         var fields: [Point.Field] = []
+        var fieldCount = 0
         repeat {
-            if !fields.isEmpty { cursor.advance() }
-            let key = try cursor.name(
-                stoppingAt: [.equals, .comma, .space], escapable: [.comma, .equals, .space, .quote], what: "field key")
+            if fieldCount > 0 { cursor.advance() }
+            let key = try cursor.name(stoppingAt: .keyStops, escapable: .fieldKeyEscapes, what: "field key")
             guard cursor.peek == .equals else { throw cursor.error("expected '=' after field key") }
             cursor.advance()
-            fields.append(Point.Field(key, try cursor.fieldValue()))
+            let value = try cursor.fieldValue()
+            fieldCount += 1
+            if cursor.collects { fields.append(Point.Field(key, value)) }
         } while cursor.peek == .comma
 
         var timestamp: Timestamp?
@@ -180,6 +194,25 @@ public struct LineSplitter: Sequence, IteratorProtocol {
     }
 }
 
+/// A set of ASCII bytes below 64, as a bit mask: the delimiters and escapable bytes of each position.
+private struct ByteSet {
+    var bits: UInt64
+
+    init(_ bytes: UInt8...) {
+        bits = 0
+        for byte in bytes { bits |= 1 << UInt64(byte) }
+    }
+
+    @inline(__always)
+    func contains(_ byte: UInt8) -> Bool { byte < 64 && bits & (1 << UInt64(byte)) != 0 }
+
+    static let measurementStops = ByteSet(.comma, .space)
+    static let measurementEscapes = ByteSet(.comma, .space, .equals, .quote)
+    static let keyStops = ByteSet(.equals, .comma, .space)
+    static let tagEscapes = ByteSet(.comma, .equals, .space)
+    static let fieldKeyEscapes = ByteSet(.comma, .equals, .space, .quote)
+}
+
 extension UInt8 {
     fileprivate static let comma = UInt8(ascii: ",")
     fileprivate static let space = UInt8(ascii: " ")
@@ -193,11 +226,14 @@ private struct Cursor {
     let lineNumber: Int
     var index = 0
     var end: Int
+    /// Whether names and values are built; `false` only checks the line.
+    let collects: Bool
 
-    init(bytes: UnsafeBufferPointer<UInt8>, lineNumber: Int) {
+    init(bytes: UnsafeBufferPointer<UInt8>, lineNumber: Int, collects: Bool = true) {
         self.bytes = bytes
         self.lineNumber = lineNumber
         self.end = bytes.count
+        self.collects = collects
     }
 
     var isAtEnd: Bool { index >= end }
@@ -218,13 +254,15 @@ private struct Cursor {
     }
 
     /// Reads a measurement, key or tag value up to an unescaped stop byte, resolving escapes.
-    mutating func name(stoppingAt stops: [UInt8], escapable: [UInt8], what: String) throws(LineParseError) -> String {
+    mutating func name(stoppingAt stops: ByteSet, escapable: ByteSet, what: String) throws(LineParseError) -> String {
         let start = index
         var value: [UInt8] = []
+        var length = 0
         while index < end {
             let byte = bytes[index]
             if byte == .backslash && index + 1 < end && escapable.contains(bytes[index + 1]) {
-                value.append(bytes[index + 1])
+                if collects { value.append(bytes[index + 1]) }
+                length += 1
                 index += 2
                 continue
             }
@@ -232,11 +270,28 @@ private struct Cursor {
             if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") {
                 throw error("line break in \(what)")
             }
-            value.append(byte)
+            if collects { value.append(byte) }
+            length += 1
             index += 1
         }
-        if value.isEmpty { throw error("empty \(what)", at: start) }
+        if length == 0 { throw error("empty \(what)", at: start) }
+        if !collects {
+            try checkUTF8(start..<index, what: what)
+            return ""
+        }
         return try string(value, startingAt: start, what: what)
+    }
+
+    func checkUTF8(_ range: Range<Int>, what: String) throws(LineParseError) {
+        var iterator = UnsafeBufferPointer(rebasing: bytes[range]).makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue: continue
+            case .emptyInput: return
+            case .error: throw error("invalid UTF-8 in \(what)", at: range.lowerBound)
+            }
+        }
     }
 
     func string(_ value: [UInt8], startingAt start: Int, what: String) throws(LineParseError) -> String {
@@ -253,15 +308,19 @@ private struct Cursor {
             while index < end {
                 let byte = bytes[index]
                 if byte == .backslash && index + 1 < end && (bytes[index + 1] == .quote || bytes[index + 1] == .backslash) {
-                    value.append(bytes[index + 1])
+                    if collects { value.append(bytes[index + 1]) }
                     index += 2
                     continue
                 }
                 if byte == .quote {
                     index += 1
+                    if !collects {
+                        try checkUTF8(start + 1..<index - 1, what: "string value")
+                        return .bool(true)
+                    }
                     return .string(try string(value, startingAt: start, what: "string value"))
                 }
-                value.append(byte)
+                if collects { value.append(byte) }
                 index += 1
             }
             throw error("unterminated string value", at: start)

@@ -47,7 +47,7 @@ public final class APIHealthAgent: Sendable, Service {
         self.correlationHeaderNames = configuration.capture.correlationHeaders
         var spool: SpoolDirectory?
         if configuration.isEnabled, let options = configuration.spool {
-            spool = try SpoolDirectory(options: options)
+            spool = try SpoolDirectory(options: options, precision: configuration.precision)
         }
         var encoder = LineEncoder(precision: configuration.precision)
         if case .v1 = configuration.destination?.api { encoder.writesUnsignedAsSigned = true }

@@ -1,4 +1,5 @@
 import Foundation
+import LineProtocol
 
 #if canImport(Glibc)
 import Glibc
@@ -23,7 +24,7 @@ final class SpoolDirectory {
     /// Open segment files by segment name.
     private var descriptors: [String: Int32] = [:]
 
-    init(options: SpoolOptions) throws(SpoolError) {
+    init(options: SpoolOptions, precision: Precision) throws(SpoolError) {
         root = options.directory
         rejectedFolder = options.directory.appendingPathComponent("rejected")
         fsyncWrites = options.fsync
@@ -49,6 +50,7 @@ final class SpoolDirectory {
             throw .locked(directory: root.path)
         }
         lockDescriptor = descriptor
+        try? writeFileAtomically(root.appendingPathComponent(".precision").path, bytes: Array(precision.rawValue.utf8))
     }
 
     deinit {

@@ -37,6 +37,12 @@ public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
     public var offset: Int
     public var kind: Kind
 
+    public init(file: String, offset: Int, kind: Kind) {
+        self.file = file
+        self.offset = offset
+        self.kind = kind
+    }
+
     public var description: String {
         switch kind {
         case .tornLine: return "\(file) at byte \(offset): torn last line left out"

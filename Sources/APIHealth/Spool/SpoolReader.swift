@@ -88,7 +88,7 @@ public struct SpoolReader: Sendable {
                     continue
                 }
                 do {
-                    if try parser.parseLine(slice, lineNumber: line.number) != nil { lines.append(Array(slice)) }
+                    if try parser.validateLine(slice, lineNumber: line.number) { lines.append(Array(slice)) }
                 } catch {
                     problems.append(
                         SpoolProblem(file: file, offset: line.range.lowerBound, kind: .corruptLine("\(error)")))
@@ -96,6 +96,12 @@ public struct SpoolReader: Sendable {
             }
         }
         return (lines, problems)
+    }
+
+    /// The precision of the spool's timestamps, as the agent recorded it (`ns` if unknown).
+    public var precision: Precision {
+        let text = try? String(contentsOf: directory.appendingPathComponent(".precision"), encoding: .utf8)
+        return text.flatMap { Precision(rawValue: $0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? .ns
     }
 
     /// A batch the server refused for good, with its reason.

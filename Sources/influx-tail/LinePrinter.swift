@@ -1,0 +1,213 @@
+import APIHealth
+import Foundation
+import LineProtocol
+
+/// Writes lines to standard output in the chosen format, through one buffer.
+struct LinePrinter {
+    let format: InfluxTail.Format
+    let precision: Precision
+    let colors: Bool
+    private var buffer: [UInt8] = []
+
+    init(format: InfluxTail.Format, precision: Precision, colors: Bool) {
+        self.format = format
+        self.precision = precision
+        self.colors = colors
+        buffer.reserveCapacity(1 << 20)
+    }
+
+    private mutating func write(_ text: String) {
+        buffer += Array(text.utf8)
+        if buffer.count > 1 << 20 { flush() }
+    }
+
+    mutating func flush() {
+        guard !buffer.isEmpty else { return }
+        buffer.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = Foundation.write(STDOUT_FILENO, raw.baseAddress! + offset, raw.count - offset)
+                if written <= 0 { break }
+                offset += written
+            }
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func paint(_ text: String, _ code: String) -> String {
+        colors ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+    }
+
+    mutating func printLines(_ lines: [[UInt8]]) {
+        switch format {
+        case .line:
+            for line in lines {
+                buffer += line
+                buffer.append(UInt8(ascii: "\n"))
+                if buffer.count > 1 << 20 { flush() }
+            }
+        case .json:
+            for line in lines {
+                guard let point = try? LineParser(precision: precision).parseLine(line) else { continue }
+                write(Self.json(point, precision: precision) + "\n")
+            }
+        case .table:
+            let points = lines.compactMap { try? LineParser(precision: precision).parseLine($0) }
+            let rows = points.map { point in
+                [Self.time(point.timestamp), point.measurement, Self.tagText(point), Self.fieldText(point)]
+            }
+            var widths = [24, 10, 10]
+            for row in rows {
+                for column in 0..<3 { widths[column] = max(widths[column], row[column].count) }
+            }
+            for row in rows {
+                let cells = (0..<3).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
+                write(paint(cells[0], "2") + "  " + paint(cells[1], "1;36") + "  " + paint(cells[2], "33") + "  " + row[3] + "\n")
+            }
+        }
+    }
+
+    static func time(_ timestamp: Timestamp?) -> String {
+        guard let timestamp else { return "(server time)" }
+        let date = Date(timeIntervalSince1970: Double(timestamp.seconds) + Double(timestamp.nanoseconds) / 1e9)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+
+    static func tagText(_ point: Point) -> String {
+        point.tags.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+    }
+
+    static func fieldText(_ point: Point) -> String {
+        point.fields.map { field in
+            switch field.value {
+            case .float(let value): return "\(field.key)=\(value)"
+            case .int(let value): return "\(field.key)=\(value)i"
+            case .uint(let value): return "\(field.key)=\(value)u"
+            case .bool(let value): return "\(field.key)=\(value)"
+            case .string(let value): return "\(field.key)=\(jsonString(value))"
+            }
+        }.joined(separator: " ")
+    }
+
+    static func json(_ point: Point, precision: Precision) -> String {
+        var fields: [String] = []
+        var types: [String] = []
+        for field in point.fields {
+            let key = jsonString(field.key)
+            switch field.value {
+            case .float(let value):
+                fields.append("\(key):\(value)")
+                types.append("\(key):\"float\"")
+            case .int(let value):
+                fields.append("\(key):\(value)")
+                types.append("\(key):\"integer\"")
+            case .uint(let value):
+                fields.append("\(key):\(value)")
+                types.append("\(key):\"unsigned\"")
+            case .bool(let value):
+                fields.append("\(key):\(value)")
+                types.append("\(key):\"boolean\"")
+            case .string(let value):
+                fields.append("\(key):\(jsonString(value))")
+                types.append("\(key):\"string\"")
+            }
+        }
+        let tags = point.tags.map { "\(jsonString($0.key)):\(jsonString($0.value))" }.joined(separator: ",")
+        let timestamp = point.timestamp.flatMap { $0.value(in: .ns) }.map(String.init) ?? "null"
+        return "{\"time\":\(point.timestamp == nil ? "null" : jsonString(time(point.timestamp))),\"timestamp_ns\":\(timestamp),"
+            + "\"measurement\":\(jsonString(point.measurement)),\"tags\":{\(tags)},\"fields\":{\(fields.joined(separator: ","))},"
+            + "\"types\":{\(types.joined(separator: ","))}}"
+    }
+
+    static func jsonString(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    result += String(format: "\\u%04x", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+
+    mutating func printStats(_ stats: SpoolStats) {
+        if format == .json {
+            let hosts = stats.perHost.map { "\(Self.jsonString($0.key)):\($0.value)" }.joined(separator: ",")
+            let statuses = stats.perStatus.map { "\(Self.jsonString($0.key)):\($0.value)" }.joined(separator: ",")
+            write(
+                "{\"pending_lines\":\(stats.lines),\"pending_bytes\":\(stats.bytes),\"segments\":\(stats.segments),"
+                    + "\"oldest_pending_age_seconds\":\(stats.oldestAge.map { String(format: "%.3f", $0) } ?? "null"),"
+                    + "\"per_host\":{\(hosts)},\"per_status\":{\(statuses)},\"rejected_batches\":\(stats.rejectedBatches),"
+                    + "\"rejected_lines\":\(stats.rejectedLines)}\n")
+            return
+        }
+        write(paint("Pending", "1") + "\n")
+        write("  lines            \(stats.lines)\n")
+        write("  bytes            \(stats.bytes)\n")
+        write("  segments         \(stats.segments)\n")
+        write("  oldest pending   \(stats.oldestAge.map { String(format: "%.1f s ago", $0) } ?? "-")\n")
+        write(paint("Requests per host", "1") + "\n")
+        for (host, count) in stats.perHost.sorted(by: { $0.value > $1.value }) { write("  \(host.padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
+        write(paint("Requests per status", "1") + "\n")
+        for (status, count) in stats.perStatus.sorted(by: { $0.key < $1.key }) { write("  \(status.padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
+        write(paint("Rejected", "1") + "\n")
+        write("  batches          \(stats.rejectedBatches)\n")
+        write("  lines            \(stats.rejectedLines)\n")
+    }
+
+    mutating func printRejected(_ batches: [SpoolReader.RejectedBatch], filter: LineFilter) {
+        for batch in batches {
+            let when = batch.rejectedAt.map { ISO8601DateFormatter().string(from: $0) } ?? "-"
+            let reason = batch.reason.replacingOccurrences(of: "\n", with: " ")
+            if format == .json {
+                write("{\"batch\":\(Self.jsonString(batch.name)),\"rejected_at\":\(Self.jsonString(when)),\"reason\":\(Self.jsonString(reason)),\"lines\":\(batch.lines.count)}\n")
+                continue
+            }
+            write(paint("# \(batch.name) rejected \(when), \(batch.lines.count) lines: \(reason)", "31") + "\n")
+            printLines(batch.lines.filter { filter.matches($0) })
+        }
+    }
+}
+
+/// What `--stats` reports.
+struct SpoolStats {
+    var lines = 0
+    var bytes = 0
+    var segments = 0
+    var oldestAge: Double?
+    var perHost: [String: Int] = [:]
+    var perStatus: [String: Int] = [:]
+    var rejectedBatches = 0
+    var rejectedLines = 0
+
+    init(lines: [[UInt8]], segments: Int, rejected: [SpoolReader.RejectedBatch], precision: Precision) {
+        self.lines = lines.count
+        self.bytes = lines.reduce(0) { $0 + $1.count + 1 }
+        self.segments = segments
+        let parser = LineParser(precision: precision)
+        var oldest: Timestamp?
+        for line in lines {
+            guard let point = try? parser.parseLine(line) else { continue }
+            if let timestamp = point.timestamp, oldest.map({ timestamp < $0 }) ?? true { oldest = timestamp }
+            guard point.measurement == PointSchema.Measurement.request else { continue }
+            perHost[point.tag(PointSchema.Tag.host) ?? "?", default: 0] += 1
+            perStatus[point.tag(PointSchema.Tag.status) ?? "?", default: 0] += 1
+        }
+        if let oldest {
+            oldestAge = Date().timeIntervalSince1970 - (Double(oldest.seconds) + Double(oldest.nanoseconds) / 1e9)
+        }
+        rejectedBatches = rejected.count
+        rejectedLines = rejected.reduce(0) { $0 + $1.lines.count }
+    }
+}
