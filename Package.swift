@@ -66,6 +66,17 @@ let package = Package(
             dependencies: ["LineProtocol", "TestSupport"],
             swiftSettings: strictSwift6
         ),
+        .executableTarget(
+            name: "spool-writer",
+            dependencies: ["LineProtocol", "APIHealth", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/SpoolWriter",
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "InfluxTailTests",
+            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            swiftSettings: strictSwift6
+        ),
         .testTarget(
             name: "APIHealthTests",
             dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],

@@ -222,7 +222,7 @@ public final class APIHealthAgent: Sendable, Service {
         }
         loops?.cancel()
         await loops?.value
-        pending.writeThrough { _ in }
+        pending.releaseSpool()
     }
 
     /// What happened to the points so far.

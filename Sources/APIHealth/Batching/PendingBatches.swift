@@ -325,6 +325,12 @@ final class PendingBatches: Sendable {
         }
     }
 
+    /// Writes what is left through and releases the spool (and its lock) after shutdown.
+    func releaseSpool() {
+        writeThrough { _ in }
+        state.withLock { $0.spool = nil }
+    }
+
     /// Every pending line, oldest first (for tests and diagnostics).
     func pendingBytes() -> [UInt8] {
         state.withLock { state in state.batches.flatMap(\.bytes) }

@@ -33,6 +33,7 @@ final class SpoolDirectory {
             if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory) {
                 guard isDirectory.boolValue else { throw .cannotCreate(directory: folder.path, reason: "not a directory") }
                 guard access(folder.path, R_OK | W_OK | X_OK) == 0 else { throw .permissionDenied(path: folder.path) }
+                chmod(folder.path, 0o700)
             } else {
                 do {
                     try FileManager.default.createDirectory(

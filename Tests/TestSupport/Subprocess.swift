@@ -1,0 +1,100 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// A built executable of this package, run as a real child process.
+public final class Child: Sendable {
+    public let process: Process
+    private let output = NIOLockedValueBox(Data())
+    private let errors = NIOLockedValueBox(Data())
+    /// Each stdout line with the time it arrived.
+    private let timedLines = NIOLockedValueBox([(ContinuousClock.Instant, String)]())
+    private let partial = NIOLockedValueBox(Data())
+    private let outputEnded = NIOLockedValueBox(false)
+
+    /// The folder holding the built executables (`swift build --show-bin-path`).
+    public static func binDirectory() throws -> URL {
+        if let path = ProcessInfo.processInfo.environment["APIHEALTH_TEST_BIN_DIR"] { return URL(fileURLWithPath: path) }
+        // Running `swift test` directly: the test bundle sits in the bin folder.
+        let bundle = Bundle.main.bundleURL
+        for candidate in [bundle.deletingLastPathComponent(), bundle, URL(fileURLWithPath: ".build/debug")]
+        where FileManager.default.fileExists(atPath: candidate.appendingPathComponent("influx-tail").path) {
+            return candidate
+        }
+        throw TestServers.Missing(variable: "APIHEALTH_TEST_BIN_DIR")
+    }
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        process = Process()
+        process.executableURL = try Self.binDirectory().appendingPathComponent(executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        let output = self.output
+        let timedLines = self.timedLines
+        let partial = self.partial
+        let outputEnded = self.outputEnded
+        out.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                outputEnded.withLockedValue { $0 = true }
+                handle.readabilityHandler = nil
+                return
+            }
+            let now = ContinuousClock.now
+            output.withLockedValue { $0.append(data) }
+            let lines = partial.withLockedValue { buffer -> [String] in
+                buffer.append(data)
+                var lines: [String] = []
+                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    lines.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer.removeSubrange(buffer.startIndex...newline)
+                }
+                return lines
+            }
+            timedLines.withLockedValue { $0 += lines.map { (now, $0) } }
+        }
+        let errors = self.errors
+        err.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            errors.withLockedValue { $0.append(data) }
+        }
+        try process.run()
+    }
+
+    public var stdout: String { String(decoding: output.withLockedValue { $0 }, as: UTF8.self) }
+    public var stderr: String { String(decoding: errors.withLockedValue { $0 }, as: UTF8.self) }
+    public var lines: [(at: ContinuousClock.Instant, text: String)] { timedLines.withLockedValue { $0.map { (at: $0.0, text: $0.1) } } }
+
+    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Waits for the process to end; `nil` if it is still running after `timeout` (it is then killed).
+    public func wait(timeout: Duration = .seconds(60)) async -> Int32? {
+        let end = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(10)) }
+        if process.isRunning {
+            signal(SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        let drained = ContinuousClock.now + .seconds(5)
+        while !outputEnded.withLockedValue({ $0 }) && ContinuousClock.now < drained {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return process.terminationStatus
+    }
+
+    /// Runs to completion and returns the exit status, stdout and stderr.
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
+        -> (status: Int32?, stdout: String, stderr: String)
+    {
+        let child = try Child(executable, arguments, environment: environment)
+        let status = await child.wait()
+        return (status, child.stdout, child.stderr)
+    }
+}
