@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "APIHealth", targets: ["APIHealth"]),
         .library(name: "LineProtocol", targets: ["LineProtocol"]),
         .executable(name: "influx-tail", targets: ["influx-tail"]),
+        .executable(name: "apihealth-demo", targets: ["apihealth-demo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -40,6 +41,16 @@ let package = Package(
             dependencies: [
                 "LineProtocol", "APIHealth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .executableTarget(
+            name: "apihealth-demo",
+            dependencies: [
+                "APIHealth", "LoopbackHTTPServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -1,0 +1,91 @@
+import APIHealth
+import Foundation
+import Logging
+import ServiceLifecycle
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+struct DemoResponse: Decodable {
+    var id: Int
+    var name: String
+}
+
+/// Counts what the demo did, for the progress line and the summary.
+final class DemoCounters: @unchecked Sendable {
+    private let lock = NSLock()
+    private var requests = 0
+    private var errors = 0
+    private var parseFailures = 0
+
+    func add(error: Bool, parseFailure: Bool) {
+        lock.withLock {
+            requests += 1
+            if error { errors += 1 }
+            if parseFailure { parseFailures += 1 }
+        }
+    }
+
+    var snapshot: (requests: Int, errors: Int, parseFailures: Int) { lock.withLock { (requests, errors, parseFailures) } }
+}
+
+/// Calls the local API through instrumented sessions at a steady rate until the duration is over
+/// (or graceful shutdown), decoding every answer through the agent.
+struct DemoTraffic: Service {
+    let agent: APIHealthAgent
+    let baseURL: String
+    let modules: [String]
+    let rate: Double
+    let duration: Duration
+    let counters: DemoCounters
+    let logger: Logger
+
+    func run() async throws {
+        var sessions: [String: URLSession] = [:]
+        for module in modules {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.timeoutIntervalForRequest = 5
+            agent.instrument(configuration, module: module)
+            sessions[module] = URLSession(configuration: configuration)
+        }
+        let sessionsByModule = sessions
+        let endpoints = DemoAPI.endpoints.filter { modules.contains($0.module) }
+        guard !endpoints.isEmpty else { return }
+        let start = ContinuousClock.now
+        let interval = Duration.seconds(1 / max(rate, 0.1))
+        await withDiscardingTaskGroup { group in
+            var index = 0
+            while ContinuousClock.now - start < duration && !Task.isShuttingDownGracefully && !Task.isCancelled {
+                let endpoint = endpoints[index % endpoints.count]
+                let call = index
+                group.addTask { await self.call(endpoint, index: call, session: sessionsByModule[endpoint.module]!) }
+                index += 1
+                try? await Task.sleep(until: start + interval * index, clock: .continuous)
+            }
+        }
+    }
+
+    private func call(_ endpoint: DemoEndpoint, index: Int, session: URLSession) async {
+        var request = URLRequest(url: URL(string: baseURL + endpoint.makePath(index))!)
+        request.httpMethod = endpoint.method
+        if endpoint.method == "POST" { request.httpBody = Data(#"{"items":[1,2,3]}"#.utf8) }
+        request.setValue(UUID().uuidString, forHTTPHeaderField: "X-Request-Id")
+        do {
+            let (data, response) = try await session.data(for: request)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            guard status < 400 else {
+                counters.add(error: true, parseFailure: false)
+                return
+            }
+            do {
+                _ = try agent.decode(DemoResponse.self, from: data, for: request, response: response, module: endpoint.module)
+                counters.add(error: false, parseFailure: false)
+            } catch {
+                counters.add(error: false, parseFailure: true)
+            }
+        } catch {
+            counters.add(error: true, parseFailure: false)
+        }
+    }
+}
