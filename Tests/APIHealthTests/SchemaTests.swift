@@ -85,7 +85,8 @@ struct User: Decodable {
         agent.record(Self.sample("https://internal.example.com/x"))
         agent.record(Self.sample("http://influx.example.com:8086/api/v2/write"))
         agent.record(Self.sample("https://api.example.com/x"))
-        #expect(agent.pendingPoints().map { $0.tag("host") } == ["api.example.com"])
+        agent.record(Self.sample("http://influx.example.com:9000/other-service"))
+        #expect(agent.pendingPoints().map { $0.tag("host") } == ["api.example.com", "influx.example.com:9000"])
     }
 
     @Test func twoPointsOfOneSeriesNeverShareATimestamp() throws {

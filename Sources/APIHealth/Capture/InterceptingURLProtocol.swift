@@ -118,14 +118,6 @@ class InterceptingURLProtocol: URLProtocol {
             state.body = Data()
             return copy
         }
-        if !state.stopped {
-            if let error {
-                client?.urlProtocol(self, didFailWithError: error)
-            } else {
-                if !state.body.isEmpty { client?.urlProtocol(self, didLoad: state.body) }
-                client?.urlProtocolDidFinishLoading(self)
-            }
-        }
         let sampleError: (any Error)? = error ?? (state.stopped ? URLError(.cancelled) : nil)
         var sample: RequestSample
         if let metrics, let fromMetrics = RequestSample(
@@ -147,7 +139,17 @@ class InterceptingURLProtocol: URLProtocol {
         sample.statusCode = sampleError == nil ? (state.response?.statusCode ?? sample.statusCode) : nil
         sample.error = sampleError.map(RequestSample.TransportError.init)
         sample.responseBytes = state.responseBytes
+        // Recorded before the app hears of the end, so a caller that awaits the response and then
+        // shuts the agent down never loses this sample.
         entry.recorder.record(sample)
+        if !state.stopped {
+            if let error {
+                client?.urlProtocol(self, didFailWithError: error)
+            } else {
+                if !state.body.isEmpty { client?.urlProtocol(self, didLoad: state.body) }
+                client?.urlProtocolDidFinishLoading(self)
+            }
+        }
     }
 }
 

@@ -14,10 +14,8 @@ final class RequestSchema: Sendable {
         self.configuration = configuration
         self.templater = PathTemplater(rules: configuration.capture.pathRules)
         var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
-        if let destination = configuration.destination, let host = destination.url.host?.lowercased() {
-            excluded.insert(host)
-            excluded.insert(Self.hostTag(destination.url))
-        }
+        // The destination is excluded by host and port, so other services on its host are still seen.
+        if let destination = configuration.destination { excluded.insert(Self.hostTag(destination.url)) }
         self.excludedHosts = excluded
     }
 
