@@ -32,6 +32,8 @@ public enum PointSchema {
         public static let responseBytes = "response_bytes"
         public static let statusCode = "status_code"
         public static let success = "success"
+        /// 1 for a failed request (transport error or status ≥ 400), 0 otherwise: averages into an error ratio.
+        public static let errors = "errors"
         public static let error = "error"
         public static let correlationID = "correlation_id"
         public static let redirects = "redirects"
@@ -64,7 +66,7 @@ public enum PointSchema {
     public static let requestFields = [
         Field.durationMilliseconds, Field.timeToFirstByteMilliseconds, Field.domainLookupMilliseconds,
         Field.connectMilliseconds, Field.secureConnectionMilliseconds, Field.requestBytes, Field.responseBytes,
-        Field.statusCode, Field.success, Field.error, Field.correlationID, Field.redirects, Field.networkProtocol,
+        Field.statusCode, Field.success, Field.errors, Field.error, Field.correlationID, Field.redirects, Field.networkProtocol,
         Field.reusedConnection,
     ]
     public static let parseFailureTags = [Tag.host, Tag.path, Tag.method, Tag.module, Tag.status, Tag.failure]

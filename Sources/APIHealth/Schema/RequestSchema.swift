@@ -68,7 +68,9 @@ final class RequestSchema: Sendable {
         fields.append(Point.Field(F.requestBytes, .uint(sample.requestBytes)))
         fields.append(Point.Field(F.responseBytes, .uint(sample.responseBytes)))
         if let code = sample.statusCode { fields.append(Point.Field(F.statusCode, .int(Int64(code)))) }
-        fields.append(Point.Field(F.success, .bool(sample.error == nil && (sample.statusCode ?? 600) < 400)))
+        let succeeded = sample.error == nil && (sample.statusCode ?? 600) < 400
+        fields.append(Point.Field(F.success, .bool(succeeded)))
+        fields.append(Point.Field(F.errors, .int(succeeded ? 0 : 1)))
         if let error = sample.error { fields.append(Point.Field(F.error, .string(error.description))) }
         if let id = sample.correlationID { fields.append(Point.Field(F.correlationID, .string(id))) }
         fields.append(Point.Field(F.redirects, .int(Int64(sample.redirectCount))))

@@ -1,0 +1,210 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LineProtocol
+import Logging
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+private let dashboards = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("dashboards")
+
+private func files(_ folder: String, _ suffix: String) throws -> [(name: String, text: String)] {
+    let directory = dashboards.appendingPathComponent(folder)
+    return try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(suffix) }.sorted().map {
+        ($0, try String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8))
+    }
+}
+
+private func matches(_ pattern: String, in text: String) -> [String] {
+    let regex = try! NSRegularExpression(pattern: pattern)
+    return regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
+        Range($0.range(at: 1), in: text).map { String(text[$0]) }
+    }
+}
+
+@Suite struct DashboardContractTests {
+    static let measurements = Set([PointSchema.Measurement.request, PointSchema.Measurement.parseFailure, PointSchema.Measurement.agent])
+    static let tags = Set(PointSchema.requestTags + PointSchema.parseFailureTags + PointSchema.agentTags)
+    static let fields = Set(PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields)
+    static let fluxColumns: Set<String> = ["_time", "_value", "_field", "_measurement", "_start", "_stop", "_value_failures", "_value_requests", "quantile"]
+
+    @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
+        let influxQL = try files("influxql", ".influxql")
+        let flux = try files("flux", ".flux")
+        #expect(influxQL.count == 7 && flux.count == 7, "one file per panel in each language")
+        #expect(Set(influxQL.map { $0.name.split(separator: ".")[0] }) == Set(flux.map { $0.name.split(separator: ".")[0] }))
+        for file in influxQL {
+            let query = file.text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
+            let aliases = Set(matches(#"AS "([^"]+)""#, in: query))
+            let fromMeasurements = matches(#"FROM "([^"]+)""#, in: query)
+            #expect(!fromMeasurements.isEmpty, "\(file.name) reads a measurement")
+            for name in fromMeasurements { #expect(Self.measurements.contains(name), "\(file.name): unknown measurement \(name)") }
+            for name in Set(matches(#""([^"]+)""#, in: query)).subtracting(aliases).subtracting(fromMeasurements) {
+                #expect(Self.tags.contains(name) || Self.fields.contains(name) || aliases.contains(name),
+                    "\(file.name): \(name) is not a tag or field the agent writes")
+            }
+        }
+        for file in flux {
+            for name in matches(#"r\._measurement == "([^"]+)""#, in: file.text) {
+                #expect(Self.measurements.contains(name), "\(file.name): unknown measurement \(name)")
+            }
+            for name in matches(#"r\._field == "([^"]+)""#, in: file.text) {
+                #expect(Self.fields.contains(name), "\(file.name): unknown field \(name)")
+            }
+            let columns = matches(#"columns: \[([^\]]*)\]"#, in: file.text).flatMap { matches(#""([^"]+)""#, in: $0) }
+                + matches(#"\br\.([A-Za-z_][A-Za-z0-9_]*)"#, in: file.text)
+            for name in columns where !["_measurement", "_field"].contains(name) {
+                #expect(Self.tags.contains(name) || Self.fluxColumns.contains(name), "\(file.name): \(name) is not a tag the agent writes")
+            }
+            #expect(file.text.contains("v.timeRangeStart") && file.text.contains("v.timeRangeStop") && file.text.contains("v.bucket"))
+        }
+    }
+
+    @Test func grafanaAndInfluxDBDashboardsCarryTheFluxFilesUnchanged() throws {
+        let flux = Set(try files("flux", ".flux").map(\.text))
+        let grafana = try JSONSerialization.jsonObject(with: Data(contentsOf: dashboards.appendingPathComponent("grafana/dashboards/apihealth.json"))) as! [String: Any]
+        let grafanaQueries = (grafana["panels"] as! [[String: Any]]).flatMap { ($0["targets"] as! [[String: Any]]).map { $0["query"] as! String } }
+        #expect(Set(grafanaQueries.map { $0.replacingOccurrences(of: "\"${bucket}\"", with: "v.bucket") }) == flux,
+            "run scripts/build-dashboards after changing a .flux file")
+        let template = try JSONSerialization.jsonObject(with: Data(contentsOf: dashboards.appendingPathComponent("influxdb/apihealth-template.json"))) as! [[String: Any]]
+        let charts = ((template.last!["spec"] as! [String: Any])["charts"] as! [[String: Any]])
+        #expect(Set(charts.flatMap { ($0["queries"] as! [[String: Any]]).map { $0["query"] as! String } }) == flux)
+        #expect(template.first?["kind"] as? String == "Variable")
+    }
+}
+
+/// The InfluxQL panels, run against a real InfluxDB 1.x holding a known data set written by the agent.
+@Suite struct InfluxQLDashboardTests {
+    struct Sample {
+        var host: String
+        var path: String
+        var rawPath: String
+        var module: String
+        var status: Int?
+        var duration: Double
+    }
+
+    static func dataSet() -> [Sample] {
+        (0..<240).map { index in
+            let host = index % 3 == 0 ? "api-b.example.com" : "api-a.example.com"
+            let users = index % 2 == 0
+            let status: Int? = index % 23 == 0 ? nil : index % 10 == 0 ? 500 : index % 17 == 0 ? 404 : 200
+            return Sample(
+                host: host, path: users ? "/users/{id}" : "/search", rawPath: users ? "/users/\(1_000 + index)" : "/search",
+                module: users ? "accounts" : "search", status: status, duration: Double((index * 37) % 101) + 0.25)
+        }
+    }
+
+    /// InfluxDB's nearest-rank percentile.
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        let sorted = values.sorted()
+        let index = min(max(Int((Double(sorted.count) * p / 100 + 0.5).rounded(.down)) - 1, 0), sorted.count - 1)
+        return sorted[index]
+    }
+
+    static func query(_ name: String) throws -> String {
+        let text = try String(contentsOf: dashboards.appendingPathComponent("influxql/\(name).influxql"), encoding: .utf8)
+        return text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
+            .replacingOccurrences(of: "$timeFilter", with: "time >= now() - 1h AND time <= now() + 1m")
+            .replacingOccurrences(of: "$__interval", with: "1000d")
+    }
+
+    @Test func everyPanelMatchesTheNumbersComputedFromTheDataSet() async throws {
+        let influx = try await InfluxDB1.freshDatabase("dashboards")
+        var configuration = APIHealthConfiguration(
+            serviceName: "dashboards", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+        configuration.spool = nil
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "dashboards"))
+        agent.start()
+        let samples = Self.dataSet()
+        let now = Date()
+        var parseFailures: [String: Int] = [:]
+        for (index, sample) in samples.enumerated() {
+            let url = URL(string: "https://\(sample.host)\(sample.rawPath)")!
+            agent.record(
+                RequestSample(
+                    method: "GET", url: url, module: sample.module, startedAt: now.addingTimeInterval(-600 + Double(index)),
+                    duration: .microseconds(Int64(sample.duration * 1_000)), statusCode: sample.status,
+                    error: sample.status == nil ? RequestSample.TransportError(domain: "NSURLErrorDomain", code: -1001) : nil))
+            if sample.status == 200 && index % 11 == 0 {
+                agent.recordParseFailure(
+                    for: URLRequest(url: url), response: nil, error: DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "x")),
+                    module: sample.module, data: Data("<html>".utf8))
+                parseFailures["\(sample.module) \(sample.path)", default: 0] += 1
+            }
+        }
+        await agent.shutdown(deadline: .seconds(10))
+        #expect(agent.metrics.pointsRejected == 0)
+
+        // Latency percentiles by host and path.
+        let latency = try await influx.query(try Self.query("latency_percentiles"))
+        let groups = Dictionary(grouping: samples) { "\($0.host) \($0.path)" }
+        #expect(latency.count == groups.count)
+        for series in latency {
+            let key = "\(series.tags["host"]!) \(series.tags["path"]!)"
+            let durations = try #require(groups[key]).map(\.duration)
+            let row = try #require(series.rows.first)
+            for (column, p) in [("p50", 50.0), ("p95", 95.0), ("p99", 99.0)] {
+                #expect((row[column] as? NSNumber)?.doubleValue == Self.percentile(durations, p), "\(key) \(column)")
+            }
+        }
+
+        // Requests by module.
+        let rate = try await influx.query(try Self.query("request_rate"))
+        let perModule = Dictionary(grouping: samples, by: \.module).mapValues(\.count)
+        #expect(Dictionary(uniqueKeysWithValues: rate.map { ($0.tags["module"]!, ($0.rows.first?["requests"] as? NSNumber)?.intValue ?? -1) }) == perModule)
+
+        // Failed requests by status class.
+        let errors = try await influx.query(try Self.query("error_rate_by_status_class"))
+        let failed = samples.filter { ($0.status ?? 600) >= 400 }
+        let perClass = Dictionary(grouping: failed) { $0.status.map { "\($0 / 100)xx" } ?? "error" }.mapValues(\.count)
+        #expect(Dictionary(uniqueKeysWithValues: errors.map { ($0.tags["status_class"]!, ($0.rows.first?["errors"] as? NSNumber)?.intValue ?? -1) }) == perClass)
+
+        // Availability per host.
+        let availability = try await influx.query(try Self.query("availability"))
+        for series in availability {
+            let host = series.tags["host"]!
+            let hostSamples = samples.filter { $0.host == host }
+            let expected = 1 - Double(hostSamples.filter { ($0.status ?? 600) >= 400 }.count) / Double(hostSamples.count)
+            let value = try #require((series.rows.first?["availability"] as? NSNumber)?.doubleValue)
+            #expect(abs(value - expected) < 1e-12, "\(host): \(value) vs \(expected)")
+        }
+        #expect(availability.count == 2)
+
+        // Parse failures and requests by module and endpoint (two statements).
+        let parseQuery = try Self.query("parse_failure_rate")
+        let statements = parseQuery.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(statements.count == 2)
+        let failureSeries = try await influx.query(statements[0])
+        let requestSeries = try await influx.query(statements[1])
+        let measuredFailures = Dictionary(uniqueKeysWithValues: failureSeries.map {
+            ("\($0.tags["module"]!) \($0.tags["path"]!)", ($0.rows.first?["parse_failures"] as? NSNumber)?.intValue ?? -1)
+        })
+        #expect(measuredFailures == parseFailures)
+        let measuredRequests = Dictionary(uniqueKeysWithValues: requestSeries.map {
+            ("\($0.tags["module"]!) \($0.tags["path"]!)", ($0.rows.first?["requests"] as? NSNumber)?.intValue ?? -1)
+        })
+        #expect(measuredRequests == Dictionary(grouping: samples) { "\($0.module) \($0.path)" }.mapValues(\.count))
+
+        // The slowest endpoints.
+        let slowest = try await influx.query(try Self.query("slowest_endpoints"))
+        let rows = try #require(slowest.first).rows
+        let expectedTop = groups.map { (key: $0.key, p95: Self.percentile($0.value.map(\.duration), 95)) }
+        #expect(rows.count == expectedTop.count)
+        for row in rows {
+            let key = "\(row["host"] as! String) \(row["path"] as! String)"
+            #expect((row["p95"] as? NSNumber)?.doubleValue == expectedTop.first { $0.key == key }?.p95, "\(key)")
+        }
+
+        // The agent's own health.
+        let health = try await influx.query(try Self.query("agent_health"))
+        #expect(health.first?.tags["service"] == "dashboards")
+        #expect((health.first?.rows.last?["dropped"] as? NSNumber)?.intValue == 0)
+        #expect((health.first?.rows.last?["rejected"] as? NSNumber)?.intValue == 0)
+    }
+}
