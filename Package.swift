@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "LineProtocol", targets: ["LineProtocol"]),
         .executable(name: "influx-tail", targets: ["influx-tail"]),
         .executable(name: "apihealth-demo", targets: ["apihealth-demo"]),
+        // The small loopback HTTP server the demo, the tests and the benchmarks call.
+        .library(name: "LoopbackHTTPServer", targets: ["LoopbackHTTPServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),

@@ -3,12 +3,15 @@ import PackageDescription
 
 // Benchmarks live in their own package so the main build stays light. Run from this folder:
 //   swift package --allow-writing-to-package-directory benchmark
+// The pipeline benchmark needs a VictoriaMetrics (APIHEALTH_BENCH_VICTORIA_URL) and the influx-tail ones a
+// release build of influx-tail (INFLUX_TAIL_BIN): scripts/benchmark sets both up.
 let package = Package(
     name: "APIHealthBenchmarks",
     platforms: [.macOS(.v13)],
     dependencies: [
         .package(name: "APIHealth", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         .executableTarget(
@@ -20,6 +23,18 @@ let package = Package(
             ],
             path: "Benchmarks/LineProtocolBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        .executableTarget(
+            name: "AgentBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LineProtocol", package: "APIHealth"),
+                .product(name: "APIHealth", package: "APIHealth"),
+                .product(name: "LoopbackHTTPServer", package: "APIHealth"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/AgentBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )

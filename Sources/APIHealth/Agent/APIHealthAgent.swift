@@ -197,6 +197,19 @@ public final class APIHealthAgent: Sendable, Service {
         pending.sealOpenBatch()
     }
 
+    /// Sends the open batch now and waits until nothing is pending, or `deadline` has passed.
+    /// Returns whether everything was delivered.
+    @discardableResult
+    public func flush(waitingUpTo deadline: Duration) async -> Bool {
+        pending.sealOpenBatch()
+        let end = ContinuousClock.now + deadline
+        while ContinuousClock.now < end {
+            if pending.isDrained || configuration.destination == nil { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return pending.isDrained
+    }
+
     /// Stops intake and sends everything pending, including batches waiting to be retried, until
     /// `deadline` has passed. What could not be sent stays in the spool for the next start.
     public func shutdown(deadline: Duration = .seconds(10)) async {

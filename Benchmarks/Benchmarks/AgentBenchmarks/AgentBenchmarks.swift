@@ -1,0 +1,204 @@
+import APIHealth
+import Benchmark
+import Foundation
+import LineProtocol
+import Logging
+import LoopbackHTTPServer
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+func temporaryDirectory(_ name: String) -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("apihealth-bench-\(name)-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20) -> APIHealthAgent {
+    var configuration = APIHealthConfiguration(
+        serviceName: "bench", destination: destination.map { InfluxDestination(url: $0, api: .v2(organization: "o", bucket: "b")) })
+    configuration.spool = spool.map { SpoolOptions(directory: $0) }
+    configuration.batching.maximumPendingBytes = pendingCap
+    configuration.batching.flushDelay = .milliseconds(100)
+    configuration.retry.initialDelay = .milliseconds(100)
+    return try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
+}
+
+let sample = RequestSample(
+    method: "GET", url: URL(string: "https://api.example.com/users/8271/orders")!, module: "checkout",
+    startedAt: Date(), duration: .microseconds(12_345), statusCode: 200, requestBytes: 312, responseBytes: 5_120,
+    timeToFirstByte: .microseconds(8_250), correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55")
+
+/// Blocks the calling thread until `body` finishes (benchmarks are synchronous closures here).
+func wait(_ body: @escaping @Sendable () async -> Void) {
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        await body()
+        done.signal()
+    }
+    done.wait()
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput], maxDuration: .seconds(3), maxIterations: 1_000_000)
+
+    Benchmark("record sample (memory only)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        let agent = makeAgent(spool: nil)
+        for _ in benchmark.scaledIterations { agent.record(sample) }
+    }
+
+    Benchmark("record sample (with spool write-through)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        let spool = temporaryDirectory("record")
+        let agent = makeAgent(spool: spool)
+        agent.start()
+        for _ in benchmark.scaledIterations { agent.record(sample) }
+        wait { await agent.shutdown(deadline: .seconds(1)) }
+        try? FileManager.default.removeItem(at: spool)
+    }
+
+    Benchmark(
+        "record sample from 4 threads at once (100,000 samples)",
+        configuration: .init(metrics: [.wallClock, .cpuTotal], maxIterations: 50)
+    ) { benchmark in
+        let agent = makeAgent(spool: nil)
+        for _ in benchmark.scaledIterations {
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                for _ in 0..<25_000 { agent.record(sample) }
+            }
+        }
+    }
+
+    // Instrumented vs plain URLSession: sequential small GETs to a local server, in one run.
+    let server = LockedServer()
+    for instrumented in [false, true] {
+        Benchmark(
+            "GET small response, \(instrumented ? "instrumented" : "plain") URLSession",
+            configuration: .init(metrics: [.wallClock, .cpuTotal], maxDuration: .seconds(60), maxIterations: 10_000)
+        ) { benchmark in
+            let base = server.url()
+            let configuration = URLSessionConfiguration.ephemeral
+            let agent = makeAgent(spool: nil)
+            if instrumented { agent.instrument(configuration, module: "bench") }
+            let session = URLSession(configuration: configuration)
+            let request = URLRequest(url: URL(string: base + "/users/1")!)
+            for _ in benchmark.scaledIterations {
+                let done = DispatchSemaphore(value: 0)
+                session.dataTask(with: request) { data, _, _ in
+                    blackHole(data)
+                    done.signal()
+                }.resume()
+                done.wait()
+            }
+        }
+    }
+
+    if let victoria = ProcessInfo.processInfo.environment["APIHEALTH_BENCH_VICTORIA_URL"].flatMap(URL.init(string:)) {
+        Benchmark(
+            "pipeline: 200,000 points recorded, gzipped and written to VictoriaMetrics",
+            configuration: .init(metrics: [.wallClock, .cpuTotal, .peakMemoryResident], maxDuration: .seconds(30), maxIterations: 10)
+        ) { benchmark in
+            for _ in benchmark.scaledIterations {
+                let agent = makeAgent(spool: nil, destination: victoria)
+                agent.start()
+                let base = Int64(Date().timeIntervalSince1970) * 1_000_000_000
+                for index in 0..<200_000 {
+                    var point = sample
+                    point.startedAt = Date(timeIntervalSince1970: Double(base) / 1e9 + Double(index) / 1e6)
+                    agent.record(point)
+                }
+                wait { await agent.shutdown(deadline: .seconds(60)) }
+                precondition(agent.metrics.pendingLines == 0, "everything written")
+            }
+        }
+    }
+
+    Benchmark(
+        "1,000,000 points while the server is down (16 MiB cap)",
+        configuration: .init(metrics: [.wallClock, .peakMemoryResident, .peakMemoryResidentDelta], maxIterations: 3)
+    ) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let agent = makeAgent(spool: nil, destination: URL(string: "http://127.0.0.1:9")!, pendingCap: 16 << 20)
+            agent.start()
+            for _ in 0..<1_000_000 { agent.record(sample) }
+            precondition(agent.metrics.pendingBytes <= 17 << 20)
+            wait { await agent.shutdown(deadline: .milliseconds(100)) }
+        }
+    }
+
+    if let tail = ProcessInfo.processInfo.environment["INFLUX_TAIL_BIN"] {
+        let spool = temporaryDirectory("tail")
+        Benchmark(
+            "influx-tail prints 1,000,000 pending lines",
+            configuration: .init(
+                metrics: [.wallClock], maxIterations: 5,
+                setup: {
+                    let agent = makeAgent(spool: spool, pendingCap: 1 << 30)
+                    agent.start()
+                    for _ in 0..<999_999 { agent.record(sample) }
+                    wait { await agent.shutdown(deadline: .seconds(5)) }
+                })
+        ) { benchmark in
+            for _ in benchmark.scaledIterations {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: tail)
+                process.arguments = ["--spool", spool.path]
+                process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+                try! process.run()
+                process.waitUntilExit()
+                precondition(process.terminationStatus == 0)
+            }
+        }
+
+        Benchmark(
+            "influx-tail --follow shows a recorded line",
+            configuration: .init(metrics: [.wallClock], maxDuration: .seconds(10), maxIterations: 50)
+        ) { benchmark in
+            let followed = temporaryDirectory("follow")
+            let agent = makeAgent(spool: followed)
+            agent.start()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: tail)
+            process.arguments = ["--spool", followed.path, "-f"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try! process.run()
+            var seen = Data()
+            for iteration in benchmark.scaledIterations {
+                let marker = "n=\(iteration)i"
+                benchmark.startMeasurement()
+                agent.write(Point(measurement: "follow", fields: [Point.Field("n", .int(Int64(iteration)))]))
+                while !String(decoding: seen, as: UTF8.self).contains(marker) {
+                    seen.append(pipe.fileHandleForReading.availableData)
+                }
+                benchmark.stopMeasurement()
+            }
+            process.terminate()
+            wait { await agent.shutdown(deadline: .milliseconds(100)) }
+        }
+    }
+}
+
+/// The loopback server, started on first use and shared by the GET benchmarks.
+final class LockedServer: @unchecked Sendable {
+    private let lock = NSLock()
+    private var server: LoopbackHTTPServer?
+
+    func url() -> String {
+        lock.withLock {
+            if server == nil {
+                let started = UnsafeBox<LoopbackHTTPServer>()
+                wait {
+                    started.value = try! await LoopbackHTTPServer.start(threads: 1) { _ in .json(200, #"{"id":1,"name":"Ada"}"#) }
+                }
+                server = started.value
+            }
+            return server!.baseURL
+        }
+    }
+}
+
+final class UnsafeBox<Value>: @unchecked Sendable {
+    var value: Value?
+}
