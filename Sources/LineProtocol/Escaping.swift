@@ -102,7 +102,7 @@ func endOfBackslashRun(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> 
 /// an escaped character or the end removed, control characters replaced by U+FFFD, and the position's
 /// special bytes preceded by a backslash.
 @inline(__always)
-func appendName(_ string: String, _ position: NamePosition, into buffer: inout [UInt8]) {
+func appendName(_ string: String, _ position: NamePosition, into buffer: inout ByteWriter) {
     withUTF8Bytes(string) { bytes in
         var plain = true
         for byte in bytes where byte == UInt8(ascii: "\\") || isControl(byte) || position.needsEscape(byte) {
@@ -142,7 +142,7 @@ func appendName(_ string: String, _ position: NamePosition, into buffer: inout [
 /// Appends a string field value in quotes, escaping `"` and `\`, cut to at most `limit` bytes of UTF-8
 /// on a scalar boundary. Returns whether it was cut.
 @inline(__always)
-func appendStringValue(_ string: String, limit: Int, into buffer: inout [UInt8]) -> Bool {
+func appendStringValue(_ string: String, limit: Int, into buffer: inout ByteWriter) -> Bool {
     buffer.append(UInt8(ascii: "\""))
     let truncated = withUTF8Bytes(string) { bytes -> Bool in
         var end = bytes.count
@@ -166,7 +166,7 @@ func appendStringValue(_ string: String, limit: Int, into buffer: inout [UInt8])
 
 /// Appends the decimal digits of `value`.
 @inline(__always)
-func appendDecimal(_ value: UInt64, into buffer: inout [UInt8]) {
+func appendDecimal(_ value: UInt64, into buffer: inout ByteWriter) {
     if value < 10 {
         buffer.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value))
         return
@@ -185,7 +185,7 @@ func appendDecimal(_ value: UInt64, into buffer: inout [UInt8]) {
 }
 
 @inline(__always)
-func appendDecimal(_ value: Int64, into buffer: inout [UInt8]) {
+func appendDecimal(_ value: Int64, into buffer: inout ByteWriter) {
     if value < 0 {
         buffer.append(UInt8(ascii: "-"))
         appendDecimal(value.magnitude, into: &buffer)
@@ -200,11 +200,13 @@ func appendDecimal(_ value: Int64, into buffer: inout [UInt8]) {
 /// from a nanosecond clock) are written with integer arithmetic, `12.345678`; the rest use Swift's
 /// shortest round-trip text (`1e-05`, `1.7976931348623157e+308`).
 @inline(__always)
-func appendFloat(_ value: Double, into buffer: inout [UInt8]) {
-    let scaled = (value * 1_000_000).rounded()
-    if scaled.magnitude < 9_007_199_254_740_992, scaled / 1_000_000 == value, value != 0 || value.sign == .plus {
+func appendFloat(_ value: Double, into buffer: inout ByteWriter) {
+    let product = value * 1_000_000
+    // Rounded by conversion (half away from zero), not `rounded()`: this module links no libm.
+    if product.magnitude < 9_007_199_254_740_992, value != 0 || value.sign == .plus,
+        case let micros = Int64(product + (product < 0 ? -0.5 : 0.5)), Double(micros) / 1_000_000 == value
+    {
         // The decimal n / 10⁶ reads back as the double nearest to it, which is what dividing computes.
-        let micros = Int64(scaled)
         if micros < 0 { buffer.append(UInt8(ascii: "-")) }
         let (whole, fraction) = micros.magnitude.quotientAndRemainder(dividingBy: 1_000_000)
         appendDecimal(whole, into: &buffer)
@@ -243,3 +245,68 @@ func decimalWidth(_ value: UInt64) -> Int {
     }
     return width
 }
+
+/// Writes bytes into memory reserved beforehand: the encoder's bound guarantees the room, so writes
+/// need no capacity or uniqueness checks.
+struct ByteWriter {
+    let base: UnsafeMutablePointer<UInt8>
+    private(set) var count: Int
+
+    init(base: UnsafeMutablePointer<UInt8>, count: Int) {
+        self.base = base
+        self.count = count
+    }
+
+    @inline(__always)
+    mutating func append(_ byte: UInt8) {
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        (base + count).update(from: source, count: bytes.count)
+        count += bytes.count
+    }
+
+    @inline(__always)
+    mutating func append(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) {
+        base[count] = a
+        base[count + 1] = b
+        base[count + 2] = c
+        base[count + 3] = d
+        count += 4
+    }
+
+    /// Runs `body` with a writer over room for `bound` more bytes at the end of `buffer`, then keeps
+    /// only what was written.
+    @inline(__always)
+    static func writing<Result>(
+        into buffer: inout [UInt8], bound: Int, _ body: (inout ByteWriter) -> Result
+    ) -> Result {
+        let start = buffer.count
+        buffer.reserveCapacity(start + bound)
+        var written = start
+        buffer.append(contentsOf: repeatElement(0, count: bound))
+        let value = buffer.withUnsafeMutableBufferPointer { pointer -> Result in
+            var writer = ByteWriter(base: pointer.baseAddress!, count: start)
+            let value = body(&writer)
+            written = writer.count
+            return value
+        }
+        buffer.removeLast(buffer.count - written)
+        return value
+    }
+
+    /// The bytes `body` writes, in a new array (for the rare paths that repair names).
+    static func collect(bound: Int, _ body: (inout ByteWriter) -> Void) -> [UInt8] {
+        var bytes: [UInt8] = []
+        writing(into: &bytes, bound: bound, body)
+        return bytes
+    }
+}
+
+/// Room a name may take once escaped or repaired: at most 3 bytes per byte.
+@inline(__always)
+func nameBound(_ string: String) -> Int { string.utf8.count * 3 }

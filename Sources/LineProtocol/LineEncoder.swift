@@ -85,25 +85,28 @@ public struct LineEncoder: Sendable {
     public func encode(
         _ point: Point,
         into buffer: inout [UInt8],
-        adjustingTimestamp adjust: (_ seriesKey: ArraySlice<UInt8>, _ timestamp: Int64) -> Int64
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64
     ) throws(LineProtocolError) -> Repairs {
         var repairs = Repairs()
         try Self.checkMeasurement(point.measurement, repairs: &repairs)
         let timestamp = try timestampValue(point.timestamp)
         try Self.checkFields(point.fields, repairs: &repairs)
 
-        let lineStart = buffer.count
-        appendName(point.measurement, .measurement, into: &buffer)
-        Self.appendTags(point.tags, into: &buffer, repairs: &repairs)
-        let seriesEnd = buffer.count
-        buffer.append(UInt8(ascii: " "))
-        appendFields(point.fields, into: &buffer, repairs: &repairs)
-        if let timestamp {
-            let adjusted = adjust(buffer[lineStart..<seriesEnd], timestamp)
-            buffer.append(UInt8(ascii: " "))
-            appendDecimal(adjusted, into: &buffer)
+        let bound = Self.bound(measurement: point.measurement, tags: point.tags, fields: point.fields)
+        ByteWriter.writing(into: &buffer, bound: bound) { writer in
+            let lineStart = writer.count
+            appendName(point.measurement, .measurement, into: &writer)
+            Self.appendTags(point.tags, into: &writer, repairs: &repairs)
+            let seriesEnd = writer.count
+            writer.append(UInt8(ascii: " "))
+            appendFields(point.fields, into: &writer, repairs: &repairs)
+            if let timestamp {
+                let adjusted = adjust(UnsafeBufferPointer(start: writer.base + lineStart, count: seriesEnd - lineStart), timestamp)
+                writer.append(UInt8(ascii: " "))
+                appendDecimal(adjusted, into: &writer)
+            }
+            writer.append(UInt8(ascii: "\n"))
         }
-        buffer.append(UInt8(ascii: "\n"))
         return repairs
     }
 
@@ -123,15 +126,40 @@ public struct LineEncoder: Sendable {
         var repairs = series.repairs
         let value = try timestampValue(timestamp)
         try Self.checkFields(fields, repairs: &repairs)
-        buffer.append(contentsOf: series.bytes)
-        buffer.append(UInt8(ascii: " "))
-        appendFields(fields, into: &buffer, repairs: &repairs)
-        if let value {
-            buffer.append(UInt8(ascii: " "))
-            appendDecimal(value, into: &buffer)
+        let bound = series.bytes.count + Self.fieldsBound(fields) + 24
+        ByteWriter.writing(into: &buffer, bound: bound) { writer in
+            series.bytes.withUnsafeBufferPointer { writer.append(contentsOf: $0) }
+            writer.append(UInt8(ascii: " "))
+            appendFields(fields, into: &writer, repairs: &repairs)
+            if let value {
+                writer.append(UInt8(ascii: " "))
+                appendDecimal(value, into: &writer)
+            }
+            writer.append(UInt8(ascii: "\n"))
         }
-        buffer.append(UInt8(ascii: "\n"))
         return repairs
+    }
+
+    /// Room the fields may take: names at most tripled, values at their longest form.
+    static func fieldsBound(_ fields: [Point.Field]) -> Int {
+        var bound = 0
+        for field in fields {
+            bound += nameBound(field.key) + 2
+            switch field.value {
+            case .float: bound += 32
+            case .int, .uint: bound += 21
+            case .bool: bound += 5
+            case .string(let value): bound += 2 * min(value.utf8.count, maximumStringBytes) + 2
+            }
+        }
+        return bound
+    }
+
+    /// Room a whole line may take.
+    static func bound(measurement: String, tags: [Point.Tag], fields: [Point.Field]) -> Int {
+        var bound = nameBound(measurement) + fieldsBound(fields) + 24
+        for tag in tags { bound += nameBound(tag.key) + nameBound(tag.value) + 2 }
+        return bound
     }
 
     private func timestampValue(_ timestamp: Timestamp?) throws(LineProtocolError) -> Int64? {
@@ -196,7 +224,7 @@ public struct LineEncoder: Sendable {
         throw .noFields
     }
 
-    private func appendFields(_ fields: [Point.Field], into buffer: inout [UInt8], repairs: inout Repairs) {
+    private func appendFields(_ fields: [Point.Field], into buffer: inout ByteWriter, repairs: inout Repairs) {
         var first = true
         for index in fields.indices {
             guard Self.isWritten(fields, at: index) else {
@@ -225,10 +253,10 @@ public struct LineEncoder: Sendable {
                 }
             case .bool(let value):
                 if value {
-                    buffer.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
+                    buffer.append(UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e"))
                 } else {
                     buffer.append(UInt8(ascii: "f"))
-                    buffer.append(contentsOf: [UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e")])
+                    buffer.append(UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"))
                 }
             case .string(let value):
                 if appendStringValue(value, limit: Self.maximumStringBytes, into: &buffer) {
@@ -239,7 +267,7 @@ public struct LineEncoder: Sendable {
     }
 
     /// Appends `,key=value` for each writable tag, sorted by the key's bytes, the last of equal keys kept.
-    static func appendTags(_ tags: [Point.Tag], into buffer: inout [UInt8], repairs: inout Repairs) {
+    static func appendTags(_ tags: [Point.Tag], into buffer: inout ByteWriter, repairs: inout Repairs) {
         if tags.isEmpty { return }
         // Keys that need repair could become equal to another key once repaired: sort and deduplicate
         // the repaired forms instead (rare, and allowed to allocate).
@@ -307,8 +335,7 @@ public struct LineEncoder: Sendable {
 
     /// `name` as ``NameShape`` repairs it, unescaped.
     static func repairedName(_ name: String, _ position: NamePosition) -> String {
-        var escaped: [UInt8] = []
-        appendName(name, position, into: &escaped)
+        let escaped = ByteWriter.collect(bound: nameBound(name)) { appendName(name, position, into: &$0) }
         var repaired: [UInt8] = []
         var index = 0
         while index < escaped.count {

@@ -16,10 +16,12 @@ public struct SeriesKey: Sendable, Hashable {
     public init(measurement: String, tags: [Point.Tag] = []) throws(LineProtocolError) {
         var repairs = LineEncoder.Repairs()
         try LineEncoder.checkMeasurement(measurement, repairs: &repairs)
-        var bytes: [UInt8] = []
-        appendName(measurement, .measurement, into: &bytes)
-        LineEncoder.appendTags(tags, into: &bytes, repairs: &repairs)
-        self.bytes = bytes
+        var bound = nameBound(measurement)
+        for tag in tags { bound += nameBound(tag.key) + nameBound(tag.value) + 2 }
+        self.bytes = ByteWriter.collect(bound: bound) { writer in
+            appendName(measurement, .measurement, into: &writer)
+            LineEncoder.appendTags(tags, into: &writer, repairs: &repairs)
+        }
         self.repairs = repairs
     }
 }

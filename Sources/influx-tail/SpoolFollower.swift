@@ -56,7 +56,7 @@ struct SpoolFollower {
                 continue
             }
             let complete = Array(bytes[...lastNewline])
-            let (lines, problems) = SpoolLines.split(complete, file: name, baseOffset: offset)
+            let (lines, problems) = SpoolReader.completeLines(complete, file: name, baseOffset: offset)
             result.lines += lines
             result.problems += problems
             if reportingTornTails && lastNewline + 1 < bytes.count && !name.hasSuffix(".open.lp") {
@@ -67,26 +67,6 @@ struct SpoolFollower {
         for stem in consumed.keys where !seen.contains(stem) { consumed[stem] = nil }
         segmentCount = names.count
         return result
-    }
-}
-
-/// Splits complete lines and checks each one, as the agent does before sending.
-enum SpoolLines {
-    static func split(_ bytes: [UInt8], file: String, baseOffset: Int) -> ([[UInt8]], [SpoolProblem]) {
-        var lines: [[UInt8]] = []
-        var problems: [SpoolProblem] = []
-        let parser = LineParser()
-        bytes.withUnsafeBufferPointer { buffer in
-            for line in LineSplitter(buffer) {
-                let slice = UnsafeBufferPointer(rebasing: buffer[line.range])
-                do {
-                    if try parser.validateLine(slice, lineNumber: line.number) { lines.append(Array(slice)) }
-                } catch {
-                    problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine("\(error)")))
-                }
-            }
-        }
-        return (lines, problems)
     }
 }
 

@@ -12,13 +12,8 @@ public struct InfluxDB1: Sendable {
         let name = "\(prefix)_\(UInt32.random(in: 0...UInt32.max))"
         let client = InfluxDB1(base: base, database: name)
         let reply = try await HTTP.send("POST", HTTP.url(base, "/query", [("q", "CREATE DATABASE \"\(name)\"")]))
-        guard reply.status == 200 else { throw Failure(message: "CREATE DATABASE: \(reply.status) \(reply.text)") }
+        guard reply.status == 200 else { throw TestFailure(message: "CREATE DATABASE: \(reply.status) \(reply.text)") }
         return client
-    }
-
-    public struct Failure: Error, CustomStringConvertible {
-        public var message: String
-        public var description: String { message }
     }
 
     /// POSTs line protocol to `/write`, gzipped. Returns the status and body.
@@ -51,11 +46,11 @@ public struct InfluxDB1: Sendable {
             "POST",
             HTTP.url(base, "/query", [("db", database), ("epoch", "ns"), ("q", influxQL)])
         )
-        guard reply.status == 200 else { throw Failure(message: "query \(influxQL): \(reply.status) \(reply.text)") }
+        guard reply.status == 200 else { throw TestFailure(message: "query \(influxQL): \(reply.status) \(reply.text)") }
         guard let root = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any],
             let results = root["results"] as? [[String: Any]], let first = results.first
-        else { throw Failure(message: "unexpected query reply \(reply.text)") }
-        if let error = first["error"] as? String { throw Failure(message: "query \(influxQL): \(error)") }
+        else { throw TestFailure(message: "unexpected query reply \(reply.text)") }
+        if let error = first["error"] as? String { throw TestFailure(message: "query \(influxQL): \(error)") }
         let series = first["series"] as? [[String: Any]] ?? []
         return series.map { entry in
             Series(

@@ -73,3 +73,9 @@ public enum HTTP {
         return components.url!
     }
 }
+
+/// A failed exchange with a test server, with what it said.
+public struct TestFailure: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}

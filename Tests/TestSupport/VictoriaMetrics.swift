@@ -10,11 +10,6 @@ public struct VictoriaMetrics: Sendable {
         base = try TestServers.victoriaMetrics()
     }
 
-    public struct Failure: Error, CustomStringConvertible {
-        public var message: String
-        public var description: String { message }
-    }
-
     /// POSTs gzipped line protocol to `/api/v2/write`.
     public func write(_ lines: [UInt8], precision: String = "ns") async throws -> HTTP.Reply {
         let body = try Gzip.compress(lines, level: 6)
@@ -45,7 +40,7 @@ public struct VictoriaMetrics: Sendable {
             "POST",
             HTTP.url(base, "/api/v1/export", [("match[]", "{__name__=~\"\(namePattern)\"}"), ("start", "0")])
         )
-        guard reply.status == 200 else { throw Failure(message: "export: \(reply.status) \(reply.text)") }
+        guard reply.status == 200 else { throw TestFailure(message: "export: \(reply.status) \(reply.text)") }
         var series: [Series] = []
         for line in reply.text.split(separator: "\n") where !line.isEmpty {
             guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }

@@ -363,9 +363,9 @@ struct RecentInstants {
         var timestamp: Int64
     }
 
-    mutating func claim(seriesKey: ArraySlice<UInt8>, timestamp: Int64) -> Int64 {
+    mutating func claim(seriesKey: UnsafeBufferPointer<UInt8>, timestamp: Int64) -> Int64 {
         var hasher = Hasher()
-        seriesKey.withUnsafeBytes { hasher.combine(bytes: $0) }
+        hasher.combine(bytes: UnsafeRawBufferPointer(seriesKey))
         let series = hasher.finalize()
         var candidate = timestamp
         while current.contains(SeriesInstant(series: series, timestamp: candidate))

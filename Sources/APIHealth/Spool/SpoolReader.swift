@@ -73,8 +73,9 @@ public struct SpoolReader: Sendable {
             modified: attributes?[.modificationDate] as? Date)
     }
 
-    /// The complete, parseable lines of `bytes`; a tail without a line end and corrupt lines are reported.
-    static func completeLines(_ bytes: [UInt8], file: String) -> ([[UInt8]], [SpoolProblem]) {
+    /// The complete, parseable lines of `bytes` (read from `file` at `baseOffset`); a tail without a line
+    /// end and corrupt lines are reported with their byte offsets in the file.
+    public static func completeLines(_ bytes: [UInt8], file: String, baseOffset: Int = 0) -> ([[UInt8]], [SpoolProblem]) {
         var lines: [[UInt8]] = []
         var problems: [SpoolProblem] = []
         let parser = LineParser()
@@ -83,7 +84,7 @@ public struct SpoolReader: Sendable {
                 let slice = UnsafeBufferPointer(rebasing: buffer[line.range])
                 if line.range.upperBound >= buffer.count {
                     if !slice.isEmpty {
-                        problems.append(SpoolProblem(file: file, offset: line.range.lowerBound, kind: .tornLine))
+                        problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine))
                     }
                     continue
                 }
@@ -91,7 +92,7 @@ public struct SpoolReader: Sendable {
                     if try parser.validateLine(slice, lineNumber: line.number) { lines.append(Array(slice)) }
                 } catch {
                     problems.append(
-                        SpoolProblem(file: file, offset: line.range.lowerBound, kind: .corruptLine("\(error)")))
+                        SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine("\(error)")))
                 }
             }
         }
