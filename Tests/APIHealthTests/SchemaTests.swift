@@ -98,6 +98,13 @@ struct User: Decodable {
         let base = Timestamp(date: instant).value(in: .ms)!
         #expect(points.prefix(5).map { $0.timestamp!.value(in: .ms)! } == (0..<5).map { base + Int64($0) })
         #expect(points.last?.timestamp?.value(in: .ms) == base, "another series keeps its own instant")
+
+        // A burst at one instant takes consecutive units, in constant time per point.
+        let burst = try Self.agent { $0.precision = .s }
+        for _ in 0..<20_000 { burst.record(Self.sample("https://api.example.com/z", startedAt: instant)) }
+        let seconds = burst.pendingPoints().compactMap { $0.timestamp?.value(in: .s) }
+        #expect(Set(seconds).count == 20_000)
+        #expect(seconds.max() == Timestamp(date: instant).value(in: .s)! + 19_999)
     }
 
     @Test func disabledAgentRecordsNothingAndLeavesSessionsAlone() async throws {

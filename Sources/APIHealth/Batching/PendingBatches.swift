@@ -349,10 +349,13 @@ final class PendingBatches: Sendable {
 }
 
 /// The (series, timestamp) pairs used recently, so that no two points of one series share an instant:
-/// InfluxDB would keep only the later one. A taken instant moves to the next free unit.
+/// InfluxDB would keep only the later one. A taken instant moves to the next free unit; a burst of
+/// points at one instant takes consecutive units after the latest one claimed, in constant time.
 struct RecentInstants {
     private var current: Set<SeriesInstant> = []
     private var previous: Set<SeriesInstant> = []
+    /// The latest instant claimed per series, for bursts.
+    private var latest: [Int: Int64] = [:]
     /// Each generation holds this many; two generations are remembered.
     private let generationSize = 100_000
 
@@ -363,21 +366,32 @@ struct RecentInstants {
         var timestamp: Int64
     }
 
+    private func isTaken(_ series: Int, _ timestamp: Int64) -> Bool {
+        current.contains(SeriesInstant(series: series, timestamp: timestamp))
+            || previous.contains(SeriesInstant(series: series, timestamp: timestamp))
+    }
+
     mutating func claim(seriesKey: UnsafeBufferPointer<UInt8>, timestamp: Int64) -> Int64 {
         var hasher = Hasher()
         hasher.combine(bytes: UnsafeRawBufferPointer(seriesKey))
         let series = hasher.finalize()
         var candidate = timestamp
-        while current.contains(SeriesInstant(series: series, timestamp: candidate))
-            || previous.contains(SeriesInstant(series: series, timestamp: candidate))
-        {
-            candidate += 1
+        var steps = 0
+        while isTaken(series, candidate) {
+            steps += 1
+            if steps > 4, let last = latest[series], last >= candidate {
+                candidate = last &+ 1
+                if !isTaken(series, candidate) { break }
+            }
+            candidate &+= 1
         }
         if current.count >= generationSize {
             previous = current
             current.removeAll(keepingCapacity: true)
+            latest.removeAll(keepingCapacity: true)
         }
         current.insert(SeriesInstant(series: series, timestamp: candidate))
+        if candidate > latest[series] ?? Int64.min { latest[series] = candidate }
         return candidate
     }
 }
