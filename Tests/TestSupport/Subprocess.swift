@@ -89,12 +89,38 @@ public final class Child: Sendable {
         return process.terminationStatus
     }
 
-    /// Runs to completion and returns the exit status, stdout and stderr.
+    /// Runs to completion and returns the exit status, stdout and stderr (read from files after exit, so
+    /// nothing is lost however fast the child writes and exits).
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
         -> (status: Int32?, stdout: String, stderr: String)
     {
-        let child = try Child(executable, arguments, environment: environment)
-        let status = await child.wait()
-        return (status, child.stdout, child.stderr)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let outURL = folder.appendingPathComponent("stdout")
+        let errURL = folder.appendingPathComponent("stderr")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        let process = Process()
+        process.executableURL = try binDirectory().appendingPathComponent(executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = try FileHandle(forWritingTo: outURL)
+        let err = try FileHandle(forWritingTo: errURL)
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let end = ContinuousClock.now + .seconds(60)
+        while process.isRunning && ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(5)) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        try out.close()
+        try err.close()
+        let stdout = String(decoding: (try? Data(contentsOf: outURL)) ?? Data(), as: UTF8.self)
+        let stderr = String(decoding: (try? Data(contentsOf: errURL)) ?? Data(), as: UTF8.self)
+        return (process.terminationStatus, stdout, stderr)
     }
 }
