@@ -72,16 +72,19 @@ let benchmarks: @Sendable () -> Void = {
 
     // Instrumented vs plain URLSession: sequential small GETs to a local server, in one run.
     let server = LockedServer()
+    let getAgent = makeAgent(spool: nil)
+    let sessions = [false, true].map { instrumented -> URLSession in
+        let configuration = URLSessionConfiguration.ephemeral
+        if instrumented { getAgent.instrument(configuration, module: "bench") }
+        return URLSession(configuration: configuration)
+    }
     for instrumented in [false, true] {
         Benchmark(
             "GET small response, \(instrumented ? "instrumented" : "plain") URLSession",
             configuration: .init(metrics: [.wallClock, .cpuTotal], maxDuration: .seconds(60), maxIterations: 10_000)
         ) { benchmark in
             let base = server.url()
-            let configuration = URLSessionConfiguration.ephemeral
-            let agent = makeAgent(spool: nil)
-            if instrumented { agent.instrument(configuration, module: "bench") }
-            let session = URLSession(configuration: configuration)
+            let session = sessions[instrumented ? 1 : 0]
             let request = URLRequest(url: URL(string: base + "/users/1")!)
             for _ in benchmark.scaledIterations {
                 let done = DispatchSemaphore(value: 0)

@@ -140,7 +140,8 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// Hooks every http(s) request made with sessions created from `configuration` afterwards.
     ///
-    /// Call it after setting the configuration's other options: its requests are re-issued on one
+    /// Up to 16 configurations can be instrumented at once per process; those of agents that are gone
+    /// are reused. Call it after setting the configuration's other options: its requests are re-issued on one
     /// inner session made from a copy of it. Requests behave exactly as without the hook.
     /// `streamsResponseBodies` passes bodies through in chunks on Linux too; set it only for sessions
     /// that use delegate-based data tasks (swift-corelibs-foundation gives a completion handler only
@@ -285,6 +286,7 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
         self.correlationHeaders = agent.configuration.capture.correlationHeaders
     }
 
+    var isAlive: Bool { agent != nil }
     var isCapturing: Bool { agent?.configuration.isEnabled ?? false }
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
     func record(_ sample: RequestSample) { agent?.record(sample) }

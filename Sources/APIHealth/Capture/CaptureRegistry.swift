@@ -6,6 +6,8 @@ import FoundationNetworking
 
 /// What the hook needs from the agent.
 protocol SampleRecorder: AnyObject, Sendable {
+    /// `false` once the agent is gone: its slot can serve another configuration.
+    var isAlive: Bool { get }
     var isCapturing: Bool { get }
     var correlationHeaders: [String] { get }
     func isExcluded(_ url: URL) -> Bool
@@ -52,11 +54,16 @@ final class CaptureRegistry: Sendable {
         queue.name = "APIHealth.capture.\(module)"
         let session = URLSession(configuration: innerConfiguration, delegate: delegate, delegateQueue: queue)
         return entries.withLock { entries -> InterceptingURLProtocol.Type? in
-            guard let slot = (0..<Self.slotClasses.count).first(where: { entries[$0] == nil }) else {
+            guard let slot = (0..<Self.slotClasses.count).first(where: { entries[$0].map { !$0.recorder.isAlive } ?? true })
+            else {
                 session.invalidateAndCancel()
                 return nil
             }
             delegate.slot = slot
+            if let stale = entries[slot] {
+                stale.session.finishTasksAndInvalidate()
+                keys.withLock { keys in keys = keys.filter { $0.value != slot } }
+            }
             entries[slot] = Entry(module: module, recorder: recorder, session: session, delegate: delegate)
             keys.withLock { $0[key] = slot }
             return Self.slotClasses[slot]

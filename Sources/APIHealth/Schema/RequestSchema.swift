@@ -8,6 +8,10 @@ final class RequestSchema: Sendable {
     private let excludedHosts: Set<String>
     /// Distinct `host path` values seen, and how many samples fell past the cap.
     private let paths = Locked((seen: Set<String>(), overflowed: UInt64(0)))
+    /// Host and templated path by URL: parsing a URL and templating its path is most of the cost of a
+    /// sample, and services call the same URLs again and again. Cleared when it grows past 4,096.
+    private let resolved = Locked([URL: (host: String, path: String)]())
+    private static let statusClasses = (0...9).map { "\($0)xx" }
     private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
 
     init(configuration: APIHealthConfiguration) {
@@ -47,6 +51,22 @@ final class RequestSchema: Sendable {
         }
     }
 
+    /// The host and path tags of `url`, or `nil` when its host is excluded.
+    private func resolve(_ url: URL) -> (host: String, path: String)? {
+        if let cached = resolved.withLock({ $0[url] }) { return cached }
+        guard !isExcluded(url) else { return nil }
+        let host = Self.hostTag(url)
+        let path = pathTag(host: host, url: url)
+        // An overflowed path is not cached: it is counted each time.
+        if path != configuration.capture.overflowPath {
+            resolved.withLock { cache in
+                if cache.count >= 4_096 { cache.removeAll(keepingCapacity: true) }
+                cache[url] = (host, path)
+            }
+        }
+        return (host, path)
+    }
+
     static func methodTag(_ method: String) -> String {
         let upper = method.uppercased()
         return knownMethods.contains(upper) ? upper : "OTHER"
@@ -54,10 +74,9 @@ final class RequestSchema: Sendable {
 
     /// The request point, or `nil` for an excluded host.
     func point(for sample: RequestSample) -> Point? {
-        guard !isExcluded(sample.url) else { return nil }
-        let host = Self.hostTag(sample.url)
+        guard let (host, path) = resolve(sample.url) else { return nil }
         let status = sample.statusCode.map(String.init) ?? "error"
-        let statusClass = sample.statusCode.map { "\($0 / 100)xx" } ?? "error"
+        let statusClass = sample.statusCode.map { Self.statusClasses[min(max($0 / 100, 0), 9)] } ?? "error"
         typealias F = PointSchema.Field
         var fields = [Point.Field(F.durationMilliseconds, .float(sample.duration.milliseconds))]
         fields.reserveCapacity(14)
@@ -80,7 +99,7 @@ final class RequestSchema: Sendable {
         return Point(
             measurement: configuration.measurement,
             tags: [
-                Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, url: sample.url)),
+                Point.Tag(T.host, host), Point.Tag(T.path, path),
                 Point.Tag(T.method, Self.methodTag(sample.method)), Point.Tag(T.module, sample.module),
                 Point.Tag(T.status, status), Point.Tag(T.statusClass, statusClass),
             ],
