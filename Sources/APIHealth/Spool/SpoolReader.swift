@@ -78,23 +78,57 @@ public struct SpoolReader: Sendable {
     public static func completeLines(_ bytes: [UInt8], file: String, baseOffset: Int = 0) -> ([[UInt8]], [SpoolProblem]) {
         var lines: [[UInt8]] = []
         var problems: [SpoolProblem] = []
-        let parser = LineParser()
         bytes.withUnsafeBufferPointer { buffer in
+            var ranges: [LineSplitter.Line] = []
             for line in LineSplitter(buffer) {
-                let slice = UnsafeBufferPointer(rebasing: buffer[line.range])
                 if line.range.upperBound >= buffer.count {
-                    if !slice.isEmpty {
+                    if !line.range.isEmpty {
                         problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine))
                     }
                     continue
                 }
-                do {
-                    if try parser.validateLine(slice, lineNumber: line.number) { lines.append(Array(slice)) }
-                } catch {
+                ranges.append(line)
+            }
+            // Checking lines is the costly part of reading a large segment: spread it over the cores.
+            let chunks = ranges.count >= 20_000 ? ProcessInfo.processInfo.activeProcessorCount : 1
+            let verdicts = Locked([Int: LineParseError?]())
+            // The buffer outlives concurrentPerform, which returns only when every chunk is done.
+            let shared = ReadOnlyBytes(buffer: buffer, ranges: ranges)
+            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+                let buffer = shared.buffer
+                let ranges = shared.ranges
+                let parser = LineParser()
+                var local: [Int: LineParseError?] = [:]
+                var index = chunk * ranges.count / chunks
+                let end = (chunk + 1) * ranges.count / chunks
+                while index < end {
+                    let line = ranges[index]
+                    do {
+                        if try !parser.validateLine(UnsafeBufferPointer(rebasing: buffer[line.range]), lineNumber: line.number) {
+                            local[index] = .some(nil)
+                        }
+                    } catch {
+                        local[index] = .some(
+                            error as? LineParseError ?? LineParseError(line: line.number, column: 1, reason: "\(error)"))
+                    }
+                    index += 1
+                }
+                verdicts.withLock { $0.merge(local) { first, _ in first } }
+            }
+            let skipped = verdicts.withLock { $0 }
+            lines.reserveCapacity(ranges.count)
+            for (index, line) in ranges.enumerated() {
+                switch skipped[index] {
+                case .none:
+                    lines.append(Array(UnsafeBufferPointer(rebasing: buffer[line.range])))
+                case .some(.some(let error)):
                     problems.append(
                         SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine("\(error)")))
+                case .some(.none):
+                    break
                 }
             }
+            problems.sort { $0.offset < $1.offset }
         }
         return (lines, problems)
     }
@@ -128,4 +162,10 @@ public struct SpoolReader: Sendable {
                 rejectedAt: attributes?[.modificationDate] as? Date)
         }
     }
+}
+
+/// Bytes and line ranges read by several threads at once while their owner waits.
+private struct ReadOnlyBytes: @unchecked Sendable {
+    let buffer: UnsafeBufferPointer<UInt8>
+    let ranges: [LineSplitter.Line]
 }
