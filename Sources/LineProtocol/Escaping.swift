@@ -286,7 +286,8 @@ struct ByteWriter {
         into buffer: inout [UInt8], bound: Int, _ body: (inout ByteWriter) -> Result
     ) -> Result {
         let start = buffer.count
-        buffer.reserveCapacity(start + bound)
+        // Growing by appending keeps the array's geometric growth (reserveCapacity would reallocate to
+        // the exact size on every line, copying the whole buffer each time).
         var written = start
         buffer.append(contentsOf: repeatElement(0, count: bound))
         let value = buffer.withUnsafeMutableBufferPointer { pointer -> Result in
