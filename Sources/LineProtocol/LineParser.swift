@@ -282,7 +282,60 @@ private struct Cursor {
         return try string(value, startingAt: start, what: what)
     }
 
+    /// Whether `token` is certainly a valid number or boolean, checked on bytes; `false` sends it to
+    /// the full check (which also produces the error message).
+    func checkNumberOrBool(_ token: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let last = token.last else { return false }
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+        if last == UInt8(ascii: "i") || last == UInt8(ascii: "u") {
+            var index = 0
+            var negative = false
+            if token[0] == UInt8(ascii: "-") {
+                if last == UInt8(ascii: "u") { return false }
+                negative = true
+                index = 1
+            }
+            let digits = token.count - 1 - index
+            guard digits > 0 && digits <= 19 else { return false }
+            var value: UInt64 = 0
+            for position in index..<(token.count - 1) {
+                let byte = token[position]
+                guard isDigit(byte) else { return false }
+                value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
+            }
+            if last == UInt8(ascii: "u") { return true }
+            return negative ? value <= UInt64(Int64.max) + 1 : value <= UInt64(Int64.max)
+        }
+        switch token.count {
+        case 1: if token[0] == UInt8(ascii: "t") || token[0] == UInt8(ascii: "T") || token[0] == UInt8(ascii: "f") || token[0] == UInt8(ascii: "F") { return true }
+        case 4, 5: return false
+        default: break
+        }
+        // Plain decimals without an exponent, at most 300 digits: always a finite float.
+        var index = token[0] == UInt8(ascii: "-") ? 1 : 0
+        var digits = 0
+        var dot = false
+        while index < token.count {
+            let byte = token[index]
+            if isDigit(byte) {
+                digits += 1
+            } else if byte == UInt8(ascii: ".") && !dot {
+                dot = true
+            } else {
+                return false
+            }
+            index += 1
+        }
+        return digits > 0 && digits <= 300
+    }
+
     func checkUTF8(_ range: Range<Int>, what: String) throws(LineParseError) {
+        var ascii = true
+        for position in range where bytes[position] >= 0x80 {
+            ascii = false
+            break
+        }
+        if ascii { return }
         var iterator = UnsafeBufferPointer(rebasing: bytes[range]).makeIterator()
         var decoder = UTF8()
         while true {
@@ -327,6 +380,10 @@ private struct Cursor {
         }
         var tokenEnd = index
         while tokenEnd < end && bytes[tokenEnd] != .comma && bytes[tokenEnd] != .space { tokenEnd += 1 }
+        if !collects, checkNumberOrBool(UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd])) {
+            index = tokenEnd
+            return .bool(true)
+        }
         let token = String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd]), as: UTF8.self)
         if token.isEmpty { throw error("empty field value") }
         let value: FieldValue
