@@ -79,6 +79,13 @@ struct InfluxTail: ParsableCommand {
     }
 
     static func main() {
+        // A parent may have spawned us with SIGTERM/SIGINT blocked (the mask is inherited): `--follow`
+        // must still stop on them.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
         do {
             var command = try parseAsRoot()
             try command.run()

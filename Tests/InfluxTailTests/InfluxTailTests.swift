@@ -143,8 +143,8 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         let tail = try Child("influx-tail", ["--spool", spool.path, "-f", "--measurement", "crash"])
         #expect(await writer.wait() == 0, "\(writer.stderr)")
         try await Task.sleep(for: .milliseconds(300))
-        tail.signal(SIGKILL)
-        _ = await tail.wait()
+        tail.signal(SIGTERM)
+        #expect(await tail.wait(timeout: .seconds(5)) != nil, "--follow stops on SIGTERM")
         let seen = Set(tail.stdout.split(separator: "\n").compactMap { line -> Int? in
             guard let point = try? LineParser().parseLine(Array(line.utf8)), case .int(let n) = point.field("n") else { return nil }
             return Int(n)
