@@ -126,10 +126,7 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
 
     @Test func transportFailuresMatchAndAreRecorded() async throws {
         let harness = try await CaptureHarness()
-        // A port nobody listens on: bind one, learn its number, close it.
-        let closed = try await LoopbackHTTPServer.start(handler: TestRoutes.handle)
-        let refusedURL = URL(string: closed.baseURL + "/ok")!
-        try await closed.shutdown()
+        let refusedURL = URL(string: "http://127.0.0.1:\(try await closedLoopbackPort())/ok")!
         let refused = URLRequest(url: refusedURL)
         let plainRefused = await observe(harness.plain, refused)
         let instrumentedRefused = await observe(harness.instrumented, refused)

@@ -206,9 +206,7 @@ struct ShipperHarness {
     }
 
     @Test func serverDownForAWhileThenUpLosesNothing() async throws {
-        let probe = try await LoopbackHTTPServer.start { _ in .text(204, "") }
-        let port = probe.port
-        try await probe.shutdown()
+        let port = try await closedLoopbackPort()
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
         let harness = try ShipperHarness(fault: fault, url: URL(string: "http://127.0.0.1:\(port)")!)
         harness.write(50)
@@ -255,9 +253,7 @@ struct ShipperHarness {
     }
 
     @Test func pendingMemoryIsCappedDroppingTheOldest() async throws {
-        let probe = try await LoopbackHTTPServer.start { _ in .text(204, "") }
-        let port = probe.port
-        try await probe.shutdown()
+        let port = try await closedLoopbackPort()
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
         let harness = try ShipperHarness(fault: fault, url: URL(string: "http://127.0.0.1:\(port)")!) {
             $0.batching.maximumBytes = 16 * 1_024

@@ -52,3 +52,11 @@ public func temporaryDirectory(_ prefix: String = "apihealth") -> URL {
     try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
+
+/// A loopback port nobody listens on: bound by a server that is then shut down.
+public func closedLoopbackPort() async throws -> Int {
+    let probe = try await LoopbackHTTPServer.start { _ in .text(204, "") }
+    let port = probe.port
+    try await probe.shutdown()
+    return port
+}

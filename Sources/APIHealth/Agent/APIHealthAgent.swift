@@ -31,7 +31,6 @@ public final class APIHealthAgent: Sendable, Service {
     private let correlationHeaderNames: [String]
     /// The loops started by `run()`, so that shutdown can stop them at its deadline.
     private let loops = Locked<Task<Void, Never>?>(nil)
-    private let lastSelfMetrics = Locked<Duration?>(nil)
     private let stopped = Locked(false)
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
@@ -203,6 +202,11 @@ public final class APIHealthAgent: Sendable, Service {
     @discardableResult
     public func flush(waitingUpTo deadline: Duration) async -> Bool {
         pending.sealOpenBatch()
+        return await waitUntilDelivered(deadline: deadline)
+    }
+
+    /// Waits until nothing is pending (or nothing can be sent), or `deadline` has passed.
+    private func waitUntilDelivered(deadline: Duration) async -> Bool {
         let end = ContinuousClock.now + deadline
         while ContinuousClock.now < end {
             if pending.isDrained || configuration.destination == nil { break }
@@ -223,13 +227,9 @@ public final class APIHealthAgent: Sendable, Service {
             pending.close()
             shipper.startDraining()
         }
-        let end = ContinuousClock.now + deadline
-        while ContinuousClock.now < end {
-            if pending.isDrained || configuration.destination == nil { break }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+        let delivered = await waitUntilDelivered(deadline: deadline)
         let loops = self.loops.withLock { $0 }
-        if !pending.isDrained && configuration.destination != nil {
+        if !delivered && configuration.destination != nil {
             logger.info(
                 "APIHealth shutdown deadline passed; pending lines stay in the spool",
                 metadata: ["apihealth.pending.lines": "\(pending.metrics.pendingLines)"])
