@@ -171,18 +171,31 @@ func appendDecimal(_ value: UInt64, into buffer: inout ByteWriter) {
         buffer.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value))
         return
     }
-    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-        var rest = value
-        var start = 20
-        while rest > 0 {
-            let (quotient, remainder) = rest.quotientAndRemainder(dividingBy: 10)
-            start -= 1
-            digits[start] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remainder)
-            rest = quotient
-        }
-        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
+    // Two digits at a time, written backwards from the end of the number.
+    let width = decimalWidth(value)
+    let pairs = digitPairs.utf8Start
+    var end = buffer.count + width
+    var rest = value
+    while rest >= 100 {
+        let (quotient, remainder) = rest.quotientAndRemainder(dividingBy: 100)
+        let pair = Int(truncatingIfNeeded: remainder) &* 2
+        buffer.base[end - 2] = pairs[pair]
+        buffer.base[end - 1] = pairs[pair + 1]
+        end -= 2
+        rest = quotient
     }
+    if rest >= 10 {
+        let pair = Int(truncatingIfNeeded: rest) &* 2
+        buffer.base[end - 2] = pairs[pair]
+        buffer.base[end - 1] = pairs[pair + 1]
+    } else {
+        buffer.base[end - 1] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest)
+    }
+    buffer.advance(by: width)
 }
+
+/// "00" through "99", for writing two digits at once.
+private let digitPairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 
 @inline(__always)
 func appendDecimal(_ value: Int64, into buffer: inout ByteWriter) {
@@ -237,25 +250,35 @@ func appendFloat(_ value: Double, into buffer: inout ByteWriter) {
 
 @inline(__always)
 func decimalWidth(_ value: UInt64) -> Int {
-    var width = 1
-    var rest = value
-    while rest >= 10 {
-        rest /= 10
-        width += 1
-    }
-    return width
+    // Approximate from the bit length (log10(2) ≈ 1233 / 4096), then correct by one comparison.
+    let bits = 64 - value.leadingZeroBitCount
+    let estimate = (bits &* 1233) >> 12
+    return max(estimate + (value >= powersOfTen[estimate] ? 1 : 0), 1)
 }
+
+private let powersOfTen: [UInt64] = [
+    1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000,
+    100_000_000_000, 1_000_000_000_000, 10_000_000_000_000, 100_000_000_000_000, 1_000_000_000_000_000,
+    10_000_000_000_000_000, 100_000_000_000_000_000, 1_000_000_000_000_000_000, 10_000_000_000_000_000_000,
+]
 
 /// Writes bytes into memory reserved beforehand: the encoder's bound guarantees the room, so writes
 /// need no capacity or uniqueness checks.
 struct ByteWriter {
     let base: UnsafeMutablePointer<UInt8>
     private(set) var count: Int
+    /// How far the reserved room goes.
+    let end: Int
 
-    init(base: UnsafeMutablePointer<UInt8>, count: Int) {
+    init(base: UnsafeMutablePointer<UInt8>, count: Int, end: Int) {
         self.base = base
         self.count = count
+        self.end = end
     }
+
+    /// Whether `length` more bytes fit (the encoder's fast path checks; its bound-sized paths need not).
+    @inline(__always)
+    func hasRoom(_ length: Int) -> Bool { end - count >= length }
 
     @inline(__always)
     mutating func append(_ byte: UInt8) {
@@ -268,6 +291,29 @@ struct ByteWriter {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
         (base + count).update(from: source, count: bytes.count)
         count += bytes.count
+    }
+
+    /// Forgets everything written after `position`.
+    @inline(__always)
+    mutating func rewind(to position: Int) { count = position }
+
+    /// Counts `length` bytes stored directly at the end as written.
+    @inline(__always)
+    mutating func advance(by length: Int) { count += length }
+
+    /// Up to eight bytes written since `start`, as one word that differs for different bytes.
+    /// The room reserved after them makes the eight-byte load safe.
+    @inline(__always)
+    func prefix(from start: Int) -> UInt64 {
+        let word = UnsafeRawPointer(base + start).loadUnaligned(as: UInt64.self)
+        let length = count - start
+        return length >= 8 ? word : word & ((1 << (8 * UInt64(length))) &- 1)
+    }
+
+    /// Whether the `count` bytes written at `first` equal those at `second`.
+    @inline(__always)
+    func sameBytes(at first: Int, _ second: Int, count: Int) -> Bool {
+        memcmpEqual(UnsafeBufferPointer(start: base + first, count: count), UnsafeBufferPointer(start: base + second, count: count))
     }
 
     @inline(__always)
@@ -291,7 +337,7 @@ struct ByteWriter {
         var written = start
         buffer.append(contentsOf: repeatElement(0, count: bound))
         let value = buffer.withUnsafeMutableBufferPointer { pointer -> Result in
-            var writer = ByteWriter(base: pointer.baseAddress!, count: start)
+            var writer = ByteWriter(base: pointer.baseAddress!, count: start, end: start + bound)
             let value = body(&writer)
             written = writer.count
             return value

@@ -87,6 +87,20 @@ public struct LineEncoder: Sendable {
         into buffer: inout [UInt8],
         adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64
     ) throws(LineProtocolError) -> Repairs {
+        // A timestamp out of range is the careful path's to report, after the measurement's errors.
+        let timestamp = point.timestamp.map { $0.value(in: precision) }
+        if timestamp != .some(nil), appendDirectly(point, timestamp: timestamp ?? nil, to: &buffer, adjustingTimestamp: adjust) {
+            return Repairs()
+        }
+        return try encodeCarefully(point, into: &buffer, adjustingTimestamp: adjust)
+    }
+
+    /// The general path: repairs, drops and refusals as the table above says.
+    func encodeCarefully(
+        _ point: Point,
+        into buffer: inout [UInt8],
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64
+    ) throws(LineProtocolError) -> Repairs {
         var repairs = Repairs()
         try Self.checkMeasurement(point.measurement, repairs: &repairs)
         let timestamp = try timestampValue(point.timestamp)
@@ -123,8 +137,9 @@ public struct LineEncoder: Sendable {
         series: SeriesKey,
         into buffer: inout [UInt8]
     ) throws(LineProtocolError) -> Repairs {
-        var repairs = series.repairs
         let value = try timestampValue(timestamp)
+        if appendDirectly(fields: fields, timestamp: value, series: series, to: &buffer) { return series.repairs }
+        var repairs = series.repairs
         try Self.checkFields(fields, repairs: &repairs)
         let bound = series.bytes.count + Self.fieldsBound(fields) + 24
         ByteWriter.writing(into: &buffer, bound: bound) { writer in

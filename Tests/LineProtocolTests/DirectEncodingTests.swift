@@ -1,0 +1,116 @@
+@testable import LineProtocol
+import Testing
+
+/// The fast path must write exactly what the careful path writes, for every point it accepts, and
+/// must give way to the careful path for everything else.
+@Suite struct DirectEncodingTests {
+    /// Names of every length up to 40 bytes (both sides of the 1–3, 4–7 and 8-byte word paths), with
+    /// escapable, repairable and multi-byte characters at random places.
+    struct Names {
+        var random: SeededGenerator
+        static let plain: [UInt8] = Array("abcxyzABZ0189-./{}:;@~".utf8)
+        static let awkward: [String] = [",", "=", " ", "\"", "\\", "\n", "\u{7F}", "é", "🚀", "#", "_", "t"]
+
+        mutating func name(awkwardOdds: Int) -> String {
+            let length = Int.random(in: 0...40, using: &random)
+            var text = ""
+            for _ in 0..<length {
+                if Int.random(in: 0..<awkwardOdds, using: &random) == 0 {
+                    text += Self.awkward.randomElement(using: &random)!
+                } else {
+                    text += String(decoding: [Self.plain.randomElement(using: &random)!], as: UTF8.self)
+                }
+            }
+            return text
+        }
+
+        mutating func value() -> FieldValue {
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0: return .int(Int64(bitPattern: random.next()))
+            case 1: return .uint(random.next())
+            case 2: return .bool(Bool.random(using: &random))
+            case 3: return .string(name(awkwardOdds: 6))
+            case 4: return .float(Double(Int.random(in: -10_000_000..<10_000_000, using: &random)) / 1_000)
+            default: return .float(Double(bitPattern: random.next()))
+            }
+        }
+
+        mutating func point() -> Point {
+            let odds = [3, 20, 1_000].randomElement(using: &random)!
+            let tags = (0..<Int.random(in: 0...8, using: &random)).map { _ in
+                Point.Tag(name(awkwardOdds: odds), name(awkwardOdds: odds))
+            }
+            let fields = (0..<Int.random(in: 0...9, using: &random)).map { _ in Point.Field(name(awkwardOdds: odds), value()) }
+            let timestamp: Timestamp? =
+                Bool.random(using: &random) ? nil : Timestamp(nanosecondsSinceEpoch: Int64(bitPattern: random.next()))
+            return Point(measurement: name(awkwardOdds: odds), tags: tags, fields: fields, timestamp: timestamp)
+        }
+    }
+
+    @Test func fastPathWritesWhatTheCarefulPathWrites() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var names = Names(random: SeededGenerator(state: seed))
+        var direct = 0
+        var careful = 0
+        for index in 0..<30_000 {
+            let point = names.point()
+            let encoder = LineEncoder(precision: .ns, writesUnsignedAsSigned: index % 2 == 0)
+            let timestamp = point.timestamp?.value(in: .ns)
+            var fast: [UInt8] = Array("previous line\n".utf8)
+            var slow = fast
+            let wroteDirectly = encoder.appendDirectly(point, timestamp: timestamp, to: &fast, adjustingTimestamp: { $1 })
+            let repairs = try? encoder.encodeCarefully(point, into: &slow, adjustingTimestamp: { $1 })
+            if wroteDirectly {
+                direct += 1
+                guard fast == slow, repairs?.isEmpty == true else {
+                    Issue.record("seed \(seed), point \(index): \(point)\nfast: \(String(decoding: fast, as: UTF8.self))careful: \(String(decoding: slow, as: UTF8.self))")
+                    return
+                }
+            } else {
+                careful += 1
+                #expect(fast == Array("previous line\n".utf8), "a refused fast path appends nothing (seed \(seed))")
+                // Everything the careful path writes without a repair must have been the fast path's,
+                // but for backslashes InfluxDB reads literally (the fast path leaves all backslashes
+                // to the careful one).
+                let names = [point.measurement] + point.tags.flatMap { [$0.key, $0.value] } + point.fields.map(\.key)
+                if repairs?.isEmpty == true && !names.contains(where: { $0.contains("\\") }) {
+                    Issue.record("seed \(seed), point \(index): clean point left to the careful path: \(point)")
+                    return
+                }
+            }
+        }
+        #expect(direct > 5_000 && careful > 5_000, "both paths must be exercised: \(direct) fast, \(careful) careful (seed \(seed))")
+    }
+
+    @Test func longLinesTakeTheReservedRoomAndMatch() throws {
+        let long = String(repeating: "x", count: 3_000)
+        let point = Point(
+            measurement: "m", tags: [Point.Tag("host", long)], fields: [Point.Field("s", .string(long + "\"q\""))],
+            timestamp: Timestamp(nanosecondsSinceEpoch: 1))
+        var fast: [UInt8] = []
+        var slow: [UInt8] = []
+        #expect(LineEncoder().appendDirectly(point, timestamp: 1, to: &fast, adjustingTimestamp: { $1 }))
+        _ = try LineEncoder().encodeCarefully(point, into: &slow, adjustingTimestamp: { $1 })
+        #expect(fast == slow)
+        #expect(fast.count > LineEncoder.stackLineBytes)
+    }
+
+    @Test func seriesKeyLinesMatchWholePointLines() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var names = Names(random: SeededGenerator(state: seed))
+        for index in 0..<10_000 {
+            let point = names.point()
+            guard let series = try? SeriesKey(measurement: point.measurement, tags: point.tags) else { continue }
+            var fromKey: [UInt8] = []
+            var fromPoint: [UInt8] = []
+            let keyOutcome = Result { () throws(LineProtocolError) in
+                try LineEncoder().encode(fields: point.fields, timestamp: point.timestamp, series: series, into: &fromKey)
+            }
+            let pointOutcome = Result { () throws(LineProtocolError) in try LineEncoder().encode(point, into: &fromPoint) }
+            guard fromKey == fromPoint, (try? keyOutcome.get()) == (try? pointOutcome.get()) else {
+                Issue.record("seed \(seed), point \(index): \(point)\nkey: \(String(decoding: fromKey, as: UTF8.self))point: \(String(decoding: fromPoint, as: UTF8.self))")
+                return
+            }
+        }
+    }
+}
