@@ -81,8 +81,15 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// Records one request. Safe from any thread; never blocks on I/O.
     public func record(_ sample: RequestSample) {
-        guard configuration.isEnabled, let point = schema.point(for: sample) else { return }
-        pending.record(point, now: clock.now)
+        guard configuration.isEnabled, let series = schema.series(for: sample) else { return }
+        switch series {
+        case .success(let series):
+            pending.record(series: series, timestamp: Timestamp(date: sample.startedAt), now: clock.now) { fields in
+                schema.appendFields(of: sample, to: &fields)
+            }
+        case .failure:
+            pending.countInvalid()
+        }
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).

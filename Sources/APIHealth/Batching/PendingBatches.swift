@@ -35,6 +35,8 @@ final class PendingBatches: Sendable {
         var pendingBytes = 0
         var metrics = AgentMetrics()
         var recentInstants = RecentInstants()
+        /// Reused for each sample's fields.
+        var fieldScratch: [Point.Field] = []
         var isClosed = false
         var spool: SpoolDirectory?
         var spoolFailureLogged = false
@@ -59,6 +61,38 @@ final class PendingBatches: Sendable {
     /// Encodes `point` into the open batch. Returns `false` if it was refused or dropped (counted).
     @discardableResult
     func record(_ point: Point, now: Duration) -> Bool {
+        append(now: now) { bytes, instants, _ throws(LineProtocolError) in
+            try encoder.encode(point, into: &bytes) { seriesKey, timestamp in
+                instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
+            }
+        }
+    }
+
+    /// Encodes one line of a prerendered series into the open batch, as ``record(_:now:)`` does.
+    /// `makeFields` fills an emptied array that is kept between calls, so recording allocates nothing.
+    @discardableResult
+    func record(
+        series: RequestSeries, timestamp: Timestamp, now: Duration, fields makeFields: (inout [Point.Field]) -> Void
+    ) -> Bool {
+        append(now: now) { bytes, instants, fields throws(LineProtocolError) in
+            fields.removeAll(keepingCapacity: true)
+            makeFields(&fields)
+            return try encoder.encode(fields: fields, timestamp: timestamp, series: series.key, into: &bytes) { _, timestamp in
+                instants.claim(series: series.id, timestamp: timestamp)
+            }
+        }
+    }
+
+    /// Counts a sample that could not become a line at all.
+    func countInvalid() {
+        state.withLock { $0.metrics.pointsInvalid += 1 }
+    }
+
+    /// Runs `encode` on the open batch's bytes (opening one if needed), then counts, seals and caps.
+    private func append(
+        now: Duration,
+        _ encode: (inout [UInt8], inout RecentInstants, inout [Point.Field]) throws(LineProtocolError) -> LineEncoder.Repairs
+    ) -> Bool {
         var wake = false
         let accepted = state.withLock { state -> Bool in
             if state.isClosed {
@@ -74,17 +108,13 @@ final class PendingBatches: Sendable {
                 wake = true
             }
             let last = state.batches.count - 1
+            // Moved out and back so the encoder appends to a uniquely referenced array.
             var bytes = state.batches[last].bytes
             state.batches[last].bytes = []
             let before = bytes.count
-            var instants = state.recentInstants
-            state.recentInstants = RecentInstants.empty
-            defer { state.recentInstants = instants }
             let repairs: LineEncoder.Repairs
             do {
-                repairs = try encoder.encode(point, into: &bytes) { seriesKey, timestamp in
-                    instants.claim(seriesKey: seriesKey, timestamp: timestamp)
-                }
+                repairs = try encode(&bytes, &state.recentInstants, &state.fieldScratch)
             } catch {
                 state.batches[last].bytes = bytes
                 state.metrics.pointsInvalid += 1
@@ -348,50 +378,3 @@ final class PendingBatches: Sendable {
     }
 }
 
-/// The (series, timestamp) pairs used recently, so that no two points of one series share an instant:
-/// InfluxDB would keep only the later one. A taken instant moves to the next free unit; a burst of
-/// points at one instant takes consecutive units after the latest one claimed, in constant time.
-struct RecentInstants {
-    private var current: Set<SeriesInstant> = []
-    private var previous: Set<SeriesInstant> = []
-    /// The latest instant claimed per series, for bursts.
-    private var latest: [Int: Int64] = [:]
-    /// Each generation holds this many; two generations are remembered.
-    private let generationSize = 100_000
-
-    static var empty: RecentInstants { RecentInstants() }
-
-    private struct SeriesInstant: Hashable {
-        var series: Int
-        var timestamp: Int64
-    }
-
-    private func isTaken(_ series: Int, _ timestamp: Int64) -> Bool {
-        current.contains(SeriesInstant(series: series, timestamp: timestamp))
-            || previous.contains(SeriesInstant(series: series, timestamp: timestamp))
-    }
-
-    mutating func claim(seriesKey: UnsafeBufferPointer<UInt8>, timestamp: Int64) -> Int64 {
-        var hasher = Hasher()
-        hasher.combine(bytes: UnsafeRawBufferPointer(seriesKey))
-        let series = hasher.finalize()
-        var candidate = timestamp
-        var steps = 0
-        while isTaken(series, candidate) {
-            steps += 1
-            if steps > 4, let last = latest[series], last >= candidate {
-                candidate = last &+ 1
-                if !isTaken(series, candidate) { break }
-            }
-            candidate &+= 1
-        }
-        if current.count >= generationSize {
-            previous = current
-            current.removeAll(keepingCapacity: true)
-            latest.removeAll(keepingCapacity: true)
-        }
-        current.insert(SeriesInstant(series: series, timestamp: candidate))
-        if candidate > latest[series] ?? Int64.min { latest[series] = candidate }
-        return candidate
-    }
-}

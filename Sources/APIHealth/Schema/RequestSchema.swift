@@ -8,9 +8,10 @@ final class RequestSchema: Sendable {
     private let excludedHosts: Set<String>
     /// Distinct `host path` values seen, and how many samples fell past the cap.
     private let paths = Locked((seen: Set<String>(), overflowed: UInt64(0)))
-    /// Host and templated path by URL: parsing a URL and templating its path is most of the cost of a
-    /// sample, and services call the same URLs again and again. Cleared when it grows past 4,096.
-    private let resolved = Locked([URL: (host: String, path: String)]())
+    /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
+    /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
+    /// again. Cleared when it grows past 4,096.
+    private let rendered = Locked([URL: [RequestSeries]]())
     private static let statusClasses = (0...9).map { "\($0)xx" }
     private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
 
@@ -51,35 +52,73 @@ final class RequestSchema: Sendable {
         }
     }
 
-    /// The host and path tags of `url`, or `nil` when its host is excluded.
-    private func resolve(_ url: URL) -> (host: String, path: String)? {
-        if let cached = resolved.withLock({ $0[url] }) { return cached }
-        guard !isExcluded(url) else { return nil }
-        let host = Self.hostTag(url)
-        let path = pathTag(host: host, url: url)
-        // An overflowed path is not cached: it is counted each time.
-        if path != configuration.capture.overflowPath {
-            resolved.withLock { cache in
-                if cache.count >= 4_096 { cache.removeAll(keepingCapacity: true) }
-                cache[url] = (host, path)
-            }
-        }
-        return (host, path)
-    }
-
     static func methodTag(_ method: String) -> String {
         let upper = method.uppercased()
         return knownMethods.contains(upper) ? upper : "OTHER"
     }
 
-    /// The request point, or `nil` for an excluded host.
+    /// The rendered series of `sample`: `nil` for an excluded host, a failure when the configured
+    /// measurement cannot be written.
+    func series(for sample: RequestSample) -> Result<RequestSeries, LineProtocolError>? {
+        let cached = rendered.withLock { cache in cache[sample.url]?.first(where: { $0.isSeries(of: sample) }) }
+        if let cached { return .success(cached) }
+        guard !isExcluded(sample.url) else { return nil }
+        let host = Self.hostTag(sample.url)
+        let path = pathTag(host: host, url: sample.url)
+        let series: RequestSeries
+        do {
+            series = RequestSeries(
+                try SeriesKey(measurement: configuration.measurement, tags: tags(for: sample, host: host, path: path)),
+                method: sample.method, module: sample.module, statusCode: sample.statusCode)
+        } catch {
+            return .failure(error)
+        }
+        // An overflowed path is not cached: it is counted each time.
+        if path != configuration.capture.overflowPath {
+            rendered.withLock { cache in
+                if cache.count >= 4_096 { cache.removeAll(keepingCapacity: true) }
+                var variants = cache[sample.url] ?? []
+                if variants.count >= 64 { variants.removeAll() }
+                variants.append(series)
+                cache[sample.url] = variants
+            }
+        }
+        return .success(series)
+    }
+
+    /// The request point, or `nil` for an excluded host (the same line ``series(for:)`` and
+    /// ``fields(for:)`` make, for callers that want a whole point).
     func point(for sample: RequestSample) -> Point? {
-        guard let (host, path) = resolve(sample.url) else { return nil }
-        let status = sample.statusCode.map(String.init) ?? "error"
-        let statusClass = sample.statusCode.map { Self.statusClasses[min(max($0 / 100, 0), 9)] } ?? "error"
-        typealias F = PointSchema.Field
-        var fields = [Point.Field(F.durationMilliseconds, .float(sample.duration.milliseconds))]
+        guard !isExcluded(sample.url) else { return nil }
+        let host = Self.hostTag(sample.url)
+        return Point(
+            measurement: configuration.measurement,
+            tags: tags(for: sample, host: host, path: pathTag(host: host, url: sample.url)),
+            fields: fields(for: sample),
+            timestamp: Timestamp(date: sample.startedAt))
+    }
+
+    private func tags(for sample: RequestSample, host: String, path: String) -> [Point.Tag] {
+        typealias T = PointSchema.Tag
+        return [
+            Point.Tag(T.host, host), Point.Tag(T.path, path),
+            Point.Tag(T.method, Self.methodTag(sample.method)), Point.Tag(T.module, sample.module),
+            Point.Tag(T.status, sample.statusCode.map(String.init) ?? "error"),
+            Point.Tag(T.statusClass, sample.statusCode.map { Self.statusClasses[min(max($0 / 100, 0), 9)] } ?? "error"),
+        ]
+    }
+
+    /// The request's fields, in the documented order.
+    func fields(for sample: RequestSample) -> [Point.Field] {
+        var fields: [Point.Field] = []
         fields.reserveCapacity(14)
+        appendFields(of: sample, to: &fields)
+        return fields
+    }
+
+    func appendFields(of sample: RequestSample, to fields: inout [Point.Field]) {
+        typealias F = PointSchema.Field
+        fields.append(Point.Field(F.durationMilliseconds, .float(sample.duration.milliseconds)))
         if let value = sample.timeToFirstByte { fields.append(Point.Field(F.timeToFirstByteMilliseconds, .float(value.milliseconds))) }
         if let value = sample.domainLookup { fields.append(Point.Field(F.domainLookupMilliseconds, .float(value.milliseconds))) }
         if let value = sample.connect { fields.append(Point.Field(F.connectMilliseconds, .float(value.milliseconds))) }
@@ -95,16 +134,6 @@ final class RequestSchema: Sendable {
         fields.append(Point.Field(F.redirects, .int(Int64(sample.redirectCount))))
         if let value = sample.networkProtocol { fields.append(Point.Field(F.networkProtocol, .string(value))) }
         if let value = sample.reusedConnection { fields.append(Point.Field(F.reusedConnection, .bool(value))) }
-        typealias T = PointSchema.Tag
-        return Point(
-            measurement: configuration.measurement,
-            tags: [
-                Point.Tag(T.host, host), Point.Tag(T.path, path),
-                Point.Tag(T.method, Self.methodTag(sample.method)), Point.Tag(T.module, sample.module),
-                Point.Tag(T.status, status), Point.Tag(T.statusClass, statusClass),
-            ],
-            fields: fields,
-            timestamp: Timestamp(date: sample.startedAt))
     }
 
     /// The parse-failure point for a response that could not be decoded.
@@ -126,6 +155,29 @@ final class RequestSchema: Sendable {
             ],
             fields: fields,
             timestamp: Timestamp(date: date))
+    }
+}
+
+/// A request series rendered once (measurement and tags, escaped and sorted), with the identity
+/// timestamp de-duplication knows it by, and the parts of a sample besides its URL it stands for.
+struct RequestSeries: Sendable {
+    let key: SeriesKey
+    let id: Int
+    let method: String
+    let module: String
+    let statusCode: Int?
+
+    init(_ key: SeriesKey, method: String, module: String, statusCode: Int?) {
+        self.key = key
+        self.id = key.bytes.withUnsafeBufferPointer(RecentInstants.seriesID)
+        self.method = method
+        self.module = module
+        self.statusCode = statusCode
+    }
+
+    /// Whether `sample` (whose URL it was rendered for) belongs to this series.
+    func isSeries(of sample: RequestSample) -> Bool {
+        statusCode == sample.statusCode && method == sample.method && module == sample.module
     }
 }
 

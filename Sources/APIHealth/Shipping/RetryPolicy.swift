@@ -58,5 +58,12 @@ extension Duration {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 
-    var milliseconds: Double { secondsDouble * 1_000 }
+    /// Whole nanoseconds over 10⁶, so the encoder writes it as the short decimal it is (`12.345678`).
+    var milliseconds: Double {
+        let (seconds, attoseconds) = components
+        let (nanoseconds, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, overflow2) = nanoseconds.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if overflow || overflow2 { return secondsDouble * 1_000 }
+        return Double(total) / 1_000_000
+    }
 }

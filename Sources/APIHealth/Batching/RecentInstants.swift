@@ -1,0 +1,122 @@
+/// The instants recently written per series, so that no two points of one series share a timestamp
+/// (InfluxDB would keep only the last of them): a point whose instant is taken is nudged forward by
+/// one unit of the precision, as many times as needed.
+///
+/// Two generations of 100,000 instants each are remembered. The usual point is later than anything
+/// its series has written, which the latest instant per series answers at once; only points that
+/// arrive out of order search the generations.
+struct RecentInstants {
+    private var current = InstantTable()
+    private var previous = InstantTable()
+    /// The latest instant claimed per series in either generation.
+    private var latest: [Int: Int64] = [:]
+    /// Whether `latest` covers every instant remembered (it does not for one generation after it
+    /// was forgotten).
+    private var latestIsComplete = true
+    static let generationSize = 100_000
+
+    /// The identity of a series, from its escaped series key.
+    static func seriesID(_ seriesKey: UnsafeBufferPointer<UInt8>) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes: UnsafeRawBufferPointer(seriesKey))
+        return hasher.finalize()
+    }
+
+    private func isTaken(_ series: Int, _ timestamp: Int64) -> Bool {
+        let fingerprint = InstantTable.fingerprint(series, timestamp)
+        return current.contains(fingerprint) || previous.contains(fingerprint)
+    }
+
+    /// `timestamp`, or the first instant after it that `series` has not used yet; claims it.
+    mutating func claim(series: Int, timestamp: Int64) -> Int64 {
+        if current.count >= Self.generationSize { startGeneration() }
+        var candidate = timestamp
+        let last = latest[series]
+        if !latestIsComplete || candidate <= last ?? Int64.min {
+            var steps = 0
+            while isTaken(series, candidate) {
+                steps += 1
+                // A burst on one series: jump past everything it has written.
+                if steps > 4, latestIsComplete, let last, last >= candidate {
+                    candidate = last &+ 1
+                    break
+                }
+                candidate &+= 1
+            }
+        }
+        current.insert(InstantTable.fingerprint(series, candidate))
+        if candidate > last ?? Int64.min { latest[series] = candidate }
+        return candidate
+    }
+
+    private mutating func startGeneration() {
+        swap(&previous, &current)
+        current.removeAll()
+        // Whatever `latest` last missed was in the generation just dropped.
+        latestIsComplete = true
+        // `latest` grows with the number of series. Past a generation's worth it is forgotten; until
+        // the generation it did not see is dropped too, every point searches the generations.
+        if latest.count >= Self.generationSize {
+            latest.removeAll(keepingCapacity: true)
+            latestIsComplete = false
+        }
+    }
+}
+
+/// A set of (series, instant) pairs in open addressing, sized for one generation.
+///
+/// Each pair is kept as a 64-bit fingerprint only. Two pairs sharing a fingerprint (about one chance
+/// in 2⁶⁴) would only nudge a timestamp that needed no nudge.
+private struct InstantTable {
+    private var fingerprints: [UInt64]
+    private(set) var count = 0
+    private let mask: Int
+
+    init() {
+        // A power of two at least 2.5 times the generation, so probes stay short.
+        var capacity = 1
+        while capacity < RecentInstants.generationSize * 5 / 2 { capacity <<= 1 }
+        fingerprints = []
+        mask = capacity - 1
+    }
+
+    /// A well-mixed, nonzero 64-bit value for the pair (zero marks an empty slot).
+    static func fingerprint(_ series: Int, _ timestamp: Int64) -> UInt64 {
+        var z = UInt64(bitPattern: Int64(series)) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: timestamp)
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        return z == 0 ? 1 : z
+    }
+
+    func contains(_ fingerprint: UInt64) -> Bool {
+        if fingerprints.isEmpty { return false }
+        var slot = Int(truncatingIfNeeded: fingerprint) & mask
+        while true {
+            let stored = fingerprints[slot]
+            if stored == fingerprint { return true }
+            if stored == 0 { return false }
+            slot = (slot + 1) & mask
+        }
+    }
+
+    mutating func insert(_ fingerprint: UInt64) {
+        // Allocated on first use, so an agent that records nothing holds nothing.
+        if fingerprints.isEmpty { fingerprints = Array(repeating: 0, count: mask + 1) }
+        var slot = Int(truncatingIfNeeded: fingerprint) & mask
+        while true {
+            let stored = fingerprints[slot]
+            if stored == fingerprint { return }
+            if stored == 0 { break }
+            slot = (slot + 1) & mask
+        }
+        fingerprints[slot] = fingerprint
+        count += 1
+    }
+
+    mutating func removeAll() {
+        if count == 0 { return }
+        for index in fingerprints.indices { fingerprints[index] = 0 }
+        count = 0
+    }
+}
