@@ -268,17 +268,6 @@ func sortPrefix(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
         | UInt64(bytes[count - 1]) << UInt64(56 - 8 * (count - 1))
 }
 
-private let repeatedOnes: UInt64 = 0x0101_0101_0101_0101
-private let repeatedHighBits: UInt64 = 0x8080_8080_8080_8080
-private let repeatedLowBits: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
-
-/// The high bit of each byte of `low7` (bytes of 0x00–0x7F) set where that byte differs from `byte`.
-/// No byte carries into the next, as each sum is at most 0xFE.
-@inline(__always)
-private func differs(_ low7: UInt64, from byte: UInt8) -> UInt64 {
-    (low7 ^ (repeatedOnes &* UInt64(byte))) &+ repeatedLowBits
-}
-
 /// Nonzero when some byte of `word` is a control character, a space, a comma, a backslash or DEL, or
 /// (outside measurements) `=`: the bytes a name cannot be copied with as it is. Bytes of 0x80 and
 /// above (UTF-8 beyond ASCII) are never flagged.
@@ -289,7 +278,7 @@ private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
     var plain = low7 &+ (repeatedOnes &* (0x80 - 0x21))
     plain &= differs(low7, from: UInt8(ascii: ",")) & differs(low7, from: UInt8(ascii: "\\")) & differs(low7, from: 0x7F)
     if position != .measurement { plain &= differs(low7, from: UInt8(ascii: "=")) }
-    return ~(plain | word) & repeatedHighBits
+    return matches(word, plain: plain)
 }
 
 /// Nonzero when some byte of `word` is `"` or a backslash, which a string value escapes.
@@ -297,7 +286,7 @@ private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
 private func stringSpecials(in word: UInt64) -> UInt64 {
     let low7 = word & repeatedLowBits
     let plain = differs(low7, from: UInt8(ascii: "\"")) & differs(low7, from: UInt8(ascii: "\\"))
-    return ~(plain | word) & repeatedHighBits
+    return matches(word, plain: plain)
 }
 
 /// Copies `bytes` to the writer's end without counting them as written, and reports whether any

@@ -137,7 +137,22 @@ public struct LineEncoder: Sendable {
         series: SeriesKey,
         into buffer: inout [UInt8]
     ) throws(LineProtocolError) -> Repairs {
-        let value = try timestampValue(timestamp)
+        try encode(fields: fields, timestamp: timestamp, series: series, into: &buffer, adjustingTimestamp: { _, value in value })
+    }
+
+    /// Appends one line for a prerendered series, letting `adjust` change the timestamp first, as
+    /// ``encode(_:into:adjustingTimestamp:)`` does (here it is called before the fields are checked).
+    @discardableResult
+    public func encode(
+        fields: [Point.Field],
+        timestamp: Timestamp?,
+        series: SeriesKey,
+        into buffer: inout [UInt8],
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64
+    ) throws(LineProtocolError) -> Repairs {
+        let value = try timestampValue(timestamp).map { value in
+            series.bytes.withUnsafeBufferPointer { adjust($0, value) }
+        }
         if appendDirectly(fields: fields, timestamp: value, series: series, to: &buffer) { return series.repairs }
         var repairs = series.repairs
         try Self.checkFields(fields, repairs: &repairs)

@@ -156,41 +156,73 @@ public struct LineSplitter: Sequence, IteratorProtocol {
         let start = position
         number += 1
         let startNumber = number
-        // A quote opens a string only in the field set, after the first unescaped space; tracking
-        // quotes after any unescaped '=' that follows that space is enough, as keys cannot hold '"' raw.
+        // A quote opens a string only in the field set, after the first unescaped space, right after
+        // an unescaped '=' (keys cannot hold '"' raw). Only newlines, backslashes, spaces and quotes
+        // change that state, so the scan jumps from one of them to the next, eight bytes at a time.
         var inString = false
-        var spaces = 0
-        var afterEquals = false
+        var spaces = bytes[start] == UInt8(ascii: "#") ? -1 : 0
+        var escapedByte = -1
         var index = start
-        while index < bytes.count {
-            let byte = bytes[index]
+        let count = bytes.count
+        scanning: while index < count {
             if inString {
-                if byte == UInt8(ascii: "\\") {
+                index = firstIndex(in: bytes, from: index, where: Self.stringStops)
+                guard index < count else { break }
+                switch bytes[index] {
+                case UInt8(ascii: "\\"):
                     index += 2
                     continue
+                case UInt8(ascii: "\""): inString = false
+                default: number += 1  // a newline inside the string
                 }
-                if byte == UInt8(ascii: "\"") { inString = false }
-                if byte == UInt8(ascii: "\n") { number += 1 }
             } else {
-                if byte == UInt8(ascii: "\n") { break }
-                if byte == UInt8(ascii: "\\") {
+                index = firstIndex(in: bytes, from: index, where: Self.stops)
+                guard index < count else { break }
+                switch bytes[index] {
+                case UInt8(ascii: "\n"):
+                    break scanning
+                case UInt8(ascii: "\\"):
                     // A backslash escapes the next byte, unless that is another backslash: then it is
                     // literal, and the second one is read in its turn.
-                    afterEquals = false
-                    let next = index + 1 < bytes.count ? bytes[index + 1] : 0
-                    index += next == UInt8(ascii: "\\") ? 1 : 2
+                    if index + 1 < count && bytes[index + 1] == UInt8(ascii: "\\") {
+                        index += 1
+                    } else {
+                        escapedByte = index + 1
+                        index += 2
+                    }
                     continue
+                case UInt8(ascii: " "): spaces += 1
+                default:
+                    if spaces == 1 && index > start && bytes[index - 1] == UInt8(ascii: "=") && index - 1 != escapedByte {
+                        inString = true
+                    }
                 }
-                if byte == UInt8(ascii: " ") { spaces += 1 }
-                if byte == UInt8(ascii: "#") && index == start { spaces = -1 }
-                if byte == UInt8(ascii: "\"") && spaces == 1 && afterEquals { inString = true }
-                afterEquals = byte == UInt8(ascii: "=")
             }
             index += 1
         }
-        let end = Swift.min(index, bytes.count)
+        let end = Swift.min(index, count)
         position = end + 1
         return Line(number: startNumber, range: start..<end)
+    }
+
+    /// Newlines, backslashes, spaces and quotes.
+    @inline(__always)
+    private static func stops(_ word: UInt64) -> UInt64 {
+        let low7 = word & repeatedLowBits
+        let plain =
+            differs(low7, from: UInt8(ascii: "\n")) & differs(low7, from: UInt8(ascii: "\\"))
+            & differs(low7, from: UInt8(ascii: " ")) & differs(low7, from: UInt8(ascii: "\""))
+        return matches(word, plain: plain)
+    }
+
+    /// What ends or escapes inside a string value: backslashes and quotes (and newlines, counted).
+    @inline(__always)
+    private static func stringStops(_ word: UInt64) -> UInt64 {
+        let low7 = word & repeatedLowBits
+        let plain =
+            differs(low7, from: UInt8(ascii: "\n")) & differs(low7, from: UInt8(ascii: "\\"))
+            & differs(low7, from: UInt8(ascii: "\""))
+        return matches(word, plain: plain)
     }
 }
 
@@ -256,6 +288,10 @@ private struct Cursor {
     /// Reads a measurement, key or tag value up to an unescaped stop byte, resolving escapes.
     mutating func name(stoppingAt stops: ByteSet, escapable: ByteSet, what: String) throws(LineParseError) -> String {
         let start = index
+        if !collects {
+            try skipName(stoppingAtEquals: stops.contains(.equals), escapable: escapable, what: what)
+            return ""
+        }
         var value: [UInt8] = []
         var length = 0
         while index < end {
@@ -280,6 +316,34 @@ private struct Cursor {
             return ""
         }
         return try string(value, startingAt: start, what: what)
+    }
+
+    /// Checks a name without building it, jumping from one backslash or stop byte to the next eight
+    /// bytes at a time. The stops are a comma and a space, and `=` when `stoppingAtEquals`.
+    mutating func skipName(stoppingAtEquals: Bool, escapable: ByteSet, what: String) throws(LineParseError) {
+        let start = index
+        let line = UnsafeBufferPointer(rebasing: bytes[..<end])
+        while true {
+            index = firstIndex(in: line, from: index) { word in
+                let low7 = word & repeatedLowBits
+                var plain =
+                    differs(low7, from: .backslash) & differs(low7, from: .comma) & differs(low7, from: .space)
+                    & differs(low7, from: UInt8(ascii: "\n")) & differs(low7, from: UInt8(ascii: "\r"))
+                if stoppingAtEquals { plain &= differs(low7, from: .equals) }
+                return matches(word, plain: plain)
+            }
+            guard index < end else { break }
+            let byte = bytes[index]
+            if byte == .backslash {
+                // An escape pair, or a backslash read as itself.
+                index += index + 1 < end && escapable.contains(bytes[index + 1]) ? 2 : 1
+                continue
+            }
+            if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { throw error("line break in \(what)") }
+            break
+        }
+        if index == start { throw error("empty \(what)", at: start) }
+        try checkUTF8(start..<index, what: what)
     }
 
     /// Whether `token` is certainly a valid number or boolean, checked on bytes; `false` sends it to
@@ -330,12 +394,7 @@ private struct Cursor {
     }
 
     func checkUTF8(_ range: Range<Int>, what: String) throws(LineParseError) {
-        var ascii = true
-        for position in range where bytes[position] >= 0x80 {
-            ascii = false
-            break
-        }
-        if ascii { return }
+        if isASCII(UnsafeBufferPointer(rebasing: bytes[range])) { return }
         var iterator = UnsafeBufferPointer(rebasing: bytes[range]).makeIterator()
         var decoder = UTF8()
         while true {
