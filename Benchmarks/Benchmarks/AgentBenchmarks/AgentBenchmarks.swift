@@ -141,7 +141,8 @@ let benchmarks: @Sendable () -> Void = {
                     agent.start()
                     for _ in 0..<999_999 { agent.record(sample) }
                     wait { await agent.shutdown(deadline: .seconds(5)) }
-                })
+                },
+                teardown: { try? FileManager.default.removeItem(at: spool) })
         ) { benchmark in
             for _ in benchmark.scaledIterations {
                 let process = Process()
@@ -179,6 +180,7 @@ let benchmarks: @Sendable () -> Void = {
             }
             process.terminate()
             wait { await agent.shutdown(deadline: .milliseconds(100)) }
+            try? FileManager.default.removeItem(at: followed)
         }
     }
 }
