@@ -102,8 +102,10 @@ final class PendingBatches: Sendable {
             if state.batches.last?.isSealed ?? true {
                 let segment = String(format: "%020llu", state.nextSequence)
                 state.nextSequence += 1
+                // Room for a full batch and the line that overflows it, so a batch is never copied
+                // while it grows (pages are only touched as lines are written).
                 var bytes: [UInt8] = []
-                bytes.reserveCapacity(min(batching.maximumBytes, 64 * 1_024))
+                bytes.reserveCapacity(min(batching.maximumBytes, 16 << 20) + 64 * 1_024)
                 state.batches.append(PendingBatch(segment: segment, bytes: bytes, lineCount: 0, firstLineAt: now, lastLineAt: now))
                 wake = true
             }

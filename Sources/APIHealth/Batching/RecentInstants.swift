@@ -2,9 +2,9 @@
 /// (InfluxDB would keep only the last of them): a point whose instant is taken is nudged forward by
 /// one unit of the precision, as many times as needed.
 ///
-/// Two generations of 100,000 instants each are remembered. The usual point is later than anything
-/// its series has written, which the latest instant per series answers at once; only points that
-/// arrive out of order search the generations.
+/// Two generations of 25,000 instants each are remembered, in tables small enough to stay in the
+/// processor's cache. The usual point is later than anything its series has written, which the latest
+/// instant per series answers at once; only points that arrive out of order search the generations.
 struct RecentInstants {
     private var current = InstantTable()
     private var previous = InstantTable()
@@ -13,7 +13,7 @@ struct RecentInstants {
     /// Whether `latest` covers every instant remembered (it does not for one generation after it
     /// was forgotten).
     private var latestIsComplete = true
-    static let generationSize = 100_000
+    static let generationSize = 25_000
 
     /// The identity of a series, from its escaped series key.
     static func seriesID(_ seriesKey: UnsafeBufferPointer<UInt8>) -> Int {
