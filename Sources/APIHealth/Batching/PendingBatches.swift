@@ -47,6 +47,8 @@ final class PendingBatches: Sendable {
     private let encoder: LineEncoder
     /// Signalled when a batch is sealed or something is recorded into an empty store.
     let wakeup = Wakeup()
+    /// One write-through at a time, so no bytes are appended twice.
+    private let writeThroughMutex = NSLock()
 
     init(batching: APIHealthConfiguration.Batching, encoder: LineEncoder, spool: SpoolDirectory?) {
         self.batching = batching
@@ -296,27 +298,43 @@ final class PendingBatches: Sendable {
     // MARK: Spool
 
     /// Writes what was recorded since the last call through to the spool files; seals files of sealed
-    /// batches. Called every few milliseconds, so recording never waits for the disk.
+    /// batches. Called every few milliseconds. The new bytes are copied out under the lock and written
+    /// outside it, so recording never waits for the disk.
     func writeThrough(logFailure: (String) -> Void) {
+        writeThroughMutex.lock()
+        defer { writeThroughMutex.unlock() }
+        typealias Work = (segment: String, bytes: [UInt8], end: Int, seals: Bool)
+        let (spool, work) = state.withLock { state -> (SpoolDirectory?, [Work]) in
+            guard let spool = state.spool else { return (nil, []) }
+            var work: [Work] = []
+            for batch in state.batches where batch.spooledBytes < batch.bytes.count || (batch.isSealed && !batch.isSpoolSealed) {
+                work.append((batch.segment, Array(batch.bytes[batch.spooledBytes...]), batch.bytes.count, batch.isSealed))
+            }
+            return (spool, work)
+        }
+        guard let spool, !work.isEmpty else { return }
+        var written: [(segment: String, end: Int, sealed: Bool)] = []
+        var failure: SpoolError?
+        for item in work {
+            do {
+                if !item.bytes.isEmpty { try spool.append(item.bytes[...], to: item.segment) }
+                if item.seals { spool.seal(item.segment) }
+                written.append((item.segment, item.end, item.seals))
+            } catch {
+                failure = error
+            }
+        }
         state.withLock { state in
-            guard let spool = state.spool else { return }
-            for index in state.batches.indices {
-                let batch = state.batches[index]
-                do {
-                    if batch.spooledBytes < batch.bytes.count {
-                        try spool.append(batch.bytes[batch.spooledBytes...], to: batch.segment)
-                        state.batches[index].spooledBytes = batch.bytes.count
-                    }
-                    if batch.isSealed && !batch.isSpoolSealed {
-                        spool.seal(batch.segment)
-                        state.batches[index].isSpoolSealed = true
-                    }
-                } catch {
-                    state.metrics.spoolWriteErrors += 1
-                    if !state.spoolFailureLogged {
-                        state.spoolFailureLogged = true
-                        logFailure("\(error)")
-                    }
+            for item in written {
+                guard let index = state.batches.firstIndex(where: { $0.segment == item.segment }) else { continue }
+                state.batches[index].spooledBytes = max(state.batches[index].spooledBytes, item.end)
+                if item.sealed { state.batches[index].isSpoolSealed = true }
+            }
+            if let failure {
+                state.metrics.spoolWriteErrors += 1
+                if !state.spoolFailureLogged {
+                    state.spoolFailureLogged = true
+                    logFailure("\(failure)")
                 }
             }
         }

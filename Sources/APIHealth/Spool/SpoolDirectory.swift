@@ -12,8 +12,10 @@ import Darwin
 /// The agent's side of the spool: one plain line-protocol file per batch, appended as points are
 /// recorded, sealed when the batch is cut, removed when the server acknowledges it.
 ///
-/// Only used while holding the pending store's lock, so it needs no lock of its own.
-final class SpoolDirectory {
+/// Every operation holds the directory's own lock, so files are written outside the pending store's
+/// lock and recording never waits for the disk. A segment once removed is never written again, even
+/// by an append that was already on its way.
+final class SpoolDirectory: @unchecked Sendable {
     let root: URL
     let rejectedFolder: URL
     let fsyncWrites: Bool
@@ -23,6 +25,11 @@ final class SpoolDirectory {
     private let lockDescriptor: Int32
     /// Open segment files by segment name.
     private var descriptors: [String: Int32] = [:]
+    /// Serialises every file operation below.
+    private let mutex = NSLock()
+    /// Segments removed lately (acknowledged, dropped, rejected, split), oldest first.
+    private var removed: Set<String> = []
+    private var removedOrder: [String] = []
 
     init(options: SpoolOptions, precision: Precision) throws(SpoolError) {
         root = options.directory
@@ -67,6 +74,9 @@ final class SpoolDirectory {
 
     /// Appends `bytes` to the open file of `segment`, creating it (0600) on first use.
     func append(_ bytes: ArraySlice<UInt8>, to segment: String) throws(SpoolError) {
+        mutex.lock()
+        defer { mutex.unlock() }
+        if removed.contains(segment) { return }
         let file = path(Self.openName(segment))
         var descriptor = descriptors[segment] ?? -1
         if descriptor < 0 {
@@ -97,6 +107,9 @@ final class SpoolDirectory {
 
     /// Closes the open file of `segment` and renames it to its sealed name.
     func seal(_ segment: String) {
+        mutex.lock()
+        defer { mutex.unlock() }
+        if removed.contains(segment) { return }
         if let descriptor = descriptors.removeValue(forKey: segment) {
             if fsyncWrites { fsync(descriptor) }
             close(descriptor)
@@ -106,13 +119,26 @@ final class SpoolDirectory {
 
     /// Removes every file of `segment` (acknowledged, or dropped).
     func remove(_ segment: String) {
+        mutex.lock()
+        defer { mutex.unlock() }
+        removeLocked(segment)
+    }
+
+    private func removeLocked(_ segment: String) {
         if let descriptor = descriptors.removeValue(forKey: segment) { close(descriptor) }
         unlink(path(Self.openName(segment)))
         unlink(path(Self.sealedName(segment)))
+        if removed.insert(segment).inserted {
+            removedOrder.append(segment)
+            // An append in flight is at most one write-through old: a short memory is enough.
+            if removedOrder.count > 4_096 { removed.remove(removedOrder.removeFirst()) }
+        }
     }
 
     /// Writes a sealed segment whole (after a split), atomically.
     func writeSealed(_ segment: String, bytes: [UInt8]) throws(SpoolError) {
+        mutex.lock()
+        defer { mutex.unlock() }
         try writeFileAtomically(path(Self.sealedName(segment)), bytes: bytes)
     }
 
@@ -128,7 +154,9 @@ final class SpoolDirectory {
 
     /// Moves a batch the server refused for good to `rejected/` with the server's reason.
     func reject(_ segment: String, bytes: [UInt8], reason: String) {
-        remove(segment)
+        mutex.lock()
+        defer { mutex.unlock() }
+        removeLocked(segment)
         let stem = rejectedFolder.appendingPathComponent(segment).path
         try? writeFileAtomically(stem + ".reason", bytes: Array(reason.utf8))
         try? writeFileAtomically(stem + SpoolReader.sealedSuffix, bytes: bytes)
