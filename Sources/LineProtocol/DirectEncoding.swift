@@ -203,33 +203,16 @@ extension LineEncoder {
                 keys[index] = (writer.prefix(from: keyStart), keyStart, writer.count - keyStart)
                 writer.append(UInt8(ascii: "="))
                 switch fields[index].value {
-                case .float(let value):
-                    guard value.isFinite else { return false }
-                    appendFloat(value, into: &writer)
-                case .int(let value):
-                    appendDecimal(value, into: &writer)
-                    writer.append(UInt8(ascii: "i"))
-                case .uint(let value):
-                    if writesUnsignedAsSigned {
-                        appendDecimal(min(value, UInt64(Int64.max)), into: &writer)
-                        writer.append(UInt8(ascii: "i"))
-                    } else {
-                        appendDecimal(value, into: &writer)
-                        writer.append(UInt8(ascii: "u"))
-                    }
-                case .bool(let value):
-                    if value {
-                        writer.append(UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e"))
-                    } else {
-                        writer.append(UInt8(ascii: "f"))
-                        writer.append(UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"))
-                    }
+                case .float(let value) where !value.isFinite:
+                    return false
                 case .string(let value):
                     let written = withUTF8Bytes(value) { bytes in
                         bytes.count <= Self.maximumStringBytes && writer.hasRoom(2 * bytes.count + 2)
                             && copyStringValue(bytes, into: &writer)
                     }
                     guard written else { return false }
+                case let value:
+                    appendScalar(value, into: &writer)
                 }
             }
             // A key written twice: the careful path keeps the last. Keys are compared as written,

@@ -267,32 +267,43 @@ public struct LineEncoder: Sendable {
             if Self.needsRepair(field.key, .fieldKey) { repairs.repairedNames += 1 }
             appendName(field.key, .fieldKey, into: &buffer)
             buffer.append(UInt8(ascii: "="))
-            switch field.value {
-            case .float(let value):
-                appendFloat(value, into: &buffer)
-            case .int(let value):
-                appendDecimal(value, into: &buffer)
-                buffer.append(UInt8(ascii: "i"))
-            case .uint(let value):
-                if writesUnsignedAsSigned {
-                    appendDecimal(min(value, UInt64(Int64.max)), into: &buffer)
-                    buffer.append(UInt8(ascii: "i"))
-                } else {
-                    appendDecimal(value, into: &buffer)
-                    buffer.append(UInt8(ascii: "u"))
-                }
-            case .bool(let value):
-                if value {
-                    buffer.append(UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e"))
-                } else {
-                    buffer.append(UInt8(ascii: "f"))
-                    buffer.append(UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"))
-                }
-            case .string(let value):
+            if case .string(let value) = field.value {
                 if appendStringValue(value, limit: Self.maximumStringBytes, into: &buffer) {
                     repairs.truncatedStrings += 1
                 }
+            } else {
+                appendScalar(field.value, into: &buffer)
             }
+        }
+    }
+
+    /// Writes a number or boolean as line protocol types it (`1.5`, `42i`, `42u`, `true`). Strings
+    /// are the caller's: each path quotes them its own way.
+    @inline(__always)
+    func appendScalar(_ value: FieldValue, into buffer: inout ByteWriter) {
+        switch value {
+        case .float(let value):
+            appendFloat(value, into: &buffer)
+        case .int(let value):
+            appendDecimal(value, into: &buffer)
+            buffer.append(UInt8(ascii: "i"))
+        case .uint(let value):
+            if writesUnsignedAsSigned {
+                appendDecimal(min(value, UInt64(Int64.max)), into: &buffer)
+                buffer.append(UInt8(ascii: "i"))
+            } else {
+                appendDecimal(value, into: &buffer)
+                buffer.append(UInt8(ascii: "u"))
+            }
+        case .bool(let value):
+            if value {
+                buffer.append(UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e"))
+            } else {
+                buffer.append(UInt8(ascii: "f"))
+                buffer.append(UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"))
+            }
+        case .string:
+            break
         }
     }
 
