@@ -19,34 +19,36 @@ extension LineEncoder {
         to buffer: inout [UInt8],
         adjustingTimestamp adjust: (UnsafeBufferPointer<UInt8>, Int64) -> Int64
     ) -> Bool {
-        let fitted = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.stackLineBytes) { scratch in
-            var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: Self.stackLineBytes)
-            guard encodeDirectly(point, timestamp: timestamp, into: &writer, adjustingTimestamp: adjust) else { return false }
-            buffer.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: writer.count))
-            return true
-        }
-        if fitted { return true }
-        let bound = Self.directBound(measurement: point.measurement, tags: point.tags, fields: point.fields)
-        if bound <= Self.stackLineBytes { return false }
-        return ByteWriter.writing(into: &buffer, bound: bound) { writer in
+        Self.appendDirectly(
+            to: &buffer, bound: Self.directBound(measurement: point.measurement, tags: point.tags, fields: point.fields)
+        ) { writer in
             encodeDirectly(point, timestamp: timestamp, into: &writer, adjustingTimestamp: adjust)
         }
     }
 
     /// Appends a line of `fields` after a prerendered series, as ``appendDirectly(_:timestamp:to:adjustingTimestamp:)``.
     func appendDirectly(fields: [Point.Field], timestamp: Int64?, series: SeriesKey, to buffer: inout [UInt8]) -> Bool {
-        let fitted = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.stackLineBytes) { scratch in
-            var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: Self.stackLineBytes)
-            guard encodeDirectly(fields: fields, timestamp: timestamp, series: series, into: &writer) else { return false }
+        Self.appendDirectly(to: &buffer, bound: series.bytes.count + Self.directFieldsBound(fields) + 24) { writer in
+            encodeDirectly(fields: fields, timestamp: timestamp, series: series, into: &writer)
+        }
+    }
+
+    /// Runs `write` on the stack, then (if the line did not fit there) in `bound()` bytes reserved in
+    /// `buffer`; the bound is only computed for lines longer than the stack room.
+    @inline(__always)
+    private static func appendDirectly(
+        to buffer: inout [UInt8], bound: @autoclosure () -> Int, _ write: (inout ByteWriter) -> Bool
+    ) -> Bool {
+        let fitted = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: stackLineBytes) { scratch in
+            var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: stackLineBytes)
+            guard write(&writer) else { return false }
             buffer.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: writer.count))
             return true
         }
         if fitted { return true }
-        let bound = series.bytes.count + Self.directFieldsBound(fields) + 24
-        if bound <= Self.stackLineBytes { return false }
-        return ByteWriter.writing(into: &buffer, bound: bound) { writer in
-            encodeDirectly(fields: fields, timestamp: timestamp, series: series, into: &writer)
-        }
+        let bound = bound()
+        if bound <= stackLineBytes { return false }
+        return ByteWriter.writing(into: &buffer, bound: bound, write)
     }
 
     /// Room the fast path may need: names at most doubled by escapes, values at their longest form.
@@ -83,21 +85,11 @@ extension LineEncoder {
             writer.rewind(to: lineStart)
             return false
         }
-        let seriesEnd = writer.count
-        writer.append(UInt8(ascii: " "))
-        guard writeFieldsDirectly(point.fields, into: &writer), writer.hasRoom(22) else {
-            writer.rewind(to: lineStart)
-            return false
-        }
-        if let timestamp {
-            let series = UnsafeBufferPointer(start: writer.base + lineStart, count: seriesEnd - lineStart)
-            writer.append(UInt8(ascii: " "))
-            appendDecimal(adjust(series, timestamp), into: &writer)
-        }
-        writer.append(UInt8(ascii: "\n"))
-        return true
+        let series = UnsafeBufferPointer(start: writer.base + lineStart, count: writer.count - lineStart)
+        return finishLineDirectly(point.fields, from: lineStart, into: &writer) { timestamp.map { adjust(series, $0) } }
     }
 
+    /// Writes a line of `fields` after `series`, or returns `false` with `writer` back where it started.
     func encodeDirectly(fields: [Point.Field], timestamp: Int64?, series: SeriesKey, into writer: inout ByteWriter) -> Bool {
         let lineStart = writer.count
         let copied = series.bytes.withUnsafeBufferPointer { bytes in
@@ -105,13 +97,20 @@ extension LineEncoder {
             writer.append(contentsOf: bytes)
             return true
         }
-        guard copied else { return false }
+        return copied && finishLineDirectly(fields, from: lineStart, into: &writer) { timestamp }
+    }
+
+    /// Writes ` fields timestamp\n` after the series; `timestamp` is asked for once the fields are
+    /// written. On `false`, `writer` is back at `lineStart`.
+    private func finishLineDirectly(
+        _ fields: [Point.Field], from lineStart: Int, into writer: inout ByteWriter, timestamp: () -> Int64?
+    ) -> Bool {
         writer.append(UInt8(ascii: " "))
         guard writeFieldsDirectly(fields, into: &writer), writer.hasRoom(22) else {
             writer.rewind(to: lineStart)
             return false
         }
-        if let timestamp {
+        if let timestamp = timestamp() {
             writer.append(UInt8(ascii: " "))
             appendDecimal(timestamp, into: &writer)
         }

@@ -86,18 +86,6 @@ final class RequestSchema: Sendable {
         return .success(series)
     }
 
-    /// The request point, or `nil` for an excluded host (the same line ``series(for:)`` and
-    /// ``fields(for:)`` make, for callers that want a whole point).
-    func point(for sample: RequestSample) -> Point? {
-        guard !isExcluded(sample.url) else { return nil }
-        let host = Self.hostTag(sample.url)
-        return Point(
-            measurement: configuration.measurement,
-            tags: tags(for: sample, host: host, path: pathTag(host: host, url: sample.url)),
-            fields: fields(for: sample),
-            timestamp: Timestamp(date: sample.startedAt))
-    }
-
     private func tags(for sample: RequestSample, host: String, path: String) -> [Point.Tag] {
         typealias T = PointSchema.Tag
         return [
@@ -108,14 +96,7 @@ final class RequestSchema: Sendable {
         ]
     }
 
-    /// The request's fields, in the documented order.
-    func fields(for sample: RequestSample) -> [Point.Field] {
-        var fields: [Point.Field] = []
-        fields.reserveCapacity(14)
-        appendFields(of: sample, to: &fields)
-        return fields
-    }
-
+    /// Appends the request's fields, in the documented order.
     func appendFields(of sample: RequestSample, to fields: inout [Point.Field]) {
         typealias F = PointSchema.Field
         fields.append(Point.Field(F.durationMilliseconds, .float(sample.duration.milliseconds)))
