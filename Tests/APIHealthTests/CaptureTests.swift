@@ -40,7 +40,6 @@ final class CaptureHarness: Sendable {
 
     init(
         module: String = "tests",
-        streams: Bool = false,
         configure: (inout APIHealthConfiguration) -> Void = { _ in }
     ) async throws {
         server = try await LoopbackHTTPServer.start(threads: 2, handler: TestRoutes.handle)
@@ -55,7 +54,7 @@ final class CaptureHarness: Sendable {
         plain = URLSession(configuration: plainConfiguration)
         let instrumentedConfiguration = URLSessionConfiguration.ephemeral
         instrumentedConfiguration.timeoutIntervalForRequest = 20
-        agent.instrument(instrumentedConfiguration, module: module, streamsResponseBodies: streams)
+        agent.instrument(instrumentedConfiguration, module: module)
         instrumented = URLSession(configuration: instrumentedConfiguration)
     }
 
@@ -112,14 +111,20 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
         #expect(point.field("success") == .bool(plain.status! < 400))
         #expect(point.field("response_bytes") == .uint(UInt64(plain.body!.count)))
         #expect(point.field("correlation_id") == .string("req-\(path.count)"))
-        guard case .float(let duration) = point.field("duration_ms"), case .float(let ttfb) = point.field("ttfb_ms") else {
-            Issue.record("durations missing: \(point)")
+        guard case .float(let duration) = point.field("duration_ms") else {
+            Issue.record("duration missing: \(point)")
             return
         }
-        #expect(duration > 0 && ttfb > 0 && ttfb <= duration)
+        #expect(duration > 0)
+        if case .float(let ttfb) = point.field("ttfb_ms") { #expect(ttfb > 0 && ttfb <= duration) }
         if path.hasPrefix("/redirect") {
-            #expect(point.field("redirects") == .int(3))
             #expect(point.tag("path") == "/redirect/{id}")
+            #if canImport(Darwin)
+            #expect(point.field("redirects") == .int(3))
+            #else
+            // swift-corelibs-foundation follows redirects inside its protocol, out of the hook's sight.
+            #expect(point.field("redirects") == nil)
+            #endif
         }
         await harness.close()
     }
@@ -173,7 +178,7 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
 
         let collector = CollectingDelegate()
         let configuration = URLSessionConfiguration.ephemeral
-        harness.agent.instrument(configuration, module: "delegates", streamsResponseBodies: true)
+        harness.agent.instrument(configuration, module: "delegates")
         let delegateSession = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
         delegateSession.dataTask(with: harness.url("/bytes/300000")).resume()
         let result = await collector.finished()
@@ -211,7 +216,12 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
         #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Received-Bytes") == "1000000")
         #expect(data == payload)
         let points = try await harness.waitForRequests(1)
+        #if canImport(Darwin)
         #expect(points.first?.field("request_bytes") == .uint(1_000_000))
+        #else
+        // swift-corelibs-foundation streams a body of unknown length out of the hook's sight.
+        #expect(points.first?.field("request_bytes") == .uint(0))
+        #endif
         await harness.close()
     }
 
@@ -237,10 +247,10 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
     }
 
     @Test func largeDownloadsStreamWithFlatMemory() async throws {
-        let harness = try await CaptureHarness(module: "downloads", streams: true)
+        let harness = try await CaptureHarness(module: "downloads")
         let collector = CollectingDelegate()
         let configuration = URLSessionConfiguration.ephemeral
-        harness.agent.instrument(configuration, module: "downloads", streamsResponseBodies: true)
+        harness.agent.instrument(configuration, module: "downloads")
         let session = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
         let before = residentBytes()
         session.dataTask(with: harness.url("/bytes/\(100 * 1_024 * 1_024)")).resume()
@@ -254,15 +264,20 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
         await harness.close()
     }
 
-    #if !canImport(Darwin)
-    @Test func downloadTasksFailClearlyOnLinux() async throws {
+    @Test func downloadTasksWorkAsWithoutTheHookAndAreRecorded() async throws {
         let harness = try await CaptureHarness()
-        await #expect(throws: CaptureError.downloadTasksUnsupportedOnLinux) {
-            _ = try await harness.instrumented.download(from: harness.url("/ok"))
-        }
+        let (plainFile, plainResponse) = try await harness.plain.download(from: harness.url("/bytes/200000"))
+        let (file, response) = try await harness.instrumented.download(from: harness.url("/bytes/200000"))
+        #expect((plainResponse as? HTTPURLResponse)?.statusCode == 200)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(try Data(contentsOf: file) == Data(contentsOf: plainFile))
+        #expect(try Data(contentsOf: file).count == 200_000)
+        let points = try await harness.waitForRequests(1)
+        #expect(points.count == 1)
+        #expect(points.first?.tag("status") == "200")
+        #expect(points.first?.field("response_bytes") == .uint(200_000))
         await harness.close()
     }
-    #endif
 }
 
 /// A data delegate that counts what it receives and tracks resident memory while it does.

@@ -22,6 +22,15 @@ public enum TestRoutes {
         case "bytes":
             let count = Int(parts.last ?? "") ?? 0
             return LoopbackHTTPServer.Response(status: 200, body: .generated(totalBytes: count, chunkSize: 64 * 1_024))
+        case "headers":
+            // Echoes the request's X-Token and Authorization headers, to see what went out.
+            let token = request.header("X-Token") ?? "-"
+            let authorization = request.header("Authorization") ?? "-"
+            return .text(200, "\(token) \(authorization)")
+        case "basic-auth":
+            // 401 with a Basic challenge until the request carries user:secret.
+            if request.header("Authorization") == "Basic dXNlcjpzZWNyZXQ=" { return .text(200, "welcome") }
+            return .text(401, "who are you", headers: [("WWW-Authenticate", #"Basic realm="tests""#)])
         case "echo":
             return LoopbackHTTPServer.Response(
                 status: 200, headers: [("X-Received-Bytes", "\(request.body.count)")], body: .bytes(request.body))

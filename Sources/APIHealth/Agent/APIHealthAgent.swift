@@ -29,9 +29,17 @@ public final class APIHealthAgent: Sendable, Service {
     private let pending: PendingBatches
     private let shipper: Shipper
     private let correlationHeaderNames: [String]
-    /// The loops started by `run()`, so that shutdown can stop them at its deadline.
-    private let loops = Locked<Task<Void, Never>?>(nil)
-    private let stopped = Locked(false)
+    private enum Lifecycle { case idle, running, finished }
+    /// Whether `run()` has started and ended.
+    private let lifecycle = Locked(Lifecycle.idle)
+    /// Guards intake: cleared, with a last health point recorded, when shutdown begins.
+    private let intakeOpen: Locked<Bool>
+    /// How long the loops may drain once shutdown has begun.
+    private let shutdownDeadline = Locked(Duration.seconds(10))
+    private let shutdownBegan = AsyncStream<Void>.makeStream()
+    private let runEnded = Latch()
+    /// Requests the hook let through unrecorded.
+    private let uncaptured: Locked<UInt64>
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -60,6 +68,15 @@ public final class APIHealthAgent: Sendable, Service {
         }
         let selfMetrics = Locked<Duration?>(nil)
         let schema = self.schema
+        let intakeOpen = Locked(true)
+        let uncaptured = Locked<UInt64>(0)
+        self.intakeOpen = intakeOpen
+        self.uncaptured = uncaptured
+        let metrics = { @Sendable () -> AgentMetrics in
+            var metrics = pending.metrics
+            metrics.requestsUncaptured = uncaptured.withLock { $0 }
+            return metrics
+        }
         self.shipper = Shipper(
             pending: pending, configuration: configuration, clock: clock, logger: logger,
             onIdle: { now in
@@ -73,7 +90,10 @@ public final class APIHealthAgent: Sendable, Service {
                     last = now
                     return true
                 }
-                if due { pending.record(Self.selfMetricsPoint(pending.metrics, schema: schema, configuration: configuration), now: now) }
+                guard due else { return }
+                intakeOpen.withLock { open in
+                    if open { pending.record(Self.selfMetricsPoint(metrics(), schema: schema, configuration: configuration), now: now) }
+                }
             })
     }
 
@@ -146,12 +166,12 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// Hooks every http(s) request made with sessions created from `configuration` afterwards.
     ///
-    /// Up to 16 configurations can be instrumented at once per process; those of agents that are gone
-    /// are reused. Call it after setting the configuration's other options: its requests are re-issued on one
-    /// inner session made from a copy of it. Requests behave exactly as without the hook.
-    /// `streamsResponseBodies` passes bodies through in chunks on Linux too; set it only for sessions
-    /// that use delegate-based data tasks (swift-corelibs-foundation gives a completion handler only
-    /// the last chunk a URLProtocol delivers). Apple platforms always stream.
+    /// Requests behave exactly as without the hook: on Linux each one goes out once, from the app's
+    /// own session (its delegate decides redirects and authentication as before); on Apple platforms
+    /// it is re-issued on an inner session made from a copy of `configuration` as it is now, so set
+    /// the configuration's other options first. Instrumenting the same configuration again, for the
+    /// same agent and module, changes nothing; there is no limit on instrumented configurations.
+    /// A configuration instrumented by an agent that is gone passes its requests through untouched.
     ///
     /// ```swift
     /// let configuration = URLSessionConfiguration.default
@@ -159,44 +179,108 @@ public final class APIHealthAgent: Sendable, Service {
     /// agent.instrument(configuration, module: "search")
     /// let session = URLSession(configuration: configuration)
     /// ```
-    public func instrument(_ configuration: URLSessionConfiguration, module: String, streamsResponseBodies: Bool = false) {
+    ///
+    /// - Parameters:
+    ///   - configuration: The configuration whose sessions' requests are recorded.
+    ///   - module: The part of the service that makes these calls (the `module` tag).
+    public func instrument(_ configuration: URLSessionConfiguration, module: String) {
         guard self.configuration.isEnabled else { return }
-        guard
-            let hook = CaptureRegistry.shared.register(
-                configuration, module: module, recorder: CaptureRecorder(agent: self), streamsBodies: streamsResponseBodies)
-        else {
-            logger.warning("APIHealth can instrument at most 16 configurations; this one is not instrumented",
-                metadata: ["apihealth.module": "\(module)"])
-            return
-        }
+        let hook = CaptureRegistry.shared.hook(
+            for: configuration, module: module, recorder: CaptureRecorder(agent: self), identity: self)
         configuration.protocolClasses = [hook] + (configuration.protocolClasses ?? []).filter { !($0 is InterceptingURLProtocol.Type) }
     }
 
+    /// Hooks `configuration` as ``instrument(_:module:)`` does.
+    @available(*, deprecated, message: "Bodies now pass through exactly as URLSession delivers them; use instrument(_:module:)")
+    public func instrument(_ configuration: URLSessionConfiguration, module: String, streamsResponseBodies: Bool) {
+        instrument(configuration, module: module)
+    }
+
+    /// Counts a request the hook let through without recording it.
+    func countUncaptured() {
+        uncaptured.withLock { $0 += 1 }
+    }
+
+    /// Requests an instrumented session made that the hook let through unrecorded.
+    var requestsUncaptured: UInt64 { uncaptured.withLock { $0 } }
+
     // MARK: Life cycle
 
-    /// Ships until graceful shutdown (or task cancellation), then flushes within `shutdownDeadline`.
-    public func run() async throws {
-        let loops = Task {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.shipper.run() }
-                group.addTask { await self.writeThroughLoop() }
-            }
+    /// Why ``APIHealthAgent/run()`` refused to run.
+    public struct LifecycleError: Swift.Error, Hashable, CustomStringConvertible {
+        public struct Code: Hashable, Sendable, CustomStringConvertible {
+            private let name: String
+            /// `run()` was called while it was running, or after it returned: an agent runs once.
+            public static let alreadyRun = Code(name: "alreadyRun")
+            public var description: String { name }
         }
-        self.loops.withLock { $0 = loops }
-        await withGracefulShutdownHandler {
-            await withTaskCancellationHandler {
-                await loops.value
-            } onCancel: {
-                loops.cancel()
+
+        public let code: Code
+        public var description: String {
+            switch code {
+            case .alreadyRun: return "APIHealthAgent.run() was called a second time; an agent runs once"
+            default: return "APIHealthAgent lifecycle error \(code)"
             }
-        } onGracefulShutdown: {
-            Task { await self.shutdown() }
         }
     }
 
-    /// Starts shipping in the background, for processes that do not use a `ServiceGroup`.
+    /// Ships until graceful shutdown (or task cancellation), then flushes what is pending within
+    /// `APIHealthConfiguration.shutdownDeadline`; returns once the spool is released.
+    ///
+    /// Its loops run in a task group it awaits. An agent runs once: a second call throws
+    /// ``LifecycleError`` with code ``LifecycleError/Code/alreadyRun``.
+    ///
+    /// - Throws: ``LifecycleError`` when called again.
+    public func run() async throws {
+        guard claimRun() else { throw LifecycleError(code: .alreadyRun) }
+        await runClaimed()
+    }
+
+    /// Starts ``run()`` in the background, for processes that do not use a `ServiceGroup`; stop it
+    /// with ``shutdown(deadline:)``. Does nothing if the agent already runs or has run.
     public func start() {
-        Task { try? await self.run() }
+        guard claimRun() else { return }
+        Task { await self.runClaimed() }
+    }
+
+    private func claimRun() -> Bool {
+        lifecycle.withLock { state -> Bool in
+            guard state == .idle else { return false }
+            state = .running
+            return true
+        }
+    }
+
+    private func runClaimed() async {
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Bool.self) { group in
+                group.addTask { await self.shipper.run(); return true }
+                group.addTask { await self.writeThroughLoop(); return true }
+                group.addTask {
+                    // Bounds the drain: once shutdown has begun, the loops get until its deadline.
+                    for await _ in self.shutdownBegan.stream { break }
+                    if Task.isCancelled { return false }
+                    try? await Task.sleep(for: self.shutdownDeadline.withLock { $0 })
+                    return false
+                }
+                var loopsRunning = 2
+                while let loopEnded = await group.next() {
+                    if loopEnded { loopsRunning -= 1 }
+                    if !loopEnded || loopsRunning == 0 { group.cancelAll() }
+                }
+            }
+        } onGracefulShutdown: {
+            self.beginShutdown(deadline: self.configuration.shutdownDeadline)
+        }
+        pending.writeThrough { _ in }
+        if !pending.isDrained && configuration.destination != nil {
+            logger.info(
+                "APIHealth stopped with lines pending; they stay in the spool",
+                metadata: ["apihealth.pending.lines": "\(pending.metrics.pendingLines)"])
+        }
+        pending.releaseSpool()
+        lifecycle.withLock { $0 = .finished }
+        runEnded.open()
     }
 
     /// Sends the open batch now.
@@ -223,31 +307,50 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// Stops intake and sends everything pending, including batches waiting to be retried, until
-    /// `deadline` has passed. What could not be sent stays in the spool for the next start.
+    /// `deadline` has passed; returns once ``run()`` has returned. What could not be sent stays in the
+    /// spool for the next start.
+    ///
+    /// - Parameter deadline: How long to keep sending what is pending.
     public func shutdown(deadline: Duration = .seconds(10)) async {
-        let alreadyStopped = stopped.withLock { stopped -> Bool in
-            defer { stopped = true }
-            return stopped
+        beginShutdown(deadline: deadline)
+        let state = lifecycle.withLock { state -> Lifecycle in
+            if state == .idle { state = .finished }
+            return state
         }
-        if !alreadyStopped {
-            pending.record(Self.selfMetricsPoint(pending.metrics, schema: schema, configuration: configuration), now: clock.now)
+        switch state {
+        case .idle:
+            // Never ran: keep what is pending in the spool.
+            pending.writeThrough { _ in }
+            pending.releaseSpool()
+        case .running:
+            await runEnded.wait()
+        case .finished:
+            break
+        }
+    }
+
+    /// Closes intake (after one last health point) and lets the loops drain until `deadline`. Idempotent.
+    private func beginShutdown(deadline: Duration) {
+        let first = intakeOpen.withLock { open -> Bool in
+            guard open else { return false }
+            open = false
+            pending.record(Self.selfMetricsPoint(metrics, schema: schema, configuration: configuration), now: clock.now)
             pending.close()
-            shipper.startDraining()
+            return true
         }
-        let delivered = await waitUntilDelivered(deadline: deadline)
-        let loops = self.loops.withLock { $0 }
-        if !delivered && configuration.destination != nil {
-            logger.info(
-                "APIHealth shutdown deadline passed; pending lines stay in the spool",
-                metadata: ["apihealth.pending.lines": "\(pending.metrics.pendingLines)"])
-        }
-        loops?.cancel()
-        await loops?.value
-        pending.releaseSpool()
+        guard first else { return }
+        shutdownDeadline.withLock { $0 = deadline }
+        shipper.startDraining()
+        shutdownBegan.continuation.yield()
+        shutdownBegan.continuation.finish()
     }
 
     /// What happened to the points so far.
-    public var metrics: AgentMetrics { pending.metrics }
+    public var metrics: AgentMetrics {
+        var metrics = pending.metrics
+        metrics.requestsUncaptured = requestsUncaptured
+        return metrics
+    }
 
     // MARK: Internals
 
@@ -256,7 +359,8 @@ public final class APIHealthAgent: Sendable, Service {
             pending.writeThrough { [logger] failure in
                 logger.info("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
             }
-            if pending.isClosed && pending.isDrained { break }
+            // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
+            if pending.isClosed { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
         pending.writeThrough { _ in }
@@ -275,6 +379,7 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.pendingLines, .uint(UInt64(metrics.pendingLines))),
             Point.Field(F.pendingBytes, .uint(UInt64(metrics.pendingBytes))),
             Point.Field(F.pathsOverflowed, .uint(schema.pathsOverflowed)),
+            Point.Field(F.requestsUncaptured, .uint(metrics.requestsUncaptured)),
         ]
         if let error = metrics.lastError { fields.append(Point.Field(F.lastError, .string(String(error.prefix(1_000))))) }
         return Point(
@@ -294,6 +399,8 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     }
 
     var isAlive: Bool { agent != nil }
+    var owner: AnyObject? { agent }
+    func countUncaptured() { agent?.countUncaptured() }
     var isCapturing: Bool { agent?.configuration.isEnabled ?? false }
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
     func record(_ sample: RequestSample) { agent?.record(sample) }

@@ -37,6 +37,9 @@ public struct APIHealthConfiguration: Sendable {
     public var capture = CaptureOptions()
     /// How often the agent writes its own health point.
     public var selfMetricsInterval: Duration = .seconds(10)
+    /// How long graceful shutdown keeps sending what is pending before `run()` returns (the rest
+    /// stays in the spool).
+    public var shutdownDeadline: Duration = .seconds(10)
 
     public init(serviceName: String, destination: InfluxDestination? = nil) {
         self.serviceName = serviceName

@@ -37,6 +37,9 @@ public struct AgentMetrics: Sendable, Hashable {
     public var pendingLines: Int = 0
     /// Bytes recorded and not yet acknowledged.
     public var pendingBytes: Int = 0
+    /// Requests made through an instrumented session that the hook let through without recording
+    /// them (the platform gave it no safe way to observe them).
+    public var requestsUncaptured: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?
 

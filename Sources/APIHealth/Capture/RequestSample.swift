@@ -35,7 +35,8 @@ public struct RequestSample: Sendable {
     public var error: TransportError?
     public var requestBytes: UInt64
     public var responseBytes: UInt64
-    public var redirectCount: Int
+    /// Redirects followed, where the platform reports them (`nil` where it does not: Linux).
+    public var redirectCount: Int?
     /// The request's or response's correlation id (never a tag: it is unique per request).
     public var correlationID: String?
     /// `http/1.1`, `h2`, `h3` where the platform reports it.
@@ -53,7 +54,7 @@ public struct RequestSample: Sendable {
         requestBytes: UInt64 = 0,
         responseBytes: UInt64 = 0,
         timeToFirstByte: Duration? = nil,
-        redirectCount: Int = 0,
+        redirectCount: Int? = 0,
         correlationID: String? = nil
     ) {
         self.method = method

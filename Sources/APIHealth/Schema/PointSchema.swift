@@ -59,6 +59,7 @@ public enum PointSchema {
         public static let pendingLines = "pending_lines"
         public static let pendingBytes = "pending_bytes"
         public static let pathsOverflowed = "paths_overflowed"
+        public static let requestsUncaptured = "requests_uncaptured"
         public static let lastError = "last_error"
     }
 
@@ -76,6 +77,6 @@ public enum PointSchema {
         AgentField.pointsRecorded, AgentField.pointsInvalid, AgentField.pointsRepaired, AgentField.pointsWritten,
         AgentField.pointsDropped, AgentField.pointsRejected, AgentField.pointsExpired, AgentField.retries,
         AgentField.batchesWritten, AgentField.bytesBeforeGzip, AgentField.bytesAfterGzip, AgentField.pendingLines,
-        AgentField.pendingBytes, AgentField.pathsOverflowed, AgentField.lastError,
+        AgentField.pendingBytes, AgentField.pathsOverflowed, AgentField.requestsUncaptured, AgentField.lastError,
     ]
 }

@@ -112,7 +112,7 @@ final class RequestSchema: Sendable {
         fields.append(Point.Field(F.errors, .int(succeeded ? 0 : 1)))
         if let error = sample.error { fields.append(Point.Field(F.error, .string(error.description))) }
         if let id = sample.correlationID { fields.append(Point.Field(F.correlationID, .string(id))) }
-        fields.append(Point.Field(F.redirects, .int(Int64(sample.redirectCount))))
+        if let count = sample.redirectCount { fields.append(Point.Field(F.redirects, .int(Int64(count)))) }
         if let value = sample.networkProtocol { fields.append(Point.Field(F.networkProtocol, .string(value))) }
         if let value = sample.reusedConnection { fields.append(Point.Field(F.reusedConnection, .bool(value))) }
     }

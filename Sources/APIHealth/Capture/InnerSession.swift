@@ -1,0 +1,223 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The session that re-issues an instrumented configuration's requests on Apple platforms, where the
+/// hook cannot hand a task to the system's own HTTP protocol. Made from a copy of the configuration
+/// (without the hook) when it is instrumented.
+final class InnerSession: Sendable {
+    let session: URLSession
+    let delegate: InnerSessionDelegate
+
+    init(copying configuration: URLSessionConfiguration, module: String) {
+        let copy = (configuration.copy() as? URLSessionConfiguration) ?? .ephemeral
+        copy.protocolClasses = (configuration.protocolClasses ?? []).filter { !($0 is InterceptingURLProtocol.Type) }
+        delegate = InnerSessionDelegate()
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        queue.name = "APIHealth.capture.\(module)"
+        session = URLSession(configuration: copy, delegate: delegate, delegateQueue: queue)
+    }
+
+    deinit { session.finishTasksAndInvalidate() }
+}
+
+/// One request re-issued on the inner session. Every call into the app's task goes through
+/// `clientCalls`, a serial queue, and only between `start` and `stop`: once the app's task has
+/// stopped, finished or failed, nothing more reaches it.
+final class InnerSessionLoad: @unchecked Sendable {
+    private let client: any URLProtocolClient
+    private weak var owner: URLProtocol?
+    private let registration: CaptureRegistry.Registration
+    private let inner: InnerSession
+    private let clientCalls = DispatchQueue(label: "APIHealth.capture.client")
+
+    private struct Progress {
+        var innerTask: URLSessionDataTask?
+        var request = URLRequest(url: URL(fileURLWithPath: "/"))
+        var stopped = false
+        var ended = false
+        var started = ContinuousClock.now
+        var startedAt = Date()
+        var firstByte: Duration?
+        var response: HTTPURLResponse?
+        var responseBytes: UInt64 = 0
+        var redirects = 0
+    }
+
+    /// Guards the state of this request.
+    private let progress = Locked(Progress())
+
+    init(owner: URLProtocol, client: any URLProtocolClient, registration: CaptureRegistry.Registration, inner: InnerSession) {
+        self.owner = owner
+        self.client = client
+        self.registration = registration
+        self.inner = inner
+    }
+
+    func start(_ request: URLRequest) {
+        guard let marked = (request as NSURLRequest).mutableCopy() as? NSMutableURLRequest else { return }
+        URLProtocol.setProperty(true, forKey: InterceptingURLProtocol.handledKey, in: marked)
+        let outgoing = marked as URLRequest
+        progress.withLock { state in
+            state.request = request
+            state.started = .now
+            state.startedAt = Date()
+        }
+        let innerTask = inner.session.dataTask(with: outgoing)
+        progress.withLock { $0.innerTask = innerTask }
+        inner.delegate.register(innerTask, for: self)
+        innerTask.resume()
+    }
+
+    func stop() {
+        let innerTask = clientCalls.sync {
+            progress.withLock { state -> URLSessionDataTask? in
+                state.stopped = true
+                return state.innerTask
+            }
+        }
+        innerTask?.cancel()
+    }
+
+    /// Runs `call` against the app's task unless it has stopped or ended.
+    private func toClient(ending: Bool = false, _ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) {
+        let client = UncheckedSendable(client)
+        let owner = WeakOwner(owner)
+        clientCalls.async { [progress] in
+            guard let owner = owner.value else { return }
+            let allowed = progress.withLock { state -> Bool in
+                if state.stopped || state.ended { return false }
+                if ending { state.ended = true }
+                return true
+            }
+            if allowed { call(client.value, owner) }
+        }
+    }
+
+    // MARK: Events from the inner session
+
+    func innerDidReceive(_ response: URLResponse) {
+        progress.withLock { state in
+            state.firstByte = .now - state.started
+            state.response = response as? HTTPURLResponse
+        }
+        let response = UncheckedSendable(response)
+        toClient { $0.urlProtocol($1, didReceive: response.value, cacheStoragePolicy: .notAllowed) }
+    }
+
+    func innerDidReceive(_ data: Data) {
+        progress.withLock { $0.responseBytes += UInt64(data.count) }
+        toClient { $0.urlProtocol($1, didLoad: data) }
+    }
+
+    /// Hands a redirect to the app's task, which asks the app's delegate and starts the new request
+    /// itself; the inner task stops here.
+    func innerWillRedirect(to request: URLRequest, response: HTTPURLResponse) {
+        progress.withLock { $0.redirects += 1 }
+        let redirect = UncheckedSendable((request, response))
+        toClient(ending: true) { $0.urlProtocol($1, wasRedirectedTo: redirect.value.0, redirectResponse: redirect.value.1) }
+    }
+
+    func innerDidComplete(task: URLSessionTask, error: (any Error)?, metrics: URLSessionTaskMetrics?) {
+        let state = progress.withLock { $0 }
+        if state.redirects > 0 && state.response == nil { return }
+        let sampleError: (any Error)? = error ?? (state.stopped ? URLError(.cancelled) : nil)
+        var sample: RequestSample
+        if let metrics, let fromMetrics = RequestSample(
+            metrics: metrics, task: task, module: registration.module,
+            correlationHeaders: registration.recorder.correlationHeaders)
+        {
+            sample = fromMetrics
+        } else if let url = state.request.url {
+            sample = RequestSample(
+                method: state.request.httpMethod ?? "GET", url: url, module: registration.module,
+                startedAt: state.startedAt, duration: .now - state.started)
+            sample.timeToFirstByte = state.firstByte
+            sample.requestBytes = UInt64(max(0, task.countOfBytesSent))
+            sample.correlationID = CorrelationID.find(
+                in: state.request, response: state.response, headers: registration.recorder.correlationHeaders)
+        } else {
+            return
+        }
+        sample.module = registration.module
+        sample.statusCode = sampleError == nil ? (state.response?.statusCode ?? sample.statusCode) : nil
+        sample.error = sampleError.map(RequestSample.TransportError.init)
+        sample.responseBytes = state.responseBytes
+        registration.recorder.record(sample)
+        let failure = error.map { UncheckedSendable($0) }
+        toClient(ending: true) { client, owner in
+            if let failure {
+                client.urlProtocol(owner, didFailWithError: failure.value)
+            } else {
+                client.urlProtocolDidFinishLoading(owner)
+            }
+        }
+    }
+}
+
+/// Routes the inner session's events to the request that owns each task.
+final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    /// Guards the owners of running inner tasks and the metrics collected for them.
+    private let owners = Locked([Int: InnerSessionLoad]())
+    private let metrics = Locked([Int: URLSessionTaskMetrics]())
+
+    func register(_ task: URLSessionTask, for owner: InnerSessionLoad) {
+        owners.withLock { $0[task.taskIdentifier] = owner }
+    }
+
+    private func owner(_ task: URLSessionTask) -> InnerSessionLoad? {
+        owners.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        owner(dataTask)?.innerDidReceive(response)
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        owner(dataTask)?.innerDidReceive(data)
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        owner(task)?.innerWillRedirect(to: request, response: response)
+        completionHandler(nil)
+        task.cancel()
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        self.metrics.withLock { $0[task.taskIdentifier] = metrics }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let owner = owners.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        let collected = metrics.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        owner?.innerDidComplete(task: task, error: error, metrics: collected)
+    }
+}
+
+/// The app's protocol instance, held weakly across the hop to `clientCalls`; the URL loading
+/// system owns it and calls it only from its own queues.
+private struct WeakOwner: @unchecked Sendable {
+    weak var value: URLProtocol?
+    init(_ value: URLProtocol?) { self.value = value }
+}
+
+/// Carries a value the URL loading system already synchronises across a concurrency boundary.
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import LineProtocol
+import Logging
+import LoopbackHTTPServer
+import ServiceLifecycle
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+/// A service that asks its group to shut down gracefully after a moment.
+private struct StopsSoon: Service {
+    var after: Duration
+    func run() async throws { try await Task.sleep(for: after) }
+}
+
+@Suite(.serialized) struct AgentLifecycleTests {
+    private func makeAgent(spool: URL?, destination: InfluxDestination? = nil) throws -> APIHealthAgent {
+        var configuration = APIHealthConfiguration(serviceName: "lifecycle", destination: destination)
+        configuration.spool = spool.map { SpoolOptions(directory: $0) }
+        configuration.shutdownDeadline = .seconds(2)
+        return try APIHealthAgent(configuration: configuration, logger: Logger(label: "lifecycle"))
+    }
+
+    @Test func aSecondRunIsAnError() async throws {
+        let agent = try makeAgent(spool: nil)
+        agent.start()
+        await #expect(throws: APIHealthAgent.LifecycleError.self) { try await agent.run() }
+        await agent.shutdown()
+        await #expect(throws: APIHealthAgent.LifecycleError.self) { try await agent.run() }
+    }
+
+    @Test func runReturnsOnlyOnceTheSpoolIsReleased() async throws {
+        let spool = temporaryDirectory("lifecycle")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        for round in 0..<5 {
+            let agent = try makeAgent(spool: spool)
+            agent.write(Point(measurement: "round", fields: [Point.Field("n", .int(Int64(round)))]))
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    services: [
+                        .init(service: agent),
+                        .init(service: StopsSoon(after: .milliseconds(50)), successTerminationBehavior: .gracefullyShutdownGroup),
+                    ],
+                    logger: Logger(label: "lifecycle")))
+            try await group.run()
+            // The spool is free the moment run() has returned: the next agent takes it over.
+            let next = try makeAgent(spool: spool)
+            #expect(next.metrics.pendingLines >= round + 1, "\(round): the points of every round are kept")
+            await next.shutdown()
+        }
+    }
+
+    @Test func aCleanShutdownDropsNothing() async throws {
+        let server = try await LoopbackHTTPServer.start { _ in
+            LoopbackHTTPServer.Response(status: 204, delay: .milliseconds(30))
+        }
+        let spool = temporaryDirectory("lifecycle")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        var configuration = APIHealthConfiguration(
+            serviceName: "lifecycle",
+            destination: InfluxDestination(url: URL(string: server.baseURL)!, api: .v1(database: "x")))
+        configuration.spool = SpoolOptions(directory: spool)
+        configuration.selfMetricsInterval = .milliseconds(1)
+        configuration.batching.maximumLines = 10
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "lifecycle"))
+        agent.start()
+        for index in 0..<500 {
+            agent.write(Point(measurement: "drain", fields: [Point.Field("n", .int(Int64(index)))]))
+        }
+        await agent.shutdown(deadline: .seconds(30))
+        let metrics = agent.metrics
+        #expect(metrics.pointsDropped == 0)
+        #expect(metrics.pendingLines == 0)
+        #expect(metrics.pointsWritten >= 501)
+        try await server.shutdown()
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import LineProtocol
+import Logging
+import LoopbackHTTPServer
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A session delegate that answers redirects and authentication challenges its own way and counts
+/// how often it was asked.
+final class DecidingDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var redirectQuestions = 0
+    private var challengeQuestions = 0
+    let followsRedirects: Bool
+    let credential: URLCredential?
+
+    init(followsRedirects: Bool = true, credential: URLCredential? = nil) {
+        self.followsRedirects = followsRedirects
+        self.credential = credential
+    }
+
+    var asked: (redirects: Int, challenges: Int) { lock.withLock { (redirectQuestions, challengeQuestions) } }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        lock.withLock { redirectQuestions += 1 }
+        completionHandler(followsRedirects ? request : nil)
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        lock.withLock { challengeQuestions += 1 }
+        if let credential {
+            completionHandler(.useCredential, credential)
+        } else {
+            completionHandler(.cancelAuthenticationChallenge, nil)
+        }
+    }
+}
+
+/// Runs one data task on `session` through its delegate and returns what the app saw.
+func observeWithHandler(_ session: URLSession, _ url: URL) async -> Observed {
+    await withCheckedContinuation { continuation in
+        session.dataTask(with: url) { data, response, error in
+            continuation.resume(returning: Observed(data: data, response: response, error: error))
+        }.resume()
+    }
+}
+
+@Suite(.serialized) struct HostSafetyTests {
+    /// A session made from `configuration` (instrumented by `agent` when given) with `delegate`.
+    private func session(
+        _ agent: APIHealthAgent?, module: String = "tests", delegate: DecidingDelegate
+    ) -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 20
+        agent?.instrument(configuration, module: module)
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    @Test func aDelegateThatRefusesRedirectsIsAskedAndGetsTheRedirect() async throws {
+        let harness = try await CaptureHarness()
+        let plainDelegate = DecidingDelegate(followsRedirects: false)
+        let hookedDelegate = DecidingDelegate(followsRedirects: false)
+        let plain = await observeWithHandler(session(nil, delegate: plainDelegate), harness.url("/redirect/2"))
+        let hooked = await observeWithHandler(session(harness.agent, delegate: hookedDelegate), harness.url("/redirect/2"))
+        #expect(plain.status == 302)
+        #expect(hooked == plain)
+        #expect(plainDelegate.asked.redirects == 1)
+        #expect(hookedDelegate.asked.redirects == plainDelegate.asked.redirects)
+        let points = try await harness.waitForRequests(1)
+        #expect(points.first?.tag("status") == "302")
+        await harness.close()
+    }
+
+    @Test func aDelegateThatFollowsRedirectsIsAskedForEveryHop() async throws {
+        let harness = try await CaptureHarness()
+        let plainDelegate = DecidingDelegate(followsRedirects: true)
+        let hookedDelegate = DecidingDelegate(followsRedirects: true)
+        let plain = await observeWithHandler(session(nil, delegate: plainDelegate), harness.url("/redirect/3"))
+        let hookedSession = session(harness.agent, delegate: hookedDelegate)
+        // The sample covers the whole chain as the caller sees it: within 1 ms + 2 % of the caller's
+        // stopwatch, on the best of three runs (the rest is scheduling noise on a busy machine).
+        var gaps: [Double] = []
+        for run in 1...3 {
+            let started = ContinuousClock.now
+            let hooked = await observeWithHandler(hookedSession, harness.url("/redirect/3"))
+            let stopwatch = (ContinuousClock.now - started) / .milliseconds(1)
+            #expect(hooked == plain)
+            let point = try #require(try await harness.waitForRequests(run).last)
+            guard case .float(let duration) = point.field("duration_ms") else {
+                Issue.record("no duration in \(point)")
+                return
+            }
+            #expect(duration <= stopwatch)
+            gaps.append((stopwatch - duration) - (1 + stopwatch * 0.02))
+        }
+        #expect(plain.status == 200)
+        #expect(hookedDelegate.asked.redirects == 9)
+        #expect(plainDelegate.asked.redirects == 3)
+        #expect(gaps.min()! <= 0, "gaps beyond the tolerance: \(gaps) ms")
+        await harness.close()
+    }
+
+    @Test func authenticationChallengesReachTheAppsDelegate() async throws {
+        let harness = try await CaptureHarness()
+        for credential in [URLCredential(user: "user", password: "secret", persistence: .none), nil] {
+            let plainDelegate = DecidingDelegate(credential: credential)
+            let hookedDelegate = DecidingDelegate(credential: credential)
+            let plain = await observeWithHandler(session(nil, delegate: plainDelegate), harness.url("/basic-auth"))
+            let hooked = await observeWithHandler(session(harness.agent, delegate: hookedDelegate), harness.url("/basic-auth"))
+            #expect(plainDelegate.asked.challenges >= 1)
+            #expect(hookedDelegate.asked.challenges == plainDelegate.asked.challenges)
+            #expect(hooked == plain)
+            if credential != nil { #expect(hooked.status == 200) }
+        }
+        await harness.close()
+    }
+
+    @Test func aHookWhoseAgentIsGonePassesRequestsThroughUntouched() async throws {
+        let harness = try await CaptureHarness(module: "second")
+        let staleConfiguration = URLSessionConfiguration.ephemeral
+        staleConfiguration.httpAdditionalHeaders = ["X-Token": "first"]
+        do {
+            var configuration = APIHealthConfiguration(serviceName: "first")
+            configuration.spool = nil
+            let first = try APIHealthAgent(configuration: configuration, logger: Logger(label: "first"))
+            first.instrument(staleConfiguration, module: "first")
+        }
+        // A new agent instruments configurations of its own, with other credentials.
+        let secondConfiguration = URLSessionConfiguration.ephemeral
+        secondConfiguration.httpAdditionalHeaders = ["X-Token": "second", "Authorization": "Token second-secret"]
+        for module in ["second", "third", "fourth"] {
+            harness.agent.instrument(secondConfiguration, module: module)
+        }
+        let stale = URLSession(configuration: staleConfiguration)
+        let (data, response) = try await stale.data(from: harness.url("/headers"))
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: data, as: UTF8.self) == "first -", "the stale configuration's own headers, nothing else")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(harness.requests().isEmpty, "the second agent records nothing of the stale configuration")
+        await harness.close()
+    }
+
+    @Test func instrumentingAgainReusesOneHookAndThereIsNoLimit() async throws {
+        let harness = try await CaptureHarness()
+        var hooks: Set<ObjectIdentifier> = []
+        for _ in 0..<20 {
+            let configuration = URLSessionConfiguration.ephemeral
+            harness.agent.instrument(configuration, module: "same")
+            hooks.insert(ObjectIdentifier(try #require(configuration.protocolClasses?.first)))
+        }
+        #expect(hooks.count == 1, "the same agent and module share one hook")
+        var sessions: [URLSession] = []
+        for index in 0..<40 {
+            let configuration = URLSessionConfiguration.ephemeral
+            harness.agent.instrument(configuration, module: "module-\(index)")
+            sessions.append(URLSession(configuration: configuration))
+        }
+        for session in sessions {
+            _ = try await session.data(from: harness.url("/ok"))
+        }
+        let points = try await harness.waitForRequests(40)
+        #expect(Set(points.compactMap { $0.tag("module") }).count == 40, "all 40 configurations are instrumented")
+        await harness.close()
+    }
+
+    @Test func concurrentRequestsOnOneSessionNeverCrashAndAreAllRecorded() async throws {
+        let harness = try await CaptureHarness()
+        let total = 3_000
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            var started = 0
+            var counts: [Int: Int] = [:]
+            // Eight at a time, like a service with a bounded pool of callers.
+            for _ in 0..<8 {
+                let index = started
+                started += 1
+                group.addTask { try await Self.call(harness, index) }
+            }
+            while let status = try await group.next() {
+                counts[status, default: 0] += 1
+                if started < total {
+                    let index = started
+                    started += 1
+                    group.addTask { try await Self.call(harness, index) }
+                }
+            }
+            return counts
+        }
+        #expect(statuses == [200: total / 2, 404: total / 2])
+        let points = try await harness.waitForRequests(total)
+        #expect(points.count == total)
+        await harness.close()
+    }
+
+    private static func call(_ harness: CaptureHarness, _ index: Int) async throws -> Int {
+        var request = URLRequest(url: harness.url(index % 2 == 0 ? "/ok" : "/status/404"))
+        if index % 50 == 0 { request.timeoutInterval = 0.001 }
+        do {
+            let (_, response) = try await harness.instrumented.data(for: request)
+            return (response as? HTTPURLResponse)?.statusCode ?? 0
+        } catch {
+            // A request that timed out at once: the same answer the app would get without the hook.
+            let (_, response) = try await harness.plain.data(from: request.url!)
+            return (response as? HTTPURLResponse)?.statusCode ?? 0
+        }
+    }
+}
