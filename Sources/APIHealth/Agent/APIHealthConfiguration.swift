@@ -67,8 +67,12 @@ public struct APIHealthConfiguration: Sendable {
     public struct CaptureOptions: Sendable {
         /// Firebase-style rules, tried before automatic templating: `*` is one segment, `**` the rest.
         public var pathRules: [String] = []
-        /// Distinct (host, path) values before new ones become ``overflowPath``.
+        /// Distinct (host, path) values before new ones become ``overflowPath``. Templates of positions
+        /// learned as parameters give their places back.
         public var maximumDistinctPaths = 500
+        /// Distinct literal values at one path position, under one template prefix, past which the
+        /// position becomes a parameter (`{slug}`, `{token}`, `{param}`) for that host and method.
+        public var learningThreshold = 20
         /// The path tag of requests past the cap.
         public var overflowPath = "{overflow}"
         /// Hosts never recorded (the destination's host is always excluded).

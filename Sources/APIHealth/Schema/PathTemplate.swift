@@ -30,12 +30,11 @@ public struct PathTemplater: Sendable {
         }
     }
 
-    /// The template of `path` on `host` (lowercased, with any port).
+    /// The template of `path` on `host` (lowercased, with any port), from the rules alone: what the
+    /// agent writes also depends on what it has learned of the traffic (see the README).
     public func template(host: String, path: String) -> String {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-        for rule in rules where rule.host == nil || rule.host == host || rule.host == host.split(separator: ":").first.map(String.init) {
-            if Self.matches(rule.segments[...], segments[...]) { return rule.template }
-        }
+        if let ruled = ruleTemplate(host: host, segments: segments) { return ruled }
         if segments.isEmpty { return "/" }
         var result = ""
         for segment in segments {
@@ -43,6 +42,16 @@ public struct PathTemplater: Sendable {
             result += Self.placeholder(for: segment) ?? String(segment)
         }
         return result
+    }
+
+    /// The template of the first user rule that matches, if any.
+    func ruleTemplate(host: String, segments: [Substring]) -> String? {
+        guard !rules.isEmpty else { return nil }
+        let bareHost = host.split(separator: ":").first.map(String.init)
+        for rule in rules where rule.host == nil || rule.host == host || rule.host == bareHost {
+            if Self.matches(rule.segments[...], segments[...]) { return rule.template }
+        }
+        return nil
     }
 
     private static func matches(_ pattern: ArraySlice<Substring>, _ segments: ArraySlice<Substring>) -> Bool {

@@ -5,26 +5,30 @@ import LineProtocol
 final class RequestSchema: Sendable {
     private let configuration: APIHealthConfiguration
     private let templater: PathTemplater
+    private let learner: EndpointLearner
     private let excludedHosts: Set<String>
-    /// Distinct `host path` values seen, and how many samples fell past the cap.
-    private let paths = Locked((seen: Set<String>(), overflowed: UInt64(0)))
     /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
     /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
-    /// again. Cleared when it grows past 4,096.
-    private let rendered = Locked([URL: [RequestSeries]]())
+    /// again. Cleared when it grows past 4,096, and when the learner learns a position (which changes
+    /// the templates of some URLs once).
+    private let rendered = Locked((learned: UInt64(0), series: [URL: [RequestSeries]]()))
     private static let statusClasses = (0...9).map { "\($0)xx" }
     private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
 
     init(configuration: APIHealthConfiguration) {
         self.configuration = configuration
         self.templater = PathTemplater(rules: configuration.capture.pathRules)
+        self.learner = EndpointLearner(
+            threshold: configuration.capture.learningThreshold,
+            maximumTemplates: configuration.capture.maximumDistinctPaths,
+            overflowPath: configuration.capture.overflowPath)
         var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
         // The destination is excluded by host and port, so other services on its host are still seen.
         if let destination = configuration.destination { excluded.insert(Self.hostTag(destination.url)) }
         self.excludedHosts = excluded
     }
 
-    var pathsOverflowed: UInt64 { paths.withLock { $0.overflowed } }
+    var pathsOverflowed: UInt64 { learner.overflowed }
 
     /// `host` or `host:port`, lowercased.
     static func hostTag(_ url: URL) -> String {
@@ -37,19 +41,14 @@ final class RequestSchema: Sendable {
         return excludedHosts.contains(host) || excludedHosts.contains(Self.hostTag(url))
     }
 
-    /// The templated path, or the overflow value once the cap of distinct paths is reached.
-    func pathTag(host: String, url: URL) -> String {
-        let template = templater.template(host: host, path: url.path)
-        let key = host + " " + template
-        return paths.withLock { state in
-            if state.seen.contains(key) { return template }
-            if state.seen.count < configuration.capture.maximumDistinctPaths {
-                state.seen.insert(key)
-                return template
-            }
-            state.overflowed += 1
-            return configuration.capture.overflowPath
+    /// The templated path (a user rule's, else a learned one), or the overflow value once the cap of
+    /// distinct paths is reached.
+    func pathTag(host: String, method: String, url: URL) -> String {
+        let segments = url.path.split(separator: "/", omittingEmptySubsequences: true)
+        if let ruled = templater.ruleTemplate(host: host, segments: segments) {
+            return learner.admit(host: host, template: ruled)
         }
+        return learner.template(host: host, method: Self.methodTag(method), segments: segments)
     }
 
     static func methodTag(_ method: String) -> String {
@@ -60,11 +59,19 @@ final class RequestSchema: Sendable {
     /// The rendered series of `sample`: `nil` for an excluded host, a failure when the configured
     /// measurement cannot be written.
     func series(for sample: RequestSample) -> Result<RequestSeries, LineProtocolError>? {
-        let cached = rendered.withLock { cache in cache[sample.url]?.first(where: { $0.isSeries(of: sample) }) }
+        let learned = learner.positionsLearned
+        let cached = rendered.withLock { cache -> RequestSeries? in
+            if cache.learned != learned {
+                cache.series.removeAll(keepingCapacity: true)
+                cache.learned = learned
+                return nil
+            }
+            return cache.series[sample.url]?.first(where: { $0.isSeries(of: sample) })
+        }
         if let cached { return .success(cached) }
         guard !isExcluded(sample.url) else { return nil }
         let host = Self.hostTag(sample.url)
-        let path = pathTag(host: host, url: sample.url)
+        let path = pathTag(host: host, method: sample.method, url: sample.url)
         let series: RequestSeries
         do {
             series = RequestSeries(
@@ -76,11 +83,12 @@ final class RequestSchema: Sendable {
         // An overflowed path is not cached: it is counted each time.
         if path != configuration.capture.overflowPath {
             rendered.withLock { cache in
-                if cache.count >= 4_096 { cache.removeAll(keepingCapacity: true) }
-                var variants = cache[sample.url] ?? []
+                guard cache.learned == learned else { return }
+                if cache.series.count >= 4_096 { cache.series.removeAll(keepingCapacity: true) }
+                var variants = cache.series[sample.url] ?? []
                 if variants.count >= 64 { variants.removeAll() }
                 variants.append(series)
-                cache[sample.url] = variants
+                cache.series[sample.url] = variants
             }
         }
         return .success(series)
@@ -130,7 +138,7 @@ final class RequestSchema: Sendable {
         return Point(
             measurement: configuration.parseFailureMeasurement,
             tags: [
-                Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, url: url)),
+                Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, method: method, url: url)),
                 Point.Tag(T.method, Self.methodTag(method)), Point.Tag(T.module, module),
                 Point.Tag(T.status, statusCode.map(String.init) ?? "error"), Point.Tag(T.failure, kind.rawValue),
             ],
