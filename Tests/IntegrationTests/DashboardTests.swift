@@ -76,6 +76,24 @@ private func matches(_ pattern: String, in text: String) -> [String] {
         #expect(Set(charts.flatMap { ($0["queries"] as! [[String: Any]]).map { $0["query"] as! String } }) == flux)
         #expect(template.first?["kind"] as? String == "Variable")
     }
+
+    @Test func theInfluxQLGrafanaDashboardCarriesTheInfluxQLFilesUnchanged() throws {
+        let influxQL = Set(try files("influxql", ".influxql").map {
+            $0.text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
+        })
+        let grafana = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: dashboards.appendingPathComponent("grafana/dashboards/apihealth-influxql.json"))) as! [String: Any]
+        let panels = grafana["panels"] as! [[String: Any]]
+        let queries = panels.flatMap { ($0["targets"] as! [[String: Any]]).map { $0["query"] as! String } }
+        #expect(Set(queries) == influxQL, "run scripts/build-dashboards after changing a .influxql file")
+        for panel in panels {
+            #expect((panel["datasource"] as? [String: Any])?["uid"] as? String == "apihealth-influxql")
+        }
+        let provisioning = try String(
+            contentsOf: dashboards.appendingPathComponent("grafana/provisioning/datasources/influxdb.yml"), encoding: .utf8)
+        #expect(provisioning.contains("uid: apihealth-influxql") && provisioning.contains("version: InfluxQL"),
+            "the InfluxQL data source the dashboard names is provisioned")
+    }
 }
 
 /// The InfluxQL panels, run against a real InfluxDB 1.x holding a known data set written by the agent.
@@ -107,11 +125,15 @@ private func matches(_ pattern: String, in text: String) -> [String] {
         return sorted[index]
     }
 
+    /// The panel interval the queries run with: one bucket holds the whole data set.
+    static let intervalSeconds = 86_400_000
+
     static func query(_ name: String) throws -> String {
         let text = try String(contentsOf: dashboards.appendingPathComponent("influxql/\(name).influxql"), encoding: .utf8)
         return text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
             .replacingOccurrences(of: "$timeFilter", with: "time >= now() - 1h AND time <= now() + 1m")
-            .replacingOccurrences(of: "$__interval", with: "1000d")
+            .replacingOccurrences(of: "$__interval_ms", with: "\(Self.intervalSeconds * 1_000)")
+            .replacingOccurrences(of: "$__interval", with: "\(Self.intervalSeconds)s")
     }
 
     @Test func everyPanelMatchesTheNumbersComputedFromTheDataSet() async throws {
@@ -135,7 +157,7 @@ private func matches(_ pattern: String, in text: String) -> [String] {
                 agent.recordParseFailure(
                     for: URLRequest(url: url), response: nil, error: DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "x")),
                     module: sample.module, data: Data("<html>".utf8))
-                parseFailures["\(sample.module) \(sample.path)", default: 0] += 1
+                parseFailures["\(sample.host) \(sample.module) \(sample.path)", default: 0] += 1
             }
         }
         await agent.shutdown(deadline: .seconds(10))
@@ -154,16 +176,24 @@ private func matches(_ pattern: String, in text: String) -> [String] {
             }
         }
 
-        // Requests by module.
-        let rate = try await influx.query(try Self.query("request_rate"))
+        // Requests per second by module: the count in the interval over the interval's seconds (as in Flux).
+        func perSecond(_ series: [InfluxDB1.Series], tag: String, column: String) -> [String: Double] {
+            Dictionary(uniqueKeysWithValues: series.map { ($0.tags[tag]!, ($0.rows.first?[column] as? NSNumber)?.doubleValue ?? -1) })
+        }
+        func matches(_ measured: [String: Double], _ counts: [String: Int]) -> Bool {
+            Set(measured.keys) == Set(counts.keys)
+                && counts.allSatisfy { abs(measured[$0.key]! - Double($0.value) / Double(Self.intervalSeconds)) < 1e-15 }
+        }
+        let rate = perSecond(try await influx.query(try Self.query("request_rate")), tag: "module", column: "requests_per_second")
         let perModule = Dictionary(grouping: samples, by: \.module).mapValues(\.count)
-        #expect(Dictionary(uniqueKeysWithValues: rate.map { ($0.tags["module"]!, ($0.rows.first?["requests"] as? NSNumber)?.intValue ?? -1) }) == perModule)
+        #expect(matches(rate, perModule), "\(rate) vs \(perModule) per \(Self.intervalSeconds) s")
 
-        // Failed requests by status class.
-        let errors = try await influx.query(try Self.query("error_rate_by_status_class"))
+        // Failed requests per second by status class.
+        let errors = perSecond(
+            try await influx.query(try Self.query("error_rate_by_status_class")), tag: "status_class", column: "errors_per_second")
         let failed = samples.filter { ($0.status ?? 600) >= 400 }
         let perClass = Dictionary(grouping: failed) { $0.status.map { "\($0 / 100)xx" } ?? "error" }.mapValues(\.count)
-        #expect(Dictionary(uniqueKeysWithValues: errors.map { ($0.tags["status_class"]!, ($0.rows.first?["errors"] as? NSNumber)?.intValue ?? -1) }) == perClass)
+        #expect(matches(errors, perClass), "\(errors) vs \(perClass) per \(Self.intervalSeconds) s")
 
         // Availability per host.
         let availability = try await influx.query(try Self.query("availability"))
@@ -183,13 +213,13 @@ private func matches(_ pattern: String, in text: String) -> [String] {
         let failureSeries = try await influx.query(statements[0])
         let requestSeries = try await influx.query(statements[1])
         let measuredFailures = Dictionary(uniqueKeysWithValues: failureSeries.map {
-            ("\($0.tags["module"]!) \($0.tags["path"]!)", ($0.rows.first?["parse_failures"] as? NSNumber)?.intValue ?? -1)
+            ("\($0.tags["host"]!) \($0.tags["module"]!) \($0.tags["path"]!)", ($0.rows.first?["parse_failures"] as? NSNumber)?.intValue ?? -1)
         })
-        #expect(measuredFailures == parseFailures)
+        #expect(measuredFailures == parseFailures, "endpoints of different hosts stay apart")
         let measuredRequests = Dictionary(uniqueKeysWithValues: requestSeries.map {
-            ("\($0.tags["module"]!) \($0.tags["path"]!)", ($0.rows.first?["requests"] as? NSNumber)?.intValue ?? -1)
+            ("\($0.tags["host"]!) \($0.tags["module"]!) \($0.tags["path"]!)", ($0.rows.first?["requests"] as? NSNumber)?.intValue ?? -1)
         })
-        #expect(measuredRequests == Dictionary(grouping: samples) { "\($0.module) \($0.path)" }.mapValues(\.count))
+        #expect(measuredRequests == Dictionary(grouping: samples) { "\($0.host) \($0.module) \($0.path)" }.mapValues(\.count))
 
         // The slowest endpoints.
         let slowest = try await influx.query(try Self.query("slowest_endpoints"))
@@ -200,6 +230,9 @@ private func matches(_ pattern: String, in text: String) -> [String] {
             let key = "\(row["host"] as! String) \(row["path"] as! String)"
             #expect((row["p95"] as? NSNumber)?.doubleValue == expectedTop.first { $0.key == key }?.p95, "\(key)")
         }
+        // Slowest first, as Flux's top() ranks them.
+        let ranked = rows.compactMap { ($0["p95"] as? NSNumber)?.doubleValue }
+        #expect(ranked == expectedTop.map(\.p95).sorted(by: >), "\(ranked)")
 
         // The agent's own health.
         let health = try await influx.query(try Self.query("agent_health"))

@@ -86,6 +86,7 @@ let benchmarks: @Sendable () -> Void = {
             let base = server.url()
             let session = sessions[instrumented ? 1 : 0]
             let request = URLRequest(url: URL(string: base + "/users/1")!)
+            let recordedBefore = getAgent.metrics.pointsRecorded
             for _ in benchmark.scaledIterations {
                 let done = DispatchSemaphore(value: 0)
                 session.dataTask(with: request) { data, _, _ in
@@ -94,6 +95,11 @@ let benchmarks: @Sendable () -> Void = {
                 }.resume()
                 done.wait()
             }
+            // The agent lives as long as the benchmarks (the hook holds it weakly): an instrumented run
+            // records exactly one sample per request, a plain run none.
+            let recorded = getAgent.metrics.pointsRecorded - recordedBefore
+            let expected = instrumented ? UInt64(benchmark.scaledIterations.count) : 0
+            precondition(recorded == expected, "recorded \(recorded) samples for \(benchmark.scaledIterations.count) requests")
         }
     }
 
