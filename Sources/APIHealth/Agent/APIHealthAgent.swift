@@ -39,6 +39,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// directory cannot be used (another agent holds it, no permission).
     public init(configuration: APIHealthConfiguration, logger: Logger, clock: any AgentClock = SystemAgentClock()) throws {
         try configuration.validate()
+        for notice in configuration.notices { logger.warning("APIHealth configuration: \(notice)") }
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -52,10 +53,14 @@ public final class APIHealthAgent: Sendable, Service {
         if case .v1 = configuration.destination?.api { encoder.writesUnsignedAsSigned = true }
         let pending = PendingBatches(batching: configuration.batching, encoder: encoder, spool: spool)
         self.pending = pending
-        if let options = configuration.spool, spool != nil {
-            let problems = try pending.restore(from: SpoolReader(directory: options.directory))
-            for problem in problems {
-                logger.info("Left a line of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
+        if let spool {
+            let problems = try pending.restore(from: spool.reader())
+            if let first = problems.first {
+                logger.warning(
+                    "Left parts of the spool out", metadata: ["apihealth.spool.problems": "\(problems.count)", "apihealth.spool.problem": "\(first)"])
+            }
+            for problem in problems.dropFirst() {
+                logger.debug("Left a part of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
             }
         }
         let selfMetrics = Locked<Duration?>(nil)
@@ -243,7 +248,15 @@ public final class APIHealthAgent: Sendable, Service {
         }
         loops?.cancel()
         await loops?.value
-        pending.releaseSpool()
+        let lost = pending.releaseSpool { [logger] failure in
+            logger.warning("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
+        }
+        if lost > 0 {
+            let metrics = pending.metrics
+            logger.warning(
+                "APIHealth exits with points that are neither delivered nor in the spool",
+                metadata: ["apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(metrics.spoolWriteErrors)"])
+        }
     }
 
     /// What happened to the points so far.
@@ -254,7 +267,7 @@ public final class APIHealthAgent: Sendable, Service {
     private func writeThroughLoop() async {
         while !Task.isCancelled {
             pending.writeThrough { [logger] failure in
-                logger.info("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
+                logger.warning("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
             }
             if pending.isClosed && pending.isDrained { break }
             try? await Task.sleep(for: .milliseconds(20))
