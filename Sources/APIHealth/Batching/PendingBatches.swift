@@ -410,9 +410,12 @@ final class PendingBatches: Sendable {
                             written.append((item.segment, spool.committedLength(of: item.segment), false))
                             throw error
                         }
+                        written.append((item.segment, item.end, false))
                     }
-                    if item.seals { try spool.seal(item.segment) }
-                    written.append((item.segment, item.end, item.seals))
+                    if item.seals {
+                        try spool.seal(item.segment)
+                        written.append((item.segment, item.end, true))
+                    }
                 } catch {
                     failures.append(error)
                 }
@@ -533,6 +536,11 @@ final class PendingBatches: Sendable {
             state.spool = nil
             return lost
         }
+    }
+
+    /// Memory held by the pending batches' byte arrays, spare capacity included (for tests and diagnostics).
+    var reservedBytes: Int {
+        state.withLock { state in state.batches.reduce(0) { $0 + $1.bytes.capacity } }
     }
 
     /// Every pending line, oldest first (for tests and diagnostics).
