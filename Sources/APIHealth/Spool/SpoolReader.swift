@@ -153,15 +153,38 @@ public struct SpoolReader: Sendable {
         var lines: [[UInt8]] = []
         var problems: [SpoolProblem] = []
         bytes.withUnsafeBufferPointer { buffer in
-            var ranges: [LineSplitter.Line] = []
-            for line in LineSplitter(buffer) {
-                if line.range.upperBound >= buffer.count {
-                    if !line.range.isEmpty {
-                        problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine))
+            var ranges: [Range<Int>] = []
+            // A quote that is never closed would carry the next lines into one string: a line that
+            // spans line ends and does not parse costs its first physical line only.
+            var start = 0
+            splitting: while start < buffer.count {
+                for part in LineSplitter(UnsafeBufferPointer(rebasing: buffer[start...])) {
+                    let line = (number: part.number, range: (part.range.lowerBound + start)..<(part.range.upperBound + start))
+                    let torn = line.range.upperBound >= buffer.count
+                    if let newline = buffer[line.range].firstIndex(of: UInt8(ascii: "\n")) {
+                        let whole = UnsafeBufferPointer(rebasing: buffer[line.range])
+                        if torn || (try? LineParser().validateLine(whole)) == nil {
+                            let first = UnsafeBufferPointer(rebasing: buffer[line.range.lowerBound..<newline])
+                            var reason = "unterminated string value"
+                            do {
+                                _ = try LineParser().validateLine(first)
+                            } catch {
+                                reason = "\(error)"
+                            }
+                            problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine(reason)))
+                            start = newline + 1
+                            continue splitting
+                        }
                     }
-                    continue
+                    if torn {
+                        if !line.range.isEmpty {
+                            problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine))
+                        }
+                        continue
+                    }
+                    ranges.append(line.range)
                 }
-                ranges.append(line)
+                break
             }
             // Checking lines is the costly part of reading a large segment: spread it over the cores.
             let chunks = ranges.count >= 20_000 ? ProcessInfo.processInfo.activeProcessorCount : 1
@@ -176,7 +199,7 @@ public struct SpoolReader: Sendable {
                 var index = chunk * ranges.count / chunks
                 let end = (chunk + 1) * ranges.count / chunks
                 while index < end {
-                    let line = ranges[index]
+                    let line = (number: index + 1, range: ranges[index])
                     do {
                         if try !parser.validateLine(UnsafeBufferPointer(rebasing: buffer[line.range]), lineNumber: line.number) {
                             local[index] = .some(nil)
@@ -194,10 +217,10 @@ public struct SpoolReader: Sendable {
             for (index, line) in ranges.enumerated() {
                 switch skipped[index] {
                 case .none:
-                    lines.append(Array(UnsafeBufferPointer(rebasing: buffer[line.range])))
+                    lines.append(Array(UnsafeBufferPointer(rebasing: buffer[line])))
                 case .some(.some(let error)):
                     problems.append(
-                        SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine("\(error)")))
+                        SpoolProblem(file: file, offset: baseOffset + line.lowerBound, kind: .corruptLine("\(error)")))
                 case .some(.none):
                     break
                 }
@@ -266,5 +289,5 @@ private final class DirectoryHandle: Sendable {
 /// Bytes and line ranges read by several threads at once while their owner waits.
 private struct ReadOnlyBytes: @unchecked Sendable {
     let buffer: UnsafeBufferPointer<UInt8>
-    let ranges: [LineSplitter.Line]
+    let ranges: [Range<Int>]
 }
