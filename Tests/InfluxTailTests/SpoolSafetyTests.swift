@@ -248,3 +248,77 @@ private let nobody: uid_t = 65_534
         #expect(denied.stderr.contains("permission denied"), "\(denied.stderr)")
     }
 }
+
+@Suite struct SpoolLinesAndSettingsTests {
+    @Test func anUnterminatedQuoteCostsItsOwnLineOnly() {
+        let bytes = Array("a s=\"never closed\ngood v=1i 1\nalso n=2i 2\n".utf8)
+        let (lines, problems) = SpoolReader.completeLines(bytes, file: "x.lp")
+        #expect(lines.map { String(decoding: $0, as: UTF8.self) } == ["good v=1i 1", "also n=2i 2"])
+        #expect(problems.count == 1 && problems.first?.offset == 0, "\(problems)")
+    }
+
+    @Test func influxTailShowsControlBytesVisibly() async throws {
+        let spool = temporaryDirectory("escapes")
+        try markAsSpool(spool)
+        try Data("m,host=a s=\"\u{1B}[2J\u{7}\" 1\n".utf8).write(to: spool.appendingPathComponent("00000000000000000001.lp"))
+        for format in ["line", "table"] {
+            let tail = try await Child.run("influx-tail", ["--spool", spool.path, "--format", format, "--color", "never"])
+            #expect(tail.status == 0, "\(tail.stderr)")
+            #expect(!tail.stdout.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(format): \(tail.stdout.debugDescription)")
+            #expect(tail.stdout.contains("\\x1b[2J") || tail.stdout.contains("\\u001b[2J"), "\(format): \(tail.stdout.debugDescription)")
+        }
+    }
+
+    @Test func settingsThatCannotWorkAreErrorsAtStart() throws {
+        let base = ["INFLUX_URL": "http://user:secret@localhost:8086", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b"]
+        #expect(throws: APIHealthConfiguration.Error.self) {
+            _ = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "maybe"], serviceName: "s")
+        }
+        #expect(try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "off"], serviceName: "s").isEnabled == false)
+        #expect(try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "TRUE"], serviceName: "s").isEnabled)
+
+        let folder = temporaryDirectory("token")
+        let empty = folder.appendingPathComponent("empty")
+        try Data("\n".utf8).write(to: empty)
+        #expect(throws: APIHealthConfiguration.Error.self) {
+            _ = try APIHealthConfiguration.fromEnvironment(base.merging(["INFLUX_TOKEN_FILE": empty.path]) { $1 }, serviceName: "s")
+        }
+        let broken = folder.appendingPathComponent("broken")
+        try Data("abc\r\ndef\n".utf8).write(to: broken)
+        #expect(throws: APIHealthConfiguration.Error.self) {
+            _ = try APIHealthConfiguration.fromEnvironment(base.merging(["INFLUX_TOKEN_FILE": broken.path]) { $1 }, serviceName: "s")
+        }
+        #expect(throws: APIHealthConfiguration.Error.self) {
+            _ = try APIHealthConfiguration.fromEnvironment(base.merging(["INFLUX_TOKEN": "abc\ndef"]) { $1 }, serviceName: "s")
+        }
+        let readable = folder.appendingPathComponent("readable")
+        try Data("s3cr3t\n".utf8).write(to: readable)
+        chmod(readable.path, 0o644)
+        let configuration = try APIHealthConfiguration.fromEnvironment(
+            base.merging(["INFLUX_TOKEN_FILE": readable.path]) { $1 }, serviceName: "s")
+        #expect(configuration.notices.count == 1 && configuration.notices[0].contains("can be read by other users"))
+
+        #expect(configuration.destination?.redactedURL == "http://<redacted>@localhost:8086")
+        do {
+            _ = try APIHealthConfiguration.fromEnvironment(["INFLUX_URL": "ftp://user:secret@host/x", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b"], serviceName: "s")
+            Issue.record("an ftp URL was accepted")
+        } catch {
+            #expect(!"\(error)".contains("secret"), "\(error)")
+        }
+    }
+
+    @Test func theDemoNeverPrintsURLCredentials() async throws {
+        let spool = temporaryDirectory("demo-credentials").appendingPathComponent("spool")
+        let demo = try Child(
+            "apihealth-demo", [],
+            environment: [
+                "INFLUX_URL": "http://user:secret@127.0.0.1:9", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
+                "APIHEALTH_SPOOL_DIR": spool.path,
+            ])
+        try await Task.sleep(for: .milliseconds(1_500))
+        demo.signal(SIGTERM)
+        _ = await demo.wait(timeout: .seconds(20))
+        #expect(!demo.stdout.contains("secret") && !demo.stderr.contains("secret"))
+        #expect(demo.stdout.contains("<redacted>@127.0.0.1:9"), "\(demo.stdout.prefix(500))")
+    }
+}
