@@ -24,7 +24,10 @@ public struct LineParseError: Error, Sendable, Hashable, CustomStringConvertible
 /// everywhere, and before `"` in a measurement or field key too; any other backslash is literal.
 /// It accepts all escapes, `#` comment lines, blank lines, CRLF line ends, an optional timestamp,
 /// floats with exponents, `i` and `u` integers, and `t`/`T`/`true`/`True`/`TRUE` and the false forms.
-/// It refuses NaN and infinity, empty names, duplicate tag keys, integers out of range and invalid UTF-8.
+/// It refuses NaN and infinity, empty names, control characters in names and tag values, duplicate tag
+/// keys, integers out of range and invalid UTF-8. A field given twice is read as written (the encoder
+/// writes what a point holds; the server decides).
+/// ``validateLine(_:lineNumber:)`` accepts exactly the lines ``parseLine(_:lineNumber:)-([UInt8],_)`` accepts.
 public struct LineParser: Sendable {
     /// The precision the timestamps are in.
     public var precision: Precision
@@ -86,19 +89,22 @@ public struct LineParser: Sendable {
         let measurement = try cursor.name(
             stoppingAt: .measurementStops, escapable: .measurementEscapes, what: "measurement")
         var tags: [Point.Tag] = []
+        // Keys are compared as written: unescaping maps distinct written keys to distinct keys.
+        var tagKeys: [Range<Int>] = []
         while cursor.peek == .comma {
             cursor.advance()
+            let keyStart = cursor.index
             let key = try cursor.name(stoppingAt: .keyStops, escapable: .tagEscapes, what: "tag key")
+            let keyRange = keyStart..<cursor.index
             guard cursor.peek == .equals else { throw cursor.error("expected '=' after tag key") }
             cursor.advance()
             let value = try cursor.name(stoppingAt: .keyStops, escapable: .tagEscapes, what: "tag value")
             if cursor.peek == .equals { throw cursor.error("unescaped '=' in tag value") }
-            if cursor.collects {
-                if tags.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
-                    throw cursor.error("duplicate tag key \"\(key)\"")
-                }
-                tags.append(Point.Tag(key, value))
+            if tagKeys.contains(where: { line[$0].elementsEqual(line[keyRange]) }) {
+                throw cursor.error("duplicate tag key \"\(String(decoding: UnsafeBufferPointer(rebasing: line[keyRange]), as: UTF8.self))\"")
             }
+            tagKeys.append(keyRange)
+            if cursor.collects { tags.append(Point.Tag(key, value)) }
         }
         guard cursor.peek == .space else { throw cursor.error("expected a space before the field set") }
         cursor.advance()
@@ -306,6 +312,7 @@ private struct Cursor {
             if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") {
                 throw error("line break in \(what)")
             }
+            if byte < 0x20 || byte == 0x7F { throw error("control character in \(what)") }
             if collects { value.append(byte) }
             length += 1
             index += 1
@@ -343,6 +350,9 @@ private struct Cursor {
             break
         }
         if index == start { throw error("empty \(what)", at: start) }
+        for position in start..<index where bytes[position] < 0x20 || bytes[position] == 0x7F {
+            throw error("control character in \(what)", at: position)
+        }
         try checkUTF8(start..<index, what: what)
     }
 

@@ -62,7 +62,7 @@ struct Demo: AsyncParsableCommand {
         let traffic = DemoTraffic(
             agent: agent, baseURL: server.baseURL, modules: moduleList, rate: rate, duration: .seconds(duration),
             counters: counters, logger: logger)
-        let destination = configuration.destination.map { "\($0.url.absoluteString)" } ?? "nowhere (pending in the spool)"
+        let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending in the spool)"
         print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
         let progress = Task { await showProgress(counters: counters, agent: agent) }
         let group = ServiceGroup(

@@ -130,7 +130,7 @@ struct InfluxTail: ParsableCommand {
         let firstLines = try follower.poll(reportingTornTails: !follow)
         for problem in firstLines.problems {
             corrupt = true
-            FileHandle.standardError.write(Data("influx-tail: \(problem)\n".utf8))
+            FileHandle.standardError.write(Data("influx-tail: \(LinePrinter.visible(problem.description))\n".utf8))
         }
         var selected = firstLines.lines.filter { filter.matches($0) }
         if let last { selected = Array(selected.suffix(last)) }
@@ -141,18 +141,20 @@ struct InfluxTail: ParsableCommand {
                 usleep(50_000)
                 let next = try follower.poll(reportingTornTails: false)
                 for problem in next.problems {
-                    FileHandle.standardError.write(Data("influx-tail: \(problem)\n".utf8))
+                    FileHandle.standardError.write(Data("influx-tail: \(LinePrinter.visible(problem.description))\n".utf8))
                 }
                 printer.printLines(next.lines.filter { filter.matches($0) })
                 printer.flush()
             }
         }
-        if corrupt { throw TailFailure(message: "the spool holds corrupt lines (reported above); they will not be sent") }
+        if corrupt { throw TailFailure(message: "the spool holds lines or entries that will not be sent (reported above)") }
     }
 
     private func spoolDirectory() throws -> URL {
         if let spool { return URL(fileURLWithPath: (spool as NSString).expandingTildeInPath) }
-        if let environment = ProcessInfo.processInfo.environment["APIHEALTH_SPOOL_DIR"] { return URL(fileURLWithPath: environment) }
+        if let environment = ProcessInfo.processInfo.environment["APIHEALTH_SPOOL_DIR"], !environment.isEmpty, environment != "none" {
+            return URL(fileURLWithPath: environment)
+        }
         if let service { return SpoolOptions.defaultDirectory(serviceName: service) }
         throw ValidationError("give --spool DIR or --service NAME (or set APIHEALTH_SPOOL_DIR)")
     }

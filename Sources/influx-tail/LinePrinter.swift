@@ -42,7 +42,7 @@ struct LinePrinter {
         switch format {
         case .line:
             for line in lines {
-                buffer += line
+                Self.appendVisible(line, to: &buffer)
                 buffer.append(UInt8(ascii: "\n"))
                 if buffer.count > 1 << 20 { flush() }
             }
@@ -54,7 +54,7 @@ struct LinePrinter {
         case .table:
             let points = lines.compactMap { try? LineParser(precision: precision).parseLine($0) }
             let rows = points.map { point in
-                [Self.time(point.timestamp), point.measurement, Self.tagText(point), Self.fieldText(point)]
+                [Self.time(point.timestamp), Self.visible(point.measurement), Self.tagText(point), Self.fieldText(point)]
             }
             var widths = [24, 10, 10]
             for row in rows {
@@ -67,6 +67,41 @@ struct LinePrinter {
         }
     }
 
+    /// Appends `line` with every control byte (C0 and DEL) written as a visible `\xNN` and every C1
+    /// control character as `\u{NN}`, so a spool line cannot drive the terminal.
+    static func appendVisible(_ line: [UInt8], to buffer: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        var index = 0
+        while index < line.count {
+            let byte = line[index]
+            if byte < 0x20 || byte == 0x7F {
+                buffer += [UInt8(ascii: "\\"), UInt8(ascii: "x"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            } else if byte == 0xC2 && index + 1 < line.count && (0x80...0x9F).contains(line[index + 1]) {
+                let control = line[index + 1]
+                buffer += Array("\\u{".utf8) + [hex[Int(control >> 4)], hex[Int(control & 0xF)], UInt8(ascii: "}")]
+                index += 1
+            } else {
+                buffer.append(byte)
+            }
+            index += 1
+        }
+    }
+
+    /// `text` with control characters (C0, DEL, C1) written as visible `\xNN` or `\u{NN}` escapes.
+    static func visible(_ text: String) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F {
+                result += "\\x" + String(format: "%02x", scalar.value)
+            } else if (0x80...0x9F).contains(scalar.value) {
+                result += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
     static func time(_ timestamp: Timestamp?) -> String {
         guard let timestamp else { return "(server time)" }
         let date = Date(timeIntervalSince1970: Double(timestamp.seconds) + Double(timestamp.nanoseconds) / 1e9)
@@ -76,17 +111,18 @@ struct LinePrinter {
     }
 
     static func tagText(_ point: Point) -> String {
-        point.tags.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+        point.tags.map { visible("\($0.key)=\($0.value)") }.joined(separator: ",")
     }
 
     static func fieldText(_ point: Point) -> String {
         point.fields.map { field in
+            let key = visible(field.key)
             switch field.value {
-            case .float(let value): return "\(field.key)=\(value)"
-            case .int(let value): return "\(field.key)=\(value)i"
-            case .uint(let value): return "\(field.key)=\(value)u"
-            case .bool(let value): return "\(field.key)=\(value)"
-            case .string(let value): return "\(field.key)=\(jsonString(value))"
+            case .float(let value): return "\(key)=\(value)"
+            case .int(let value): return "\(key)=\(value)i"
+            case .uint(let value): return "\(key)=\(value)u"
+            case .bool(let value): return "\(key)=\(value)"
+            case .string(let value): return "\(key)=\(visible(jsonString(value)))"
             }
         }.joined(separator: " ")
     }
@@ -131,7 +167,7 @@ struct LinePrinter {
             case "\r": result += "\\r"
             case "\t": result += "\\t"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
+                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
                     result += String(format: "\\u%04x", scalar.value)
                 } else {
                     result.unicodeScalars.append(scalar)
@@ -158,9 +194,9 @@ struct LinePrinter {
         write("  segments         \(stats.segments)\n")
         write("  oldest pending   \(stats.oldestAge.map { String(format: "%.1f s ago", $0) } ?? "-")\n")
         write(paint("Requests per host", "1") + "\n")
-        for (host, count) in stats.perHost.sorted(by: { $0.value > $1.value }) { write("  \(host.padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
+        for (host, count) in stats.perHost.sorted(by: { $0.value > $1.value }) { write("  \(Self.visible(host).padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
         write(paint("Requests per status", "1") + "\n")
-        for (status, count) in stats.perStatus.sorted(by: { $0.key < $1.key }) { write("  \(status.padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
+        for (status, count) in stats.perStatus.sorted(by: { $0.key < $1.key }) { write("  \(Self.visible(status).padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
         write(paint("Rejected", "1") + "\n")
         write("  batches          \(stats.rejectedBatches)\n")
         write("  lines            \(stats.rejectedLines)\n")
@@ -169,12 +205,12 @@ struct LinePrinter {
     mutating func printRejected(_ batches: [SpoolReader.RejectedBatch], filter: LineFilter) {
         for batch in batches {
             let when = batch.rejectedAt.map { ISO8601DateFormatter().string(from: $0) } ?? "-"
-            let reason = batch.reason.replacingOccurrences(of: "\n", with: " ")
+            let reason = Self.visible(batch.reason.replacingOccurrences(of: "\n", with: " "))
             if format == .json {
                 write("{\"batch\":\(Self.jsonString(batch.name)),\"rejected_at\":\(Self.jsonString(when)),\"reason\":\(Self.jsonString(reason)),\"lines\":\(batch.lines.count)}\n")
                 continue
             }
-            write(paint("# \(batch.name) rejected \(when), \(batch.lines.count) lines: \(reason)", "31") + "\n")
+            write(paint("# \(Self.visible(batch.name)) rejected \(when), \(batch.lines.count) lines: \(reason)", "31") + "\n")
             printLines(batch.lines.filter { filter.matches($0) })
         }
     }

@@ -25,6 +25,9 @@ struct SpoolFollower {
         return String(name.dropLast(".lp".count))
     }
 
+    /// Entries already reported as skipped, so following reports each once.
+    private var reportedSkips: Set<String> = []
+
     mutating func poll(reportingTornTails: Bool) throws -> Poll {
         let names: [String]
         do {
@@ -37,18 +40,23 @@ struct SpoolFollower {
         for name in names {
             let stem = Self.stem(name)
             seen.insert(stem)
-            let url = reader.directory.appendingPathComponent(name)
-            guard let handle = FileHandle(forReadingAtPath: url.path) else {
-                if FileManager.default.fileExists(atPath: url.path) && !FileManager.default.isReadableFile(atPath: url.path) {
-                    throw TailFailure(message: "permission denied: \(url.path)")
-                }
-                continue
-            }
             let offset = consumed[stem] ?? 0
-            handle.seek(toFileOffset: UInt64(offset))
-            let data = handle.readDataToEndOfFile()
-            handle.closeFile()
-            let bytes = [UInt8](data)
+            let read: SpoolReader.SegmentBytes
+            do {
+                read = try reader.bytes(ofSegment: name, from: offset)
+            } catch {
+                throw TailFailure(message: "\(error)")
+            }
+            let bytes: [UInt8]
+            switch read {
+            case .removed:
+                continue
+            case .skipped(let problem):
+                if reportedSkips.insert(name).inserted { result.problems.append(problem) }
+                continue
+            case .bytes(let read):
+                bytes = read
+            }
             guard let lastNewline = bytes.lastIndex(of: UInt8(ascii: "\n")) else {
                 if reportingTornTails && !bytes.isEmpty && !name.hasSuffix(".open.lp") {
                     result.problems.append(SpoolProblem(file: name, offset: offset, kind: .tornLine))

@@ -204,6 +204,7 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
 
     @Test func tornLinesAreLeftOutAndCorruptSegmentsReportedWhileTheRestShips() async throws {
         let spool = temporaryDirectory("torn")
+        try markAsSpool(spool)
         try Data("ok n=1i 1\nok n=2i 2\nok n=3".utf8).write(to: spool.appendingPathComponent("00000000000000000001.open.lp"))
         try Data("ok n=4i 4\n#comment\n\u{1}garbage=\n".utf8).write(to: spool.appendingPathComponent("00000000000000000002.lp"))
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
@@ -214,15 +215,16 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "torn"))
         #expect(agent.metrics.spoolLinesLeftOut == 2)
         agent.start()
-        let arrived = await fault.waitForRequests(2)
+        let arrived = await fault.waitForRequests(1)
         #expect(arrived)
         await agent.shutdown(deadline: .seconds(2))
+        #expect(fault.requests.first?.filter { $0.hasPrefix("ok ") }.count == 3, "the leftovers are re-batched into one request")
         #expect(fault.stored.filter { $0.hasPrefix("ok ") } == ["ok n=1i 1", "ok n=2i 2", "ok n=4i 4"], "leftovers first, in order")
         await fault.shutdown()
     }
 
     @Test func oneAgentPerSpoolAndAFullSpoolDropsTheOldest() async throws {
-        let spool = temporaryDirectory("lock")
+        let spool = temporaryDirectory("lock").appendingPathComponent("spool")
         var configuration = APIHealthConfiguration(serviceName: "lock")
         configuration.spool = SpoolOptions(directory: spool)
         configuration.batching.maximumBytes = 4 * 1_024

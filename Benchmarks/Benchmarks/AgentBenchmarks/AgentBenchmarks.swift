@@ -136,6 +136,28 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark(
+        "64 MiB cap full while the server is down: resident memory over baseline",
+        configuration: .init(metrics: [.wallClock, .peakMemoryResident, .peakMemoryResidentDelta], maxIterations: 1)
+    ) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let spool = temporaryDirectory("resident")
+            let baseline = residentBytes()
+            let agent = makeAgent(spool: spool, destination: URL(string: "http://127.0.0.1:9")!, pendingCap: 64 << 20)
+            agent.start()
+            var recorded = 0
+            while agent.metrics.pendingBytes < 63 << 20 || recorded < 400_000 {
+                agent.record(sample)
+                recorded += 1
+            }
+            let growth = residentBytes() - baseline
+            print("resident memory over baseline with the 64 MiB cap full: \(growth >> 20) MiB (pending \(agent.metrics.pendingBytes >> 20) MiB)")
+            precondition(growth <= (64 << 20) + (16 << 20), "resident memory grew \(growth >> 20) MiB: more than the cap + 16 MiB")
+            wait { await agent.shutdown(deadline: .milliseconds(100)) }
+            try? FileManager.default.removeItem(at: spool)
+        }
+    }
+
     if let tail = ProcessInfo.processInfo.environment["INFLUX_TAIL_BIN"] {
         let spool = temporaryDirectory("tail")
         Benchmark(
@@ -208,6 +230,14 @@ final class LockedServer: @unchecked Sendable {
             return server!.baseURL
         }
     }
+}
+
+/// This process's resident memory in bytes, from `/proc/self/statm` (0 where it is not available).
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
 
 final class UnsafeBox<Value>: @unchecked Sendable {

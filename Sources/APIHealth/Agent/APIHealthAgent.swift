@@ -47,6 +47,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// directory cannot be used (another agent holds it, no permission).
     public init(configuration: APIHealthConfiguration, logger: Logger, clock: any AgentClock = SystemAgentClock()) throws {
         try configuration.validate()
+        for notice in configuration.notices { logger.warning("APIHealth configuration: \(notice)") }
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -60,10 +61,14 @@ public final class APIHealthAgent: Sendable, Service {
         if case .v1 = configuration.destination?.api { encoder.writesUnsignedAsSigned = true }
         let pending = PendingBatches(batching: configuration.batching, encoder: encoder, spool: spool)
         self.pending = pending
-        if let options = configuration.spool, spool != nil {
-            let problems = try pending.restore(from: SpoolReader(directory: options.directory))
-            for problem in problems {
-                logger.info("Left a line of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
+        if let spool {
+            let problems = try pending.restore(from: spool.reader())
+            if let first = problems.first {
+                logger.warning(
+                    "Left parts of the spool out", metadata: ["apihealth.spool.problems": "\(problems.count)", "apihealth.spool.problem": "\(first)"])
+            }
+            for problem in problems.dropFirst() {
+                logger.debug("Left a part of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
             }
         }
         let selfMetrics = Locked<Duration?>(nil)
@@ -272,13 +277,12 @@ public final class APIHealthAgent: Sendable, Service {
         } onGracefulShutdown: {
             self.beginShutdown(deadline: self.configuration.shutdownDeadline)
         }
-        pending.writeThrough { _ in }
         if !pending.isDrained && configuration.destination != nil {
             logger.info(
                 "APIHealth stopped with lines pending; they stay in the spool",
                 metadata: ["apihealth.pending.lines": "\(pending.metrics.pendingLines)"])
         }
-        pending.releaseSpool()
+        releaseSpool()
         lifecycle.withLock { $0 = .finished }
         runEnded.open()
     }
@@ -320,8 +324,7 @@ public final class APIHealthAgent: Sendable, Service {
         switch state {
         case .idle:
             // Never ran: keep what is pending in the spool.
-            pending.writeThrough { _ in }
-            pending.releaseSpool()
+            releaseSpool()
         case .running:
             await runEnded.wait()
         case .finished:
@@ -345,6 +348,18 @@ public final class APIHealthAgent: Sendable, Service {
         shutdownBegan.continuation.finish()
     }
 
+    /// Writes what is left to the spool and lets go of it, warning once if points are lost.
+    private func releaseSpool() {
+        let lost = pending.releaseSpool { [logger] failure in
+            logger.warning("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
+        }
+        if lost > 0 {
+            logger.warning(
+                "APIHealth exits with points that are neither delivered nor in the spool",
+                metadata: ["apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(pending.metrics.spoolWriteErrors)"])
+        }
+    }
+
     /// What happened to the points so far.
     public var metrics: AgentMetrics {
         var metrics = pending.metrics
@@ -357,7 +372,7 @@ public final class APIHealthAgent: Sendable, Service {
     private func writeThroughLoop() async {
         while !Task.isCancelled {
             pending.writeThrough { [logger] failure in
-                logger.info("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
+                logger.warning("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
             }
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
@@ -380,6 +395,7 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.pendingBytes, .uint(UInt64(metrics.pendingBytes))),
             Point.Field(F.pathsOverflowed, .uint(schema.pathsOverflowed)),
             Point.Field(F.requestsUncaptured, .uint(metrics.requestsUncaptured)),
+            Point.Field(F.pointsLost, .uint(metrics.pointsLost)),
         ]
         if let error = metrics.lastError { fields.append(Point.Field(F.lastError, .string(String(error.prefix(1_000))))) }
         return Point(

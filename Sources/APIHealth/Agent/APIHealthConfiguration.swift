@@ -40,6 +40,9 @@ public struct APIHealthConfiguration: Sendable {
     /// How long graceful shutdown keeps sending what is pending before `run()` returns (the rest
     /// stays in the spool).
     public var shutdownDeadline: Duration = .seconds(10)
+    /// Problems found while reading the settings that do not stop the agent (a token file others can
+    /// read); the agent logs each once at start.
+    var notices: [String] = []
 
     public init(serviceName: String, destination: InfluxDestination? = nil) {
         self.serviceName = serviceName
@@ -93,6 +96,8 @@ public struct APIHealthConfiguration: Sendable {
         case missingSetting(String)
         case unreadableTokenFile(String)
         case invalidValue(name: String, value: String)
+        /// A setting that cannot be used, and why.
+        case invalidSetting(name: String, reason: String)
 
         public var description: String {
             switch self {
@@ -104,6 +109,7 @@ public struct APIHealthConfiguration: Sendable {
             case .missingSetting(let name): return "\(name) is required"
             case .unreadableTokenFile(let path): return "the token file \(path) cannot be read"
             case .invalidValue(let name, let value): return "\(name) has an invalid value \"\(value)\""
+            case .invalidSetting(let name, let reason): return "\(name): \(reason)"
             }
         }
     }
@@ -112,29 +118,45 @@ public struct APIHealthConfiguration: Sendable {
     ///
     /// | variable | meaning |
     /// |---|---|
-    /// | `APIHEALTH_ENABLED` | `0`, `false`, `no` or `off` disables the agent |
+    /// | `APIHEALTH_ENABLED` | `1`, `true`, `yes`, `on` (default) or `0`, `false`, `no`, `off`; anything else is an error |
     /// | `INFLUX_URL` | base URL of InfluxDB; unset: lines stay pending in the spool |
     /// | `INFLUX_WRITE_API` | `v2` (default) or `v1` |
     /// | `INFLUX_ORG`, `INFLUX_BUCKET` | v2 organisation and bucket |
     /// | `INFLUX_DATABASE`, `INFLUX_RETENTION_POLICY` | v1 database and retention policy |
     /// | `INFLUX_TOKEN`, `INFLUX_TOKEN_FILE` | token, or a file holding it |
     /// | `INFLUX_PRECISION` | `ns` (default), `us`, `ms`, `s` |
-    /// | `APIHEALTH_SPOOL_DIR` | spool directory; `none` keeps pending lines in memory only |
+    /// | `APIHEALTH_SPOOL_DIR` | spool directory (not empty); `none` keeps pending lines in memory only |
     /// | `APIHEALTH_FLUSH_DELAY_MS`, `APIHEALTH_GZIP_LEVEL` | batching debounce and gzip level |
+    ///
+    /// - Parameters:
+    ///   - environment: the variables to read (the process's by default).
+    ///   - serviceName: names the default spool directory and the `User-Agent`.
+    /// - Throws: ``Error`` for a value that cannot be used: an unknown setting value, an empty
+    ///   `APIHEALTH_SPOOL_DIR`, an empty token file or a token holding a line break.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment,
         serviceName: String
     ) throws(Error) -> APIHealthConfiguration {
         var configuration = APIHealthConfiguration(serviceName: serviceName)
         if let enabled = environment["APIHEALTH_ENABLED"] {
-            configuration.isEnabled = !["0", "false", "no", "off"].contains(enabled.lowercased())
+            switch enabled.lowercased() {
+            case "1", "true", "yes", "on": configuration.isEnabled = true
+            case "0", "false", "no", "off": configuration.isEnabled = false
+            default:
+                throw .invalidSetting(
+                    name: "APIHEALTH_ENABLED", reason: "\"\(enabled)\" is not one of 1, true, yes, on, 0, false, no, off")
+            }
         }
         if let precision = environment["INFLUX_PRECISION"] {
             guard let value = Precision(rawValue: precision) else { throw .unknownPrecision(precision) }
             configuration.precision = value
         }
-        configuration.destination = try InfluxDestination.fromEnvironment(environment)
+        configuration.destination = try InfluxDestination.fromEnvironment(environment, notices: &configuration.notices)
         if let directory = environment["APIHEALTH_SPOOL_DIR"] {
+            guard !directory.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw .invalidSetting(
+                    name: "APIHEALTH_SPOOL_DIR", reason: "is set but empty; give a directory, or none to keep pending lines in memory only")
+            }
             configuration.spool = directory == "none" ? nil : SpoolOptions(directory: URL(fileURLWithPath: directory))
         }
         if let text = environment["APIHEALTH_FLUSH_DELAY_MS"] {
@@ -161,6 +183,9 @@ public struct APIHealthConfiguration: Sendable {
         }
         if !Gzip.levels.contains(gzipLevel) { throw .invalidValue(name: "gzipLevel", value: "\(gzipLevel)") }
         if measurement.isEmpty || measurement.hasPrefix("_") { throw .invalidValue(name: "measurement", value: measurement) }
+        if let spool, spool.directory.path.isEmpty {
+            throw .invalidSetting(name: "spool.directory", reason: "is empty")
+        }
         try destination?.validate()
     }
 }
@@ -193,19 +218,39 @@ public struct InfluxDestination: Sendable, Hashable {
         self.token = token
     }
 
-    static func fromEnvironment(_ environment: [String: String]) throws(APIHealthConfiguration.Error) -> InfluxDestination? {
+    /// The URL as it may be shown or logged: user and password replaced by `<redacted>`.
+    public var redactedURL: String { Self.redacted(url.absoluteString) }
+
+    /// `text` (a URL) with any user information replaced by `<redacted>`.
+    static func redacted(_ text: String) -> String {
+        guard let scheme = text.range(of: "://") else { return text }
+        let authorityEnd = text[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
+        guard let at = text[scheme.upperBound..<authorityEnd].lastIndex(of: "@") else { return text }
+        return String(text[..<scheme.upperBound]) + "<redacted>" + String(text[at...])
+    }
+
+    static func fromEnvironment(
+        _ environment: [String: String], notices: inout [String]
+    ) throws(APIHealthConfiguration.Error) -> InfluxDestination? {
         let names = ["INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_TOKEN_FILE", "INFLUX_DATABASE", "INFLUX_WRITE_API"]
         guard let urlText = environment["INFLUX_URL"], !urlText.isEmpty else {
             if names.contains(where: { environment[$0] != nil }) { throw .missingURL }
             return nil
         }
-        guard let url = URL(string: urlText), url.scheme != nil, url.host != nil else { throw .relativeURL(urlText) }
+        guard let url = URL(string: urlText), url.scheme != nil, url.host != nil else { throw .relativeURL(redacted(urlText)) }
         var token: InfluxToken?
         if let value = environment["INFLUX_TOKEN"], !value.isEmpty {
             token = InfluxToken(value)
         } else if let path = environment["INFLUX_TOKEN_FILE"] {
             guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { throw .unreadableTokenFile(path) }
-            token = InfluxToken(contents.trimmingCharacters(in: .whitespacesAndNewlines))
+            let value = contents.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !value.isEmpty else { throw .invalidSetting(name: "INFLUX_TOKEN_FILE", reason: "\(path) holds no token") }
+            token = InfluxToken(value)
+            if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+                let mode = attributes[.posixPermissions] as? Int, mode & 0o004 != 0
+            {
+                notices.append("the token file \(path) can be read by other users (mode \(String(mode, radix: 8))); chmod o-r it")
+            }
         }
         let api: WriteAPI
         switch environment["INFLUX_WRITE_API"] ?? "v2" {
@@ -227,8 +272,14 @@ public struct InfluxDestination: Sendable, Hashable {
     }
 
     func validate() throws(APIHealthConfiguration.Error) {
-        guard let scheme = url.scheme?.lowercased(), url.host != nil else { throw .relativeURL(url.absoluteString) }
-        guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme(url.absoluteString) }
+        guard let scheme = url.scheme?.lowercased(), url.host != nil else { throw .relativeURL(redactedURL) }
+        guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme(redactedURL) }
+        if let token {
+            if token.value.isEmpty { throw .invalidSetting(name: "token", reason: "is empty") }
+            if token.value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                throw .invalidSetting(name: "token", reason: "holds a line break or another control character")
+            }
+        }
     }
 
     /// The write endpoint for `precision`, with its query.

@@ -17,13 +17,16 @@ public struct AgentMetrics: Sendable, Hashable {
     public var pointsWritten: UInt64 = 0
     /// Points dropped because pending data exceeded its cap (oldest first), or recorded after shutdown.
     public var pointsDropped: UInt64 = 0
+    /// Points that could be kept neither by the server nor in the spool: pending in memory only when
+    /// the agent shut down (no spool, or writing to it failed).
+    public var pointsLost: UInt64 = 0
     /// Points the server refused for good (400, 422, 413 for a single line), kept in `rejected/`.
     public var pointsRejected: UInt64 = 0
     /// Points whose batch kept failing past the retry limit, kept in `rejected/`.
     public var pointsExpired: UInt64 = 0
     /// Lines found torn or corrupt in the spool at start, left out.
     public var spoolLinesLeftOut: UInt64 = 0
-    /// Failed spool writes (the points stay in memory and are still sent).
+    /// Failed spool operations (the points stay in memory and are still sent; see ``pointsLost``).
     public var spoolWriteErrors: UInt64 = 0
     /// Write requests that failed and were scheduled again.
     public var retries: UInt64 = 0

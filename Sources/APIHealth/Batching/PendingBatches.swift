@@ -16,6 +16,8 @@ struct PendingBatch {
     var attempts = 0
     var notBefore: Duration?
     var failingSince: Duration?
+    /// A half of a batch the server found too large: never merged back with its neighbours.
+    var isSplitHalf = false
 }
 
 /// What the shipper should do next.
@@ -39,7 +41,31 @@ final class PendingBatches: Sendable {
         var fieldScratch: [Point.Field] = []
         var isClosed = false
         var spool: SpoolDirectory?
-        var spoolFailureLogged = false
+        /// The first spool failure not yet reported to the agent's logger.
+        var unreportedSpoolFailure: String?
+        var spoolFailureReported = false
+
+        /// Counts a failed spool operation; only the first one is kept for the log.
+        mutating func countSpoolFailure(_ error: any Error) {
+            metrics.spoolWriteErrors += 1
+            if !spoolFailureReported && unreportedSpoolFailure == nil { unreportedSpoolFailure = "\(error)" }
+        }
+
+        /// Seals batch `index` and gives back the room reserved for it to grow: a sealed batch holds
+        /// exactly its bytes, so pending memory follows the pending cap.
+        mutating func seal(_ index: Int) {
+            guard !batches[index].isSealed else { return }
+            batches[index].isSealed = true
+            batches[index].bytes = exactCopy(batches[index].bytes[...])
+        }
+    }
+
+    /// A new array holding exactly `bytes`, without spare capacity.
+    static func exactCopy(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: bytes.count) { buffer, count in
+            _ = buffer.initialize(fromContentsOf: bytes)
+            count = bytes.count
+        }
     }
 
     private let state: Locked<State>
@@ -133,7 +159,7 @@ final class PendingBatches: Sendable {
             state.pendingBytes += added
             state.metrics.pointsRecorded += 1
             if state.batches[last].lineCount >= batching.maximumLines || bytes.count >= batching.maximumBytes {
-                state.batches[last].isSealed = true
+                state.seal(last)
                 wake = true
             }
             if state.pendingBytes > batching.maximumPendingBytes { Self.dropOldest(&state, cap: batching.maximumPendingBytes) }
@@ -161,7 +187,7 @@ final class PendingBatches: Sendable {
             let batch = state.batches[last]
             let due = min(batch.lastLineAt + batching.flushDelay, batch.firstLineAt + batching.maximumAge)
             if state.isClosed || now >= due {
-                state.batches[last].isSealed = true
+                state.seal(last)
                 return nil
             }
             return due
@@ -171,7 +197,7 @@ final class PendingBatches: Sendable {
     /// Seals the open batch now (`flush()` and shutdown).
     func sealOpenBatch() {
         state.withLock { state in
-            if let last = state.batches.indices.last { state.batches[last].isSealed = true }
+            if let last = state.batches.indices.last { state.seal(last) }
         }
         wakeup.signal()
     }
@@ -183,9 +209,56 @@ final class PendingBatches: Sendable {
             if let notBefore = head.notBefore, notBefore > now {
                 return .wait(until: openDeadline.map { min($0, notBefore) } ?? notBefore)
             }
-            return .send(segment: head.segment, bytes: head.bytes, lineCount: head.lineCount)
+            mergeHead(&state)
+            let first = state.batches[0]
+            return .send(segment: first.segment, bytes: first.bytes, lineCount: first.lineCount)
         }
     }
+
+    /// Joins the sealed batches waiting behind the head into it, within the batch limits, so a backlog
+    /// (many small batches cut while the server was away) goes out in few requests.
+    private func mergeHead(_ state: inout State) {
+        func mergeable(_ batch: PendingBatch) -> Bool {
+            batch.isSealed && !batch.isSplitHalf && (state.spool == nil || batch.isSpoolSealed)
+        }
+        guard mergeable(state.batches[0]) else { return }
+        var count = 1
+        var lines = state.batches[0].lineCount
+        var size = state.batches[0].bytes.count
+        while count < state.batches.count, mergeable(state.batches[count]),
+            lines + state.batches[count].lineCount <= batching.maximumLines,
+            size + state.batches[count].bytes.count <= batching.maximumBytes
+        {
+            lines += state.batches[count].lineCount
+            size += state.batches[count].bytes.count
+            count += 1
+        }
+        guard count > 1 else { return }
+        var merged = state.batches[0]
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(size)
+        for batch in state.batches[0..<count] { bytes += batch.bytes }
+        let lastStem = state.batches[count - 1].segment
+        merged.segment = Self.leadingSequence(lastStem) + "-" + String(format: "%020llu", state.nextSequence)
+        merged.bytes = bytes
+        merged.lineCount = lines
+        merged.spooledBytes = size
+        merged.lastLineAt = state.batches[count - 1].lastLineAt
+        if let spool = state.spool {
+            do {
+                try spool.writeSealed(merged.segment, bytes: bytes)
+            } catch {
+                state.countSpoolFailure(error)
+                return
+            }
+            for batch in state.batches[0..<count] { spool.remove(batch.segment) }
+        }
+        state.nextSequence += 1
+        state.batches.replaceSubrange(0..<count, with: [merged])
+    }
+
+    /// The sequence number a segment name starts with (its send order).
+    static func leadingSequence(_ stem: String) -> String { String(stem.prefix { $0.isNumber }) }
 
     /// The server stored the batch.
     func acknowledge(_ segment: String, sentBytes: Int, compressedBytes: Int) {
@@ -211,7 +284,11 @@ final class PendingBatches: Sendable {
             let lines = UInt64(min(count ?? batch.lineCount, batch.lineCount))
             if expired { state.metrics.pointsExpired += lines } else { state.metrics.pointsRejected += lines }
             state.metrics.lastError = reason
-            state.spool?.reject(segment, bytes: batch.bytes, reason: reason)
+            do {
+                try state.spool?.reject(segment, bytes: batch.bytes, reason: reason)
+            } catch {
+                state.countSpoolFailure(error)
+            }
         }
     }
 
@@ -228,6 +305,7 @@ final class PendingBatches: Sendable {
             }
             let cut = boundaries[boundaries.count / 2 - 1 + boundaries.count % 2]
             var first = batch
+            first.isSplitHalf = true
             first.segment = segment + "-1"
             first.bytes = Array(batch.bytes[..<cut])
             first.lineCount = boundaries.count / 2 + boundaries.count % 2
@@ -240,9 +318,14 @@ final class PendingBatches: Sendable {
             second.spooledBytes = second.bytes.count
             state.batches.replaceSubrange(index...index, with: [first, second])
             if let spool = state.spool {
-                spool.remove(segment)
-                try? spool.writeSealed(first.segment, bytes: first.bytes)
-                try? spool.writeSealed(second.segment, bytes: second.bytes)
+                do {
+                    try spool.writeSealed(first.segment, bytes: first.bytes)
+                    try spool.writeSealed(second.segment, bytes: second.bytes)
+                    spool.remove(segment)
+                } catch {
+                    // The whole batch stays on disk; the halves are still sent from memory.
+                    state.countSpoolFailure(error)
+                }
             }
             return true
         }
@@ -277,7 +360,7 @@ final class PendingBatches: Sendable {
     func close() {
         state.withLock { state in
             state.isClosed = true
-            if let last = state.batches.indices.last { state.batches[last].isSealed = true }
+            if let last = state.batches.indices.last { state.seal(last) }
         }
         wakeup.signal()
     }
@@ -299,86 +382,165 @@ final class PendingBatches: Sendable {
 
     /// Writes what was recorded since the last call through to the spool files; seals files of sealed
     /// batches. Called every few milliseconds. The new bytes are copied out under the lock and written
-    /// outside it, so recording never waits for the disk.
+    /// outside it, so recording never waits for the disk. `logFailure` is called once, with the first
+    /// spool failure; later ones are only counted (``AgentMetrics/spoolWriteErrors``).
     func writeThrough(logFailure: (String) -> Void) {
         writeThroughMutex.lock()
         defer { writeThroughMutex.unlock() }
-        typealias Work = (segment: String, bytes: [UInt8], end: Int, seals: Bool)
+        typealias Work = (segment: String, bytes: [UInt8], start: Int, end: Int, seals: Bool)
         let (spool, work) = state.withLock { state -> (SpoolDirectory?, [Work]) in
             guard let spool = state.spool else { return (nil, []) }
             var work: [Work] = []
             for batch in state.batches where batch.spooledBytes < batch.bytes.count || (batch.isSealed && !batch.isSpoolSealed) {
-                work.append((batch.segment, Array(batch.bytes[batch.spooledBytes...]), batch.bytes.count, batch.isSealed))
+                work.append(
+                    (batch.segment, Array(batch.bytes[batch.spooledBytes...]), batch.spooledBytes, batch.bytes.count, batch.isSealed))
             }
             return (spool, work)
         }
-        guard let spool, !work.isEmpty else { return }
         var written: [(segment: String, end: Int, sealed: Bool)] = []
-        var failure: SpoolError?
-        for item in work {
-            do {
-                if !item.bytes.isEmpty { try spool.append(item.bytes[...], to: item.segment) }
-                if item.seals { spool.seal(item.segment) }
-                written.append((item.segment, item.end, item.seals))
-            } catch {
-                failure = error
-            }
-        }
-        state.withLock { state in
-            for item in written {
-                guard let index = state.batches.firstIndex(where: { $0.segment == item.segment }) else { continue }
-                state.batches[index].spooledBytes = max(state.batches[index].spooledBytes, item.end)
-                if item.sealed { state.batches[index].isSpoolSealed = true }
-            }
-            if let failure {
-                state.metrics.spoolWriteErrors += 1
-                if !state.spoolFailureLogged {
-                    state.spoolFailureLogged = true
-                    logFailure("\(failure)")
+        var failures: [SpoolError] = []
+        if let spool {
+            for item in work {
+                do throws(SpoolError) {
+                    if !item.bytes.isEmpty {
+                        do throws(SpoolError) {
+                            try spool.append(item.bytes[...], to: item.segment)
+                        } catch {
+                            // Nothing of the chunk stays on disk: the next attempt starts where the file ends.
+                            written.append((item.segment, spool.committedLength(of: item.segment), false))
+                            throw error
+                        }
+                        written.append((item.segment, item.end, false))
+                    }
+                    if item.seals {
+                        try spool.seal(item.segment)
+                        written.append((item.segment, item.end, true))
+                    }
+                } catch {
+                    failures.append(error)
                 }
             }
         }
+        let report = state.withLock { state -> String? in
+            for item in written {
+                guard let index = state.batches.firstIndex(where: { $0.segment == item.segment }) else { continue }
+                state.batches[index].spooledBytes = item.end
+                if item.sealed { state.batches[index].isSpoolSealed = true }
+            }
+            for failure in failures { state.countSpoolFailure(failure) }
+            guard let message = state.unreportedSpoolFailure else { return nil }
+            state.unreportedSpoolFailure = nil
+            state.spoolFailureReported = true
+            return message
+        }
+        if let report { logFailure(report) }
     }
 
-    /// Loads the batches a previous run left in the spool, before any new data. Torn and corrupt lines
-    /// are left out and returned.
+    /// Loads the batches a previous run left in the spool, before any new data, cut again within the
+    /// batch limits (a long run of small batches is joined, a large segment is split). Torn and corrupt
+    /// lines and entries that are not regular files of ours are left out and returned.
+    ///
+    /// Re-cut batches are written before the segments they come from are removed: a crash in between
+    /// sends those lines twice, never loses them.
     func restore(from reader: SpoolReader) throws(SpoolError) -> [SpoolProblem] {
         let segments = try reader.segments()
         return state.withLock { state -> [SpoolProblem] in
             var problems: [SpoolProblem] = []
+            var sources: [(stem: String, lines: [[UInt8]], clean: Bool)] = []
             for segment in segments {
                 problems += segment.problems
                 let stem = String(segment.name.dropLast((segment.isOpen ? SpoolReader.openSuffix : SpoolReader.sealedSuffix).count))
-                if let sequence = UInt64(stem.prefix { $0.isNumber }) { state.nextSequence = max(state.nextSequence, sequence + 1) }
-                guard !segment.lines.isEmpty else {
-                    state.spool?.remove(stem)
-                    continue
+                for part in stem.split(separator: "-") {
+                    if let sequence = UInt64(part) { state.nextSequence = max(state.nextSequence, sequence + 1) }
                 }
+                if segment.isSkipped { continue }
+                sources.append((stem, segment.lines, !segment.isOpen && segment.problems.isEmpty))
+            }
+            // Cut every restored line into batches within the limits, in order.
+            var batches: [(lines: ArraySlice<[UInt8]>, source: Int, sources: Range<Int>)] = []
+            var all: [[UInt8]] = []
+            var owner: [Int] = []
+            for (index, source) in sources.enumerated() {
+                all += source.lines
+                owner += Array(repeating: index, count: source.lines.count)
+            }
+            var start = 0
+            while start < all.count {
+                var end = start
+                var size = 0
+                while end < all.count && end - start < batching.maximumLines
+                    && (end == start || size + all[end].count + 1 <= batching.maximumBytes)
+                {
+                    size += all[end].count + 1
+                    end += 1
+                }
+                batches.append((all[start..<end], owner[start], owner[start]..<(owner[end - 1] + 1)))
+                start = end
+            }
+            var replaced = Set<Int>()
+            var kept = Set<Int>()
+            for batch in batches {
+                let source = sources[batch.source]
                 var bytes: [UInt8] = []
-                for line in segment.lines {
+                bytes.reserveCapacity(batch.lines.reduce(0) { $0 + $1.count + 1 })
+                for line in batch.lines {
                     bytes += line
                     bytes.append(UInt8(ascii: "\n"))
                 }
-                if segment.isOpen || !segment.problems.isEmpty {
-                    state.spool?.remove(stem)
-                    try? state.spool?.writeSealed(stem, bytes: bytes)
+                var stem = source.stem
+                let whole = batch.sources.count == 1 && batch.lines.count == source.lines.count
+                if !(whole && source.clean) {
+                    stem = String(format: "%020llu", state.nextSequence)
+                    state.nextSequence += 1
+                    do {
+                        try state.spool?.writeSealed(stem, bytes: bytes)
+                        replaced.formUnion(batch.sources)
+                    } catch {
+                        state.countSpoolFailure(error)
+                        kept.formUnion(batch.sources)
+                    }
                 }
                 state.batches.append(
                     PendingBatch(
-                        segment: stem, bytes: bytes, lineCount: segment.lines.count, isSealed: true, firstLineAt: .zero,
+                        segment: stem, bytes: bytes, lineCount: batch.lines.count, isSealed: true, firstLineAt: .zero,
                         lastLineAt: .zero, spooledBytes: bytes.count, isSpoolSealed: true))
                 state.pendingBytes += bytes.count
             }
-            state.metrics.spoolLinesLeftOut += UInt64(problems.count)
+            for (index, source) in sources.enumerated() where (replaced.contains(index) || source.lines.isEmpty) && !kept.contains(index) {
+                state.spool?.remove(source.stem)
+            }
+            state.metrics.spoolLinesLeftOut += UInt64(problems.filter { if case .skippedEntry = $0.kind { false } else { true } }.count)
             if state.pendingBytes > batching.maximumPendingBytes { Self.dropOldest(&state, cap: batching.maximumPendingBytes) }
             return problems
         }
     }
 
-    /// Writes what is left through and releases the spool (and its lock) after shutdown.
-    func releaseSpool() {
-        writeThrough { _ in }
-        state.withLock { $0.spool = nil }
+    /// Writes what is left through and releases the spool (and its lock) after shutdown. Returns the
+    /// number of pending points that are neither delivered nor on disk: lost when the process exits
+    /// (also counted in ``AgentMetrics/pointsLost``).
+    @discardableResult
+    func releaseSpool(logFailure: (String) -> Void = { _ in }) -> UInt64 {
+        writeThrough(logFailure: logFailure)
+        return state.withLock { state -> UInt64 in
+            var lost: UInt64 = 0
+            for batch in state.batches {
+                if state.spool == nil || batch.spooledBytes == 0 {
+                    lost += UInt64(batch.lineCount)
+                } else if batch.spooledBytes < batch.bytes.count {
+                    batch.bytes[batch.spooledBytes...].withUnsafeBufferPointer { buffer in
+                        for line in LineSplitter(buffer) where !line.range.isEmpty { lost += 1 }
+                    }
+                }
+            }
+            state.metrics.pointsLost += lost
+            state.spool = nil
+            return lost
+        }
+    }
+
+    /// Memory held by the pending batches' byte arrays, spare capacity included (for tests and diagnostics).
+    var reservedBytes: Int {
+        state.withLock { state in state.batches.reduce(0) { $0 + $1.bytes.capacity } }
     }
 
     /// Every pending line, oldest first (for tests and diagnostics).

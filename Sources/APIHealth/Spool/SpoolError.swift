@@ -1,35 +1,94 @@
 /// Why the spool could not be opened or used.
-public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Another agent holds the directory's lock: one agent per spool directory.
-    case locked(directory: String)
-    /// The directory is missing and could not be created.
-    case cannotCreate(directory: String, reason: String)
-    /// The directory exists but cannot be read or written by this user.
-    case permissionDenied(path: String)
-    /// The directory does not exist (readers do not create it).
-    case missing(directory: String)
-    /// A file operation failed.
-    case io(path: String, reason: String)
+///
+/// ```swift
+/// do {
+///     let agent = try APIHealthAgent(configuration: configuration, logger: logger)
+/// } catch let error as SpoolError where error.code == .notASpool {
+///     logger.error("choose an empty or new directory for the spool: \(error)")
+/// }
+/// ```
+public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of problem it is; new codes may be added.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// Another agent holds the directory's lock: one agent per spool directory.
+        public static let locked = Code("locked")
+        /// The directory is missing and could not be created.
+        public static let cannotCreate = Code("cannotCreate")
+        /// The directory or a file cannot be read or written by this user.
+        public static let permissionDenied = Code("permissionDenied")
+        /// The directory does not exist (readers do not create it).
+        public static let missing = Code("missing")
+        /// A file operation failed.
+        public static let io = Code("io")
+        /// The path is not a directory this user may trust: a symbolic link, not a directory, owned by
+        /// another user, or writable by group or others.
+        public static let unsafe = Code("unsafe")
+        /// The directory holds files but was not created as a spool: the agent never touches it.
+        public static let notASpool = Code("notASpool")
+    }
+
+    public var code: Code
+    /// The directory or file concerned.
+    public var path: String
+    /// What went wrong, for people.
+    public var reason: String
+
+    public init(code: Code, path: String, reason: String) {
+        self.code = code
+        self.path = path
+        self.reason = reason
+    }
+
+    /// Another agent holds the lock of `directory`.
+    public static func locked(directory: String) -> SpoolError {
+        SpoolError(code: .locked, path: directory, reason: "in use by another agent (one agent per spool directory)")
+    }
+
+    /// `directory` is missing and could not be created.
+    public static func cannotCreate(directory: String, reason: String) -> SpoolError {
+        SpoolError(code: .cannotCreate, path: directory, reason: "cannot create the spool: \(reason)")
+    }
+
+    /// This user may not use `path`.
+    public static func permissionDenied(path: String) -> SpoolError {
+        SpoolError(code: .permissionDenied, path: path, reason: "permission denied")
+    }
+
+    /// No spool directory at `directory`.
+    public static func missing(directory: String) -> SpoolError {
+        SpoolError(code: .missing, path: directory, reason: "no spool directory at \(directory)")
+    }
+
+    /// A file operation on `path` failed.
+    public static func io(path: String, reason: String) -> SpoolError {
+        SpoolError(code: .io, path: path, reason: reason)
+    }
 
     public var description: String {
-        switch self {
-        case .locked(let directory):
-            return "the spool \(directory) is in use by another agent (one agent per spool directory)"
-        case .cannotCreate(let directory, let reason): return "cannot create the spool \(directory): \(reason)"
-        case .permissionDenied(let path): return "permission denied: \(path)"
-        case .missing(let directory): return "no spool directory at \(directory)"
-        case .io(let path, let reason): return "\(path): \(reason)"
+        switch code {
+        case .missing: return reason
+        case .locked: return "the spool \(path) is \(reason)"
+        case .permissionDenied: return "permission denied: \(path)"
+        default: return "\(path): \(reason)"
         }
     }
 }
 
-/// A part of a segment that was left out when reading it: a torn last line or a line that does not parse.
+/// A part of a spool that was left out when reading it: a torn last line, a line that does not parse,
+/// or an entry that is not a regular file of the spool's owner.
 public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// The last line has no line end: the writer stopped mid-line (a crash). Never sent.
         case tornLine
         /// The line is not valid line protocol. Never sent.
         case corruptLine(String)
+        /// The entry is not a regular file owned by the spool's owner (a symbolic link, a directory, a
+        /// FIFO, another user's file), or it could not be read. Never followed, read or removed.
+        case skippedEntry(String)
     }
 
     public var file: String
@@ -47,6 +106,7 @@ public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
         switch kind {
         case .tornLine: return "\(file) at byte \(offset): torn last line left out"
         case .corruptLine(let reason): return "\(file) at byte \(offset): corrupt line left out (\(reason))"
+        case .skippedEntry(let reason): return "\(file): skipped (\(reason))"
         }
     }
 }

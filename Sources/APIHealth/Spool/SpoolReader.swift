@@ -1,6 +1,14 @@
 import Foundation
 import LineProtocol
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Reads a spool directory without taking its lock: what `influx-tail` prints.
 ///
 /// ```swift
@@ -11,19 +19,47 @@ import LineProtocol
 /// ```
 public struct SpoolReader: Sendable {
     public let directory: URL
+    private let handle: DirectoryHandle
+    /// Only regular files of this user are read: the directory's owner.
+    private let owner: uid_t
 
     /// Segment files: `<sequence>.lp` sealed, `<sequence>.open.lp` still being appended to.
     static let sealedSuffix = ".lp"
     static let openSuffix = ".open.lp"
 
+    /// Opens the spool directory for reading. A symbolic link at `directory` is refused, not followed.
+    ///
+    /// - Parameter directory: the spool directory.
+    /// - Throws: ``SpoolError`` with code `missing`, `permissionDenied` or `unsafe`.
     public init(directory: URL) throws(SpoolError) {
         self.directory = directory
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
-        else { throw .missing(directory: directory.path) }
-        guard FileManager.default.isReadableFile(atPath: directory.path),
-            FileManager.default.isExecutableFile(atPath: directory.path)
-        else { throw .permissionDenied(path: directory.path) }
+        let path = directory.path
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            switch code {
+            case ENOENT: throw .missing(directory: path)
+            case EACCES, EPERM: throw .permissionDenied(path: path)
+            case ELOOP: throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link; give the directory itself")
+            case ENOTDIR:
+                if EntryStatus.of(path) == nil { throw .missing(directory: path) }
+                throw SpoolError(code: .unsafe, path: path, reason: "is not a directory")
+            default: throw .io(path: path, reason: systemError(code))
+            }
+        }
+        handle = DirectoryHandle(descriptor: descriptor)
+        guard let status = EntryStatus.of(descriptor: descriptor) else { throw .io(path: path, reason: systemError()) }
+        owner = status.owner
+        guard directoryEntries(descriptor) != nil else { throw .permissionDenied(path: path) }
+    }
+
+    /// A reader over an already opened and checked directory.
+    init(duplicating descriptor: Int32, directory: URL, owner: uid_t) throws(SpoolError) {
+        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard copy >= 0 else { throw .io(path: directory.path, reason: systemError()) }
+        self.directory = directory
+        self.handle = DirectoryHandle(descriptor: copy)
+        self.owner = owner
     }
 
     /// One segment file's complete lines, oldest first.
@@ -34,23 +70,25 @@ public struct SpoolReader: Sendable {
         public var isOpen: Bool
         /// Every complete line that parses, each without its line end.
         public var lines: [[UInt8]]
-        /// Lines left out: a torn tail or corrupt lines.
+        /// Lines left out: a torn tail or corrupt lines; or why the whole entry was skipped.
         public var problems: [SpoolProblem]
         public var modified: Date?
+        /// The entry is not a regular file of the spool's owner (a link, a directory, a FIFO) or could
+        /// not be read: it was not read and is never removed.
+        public var isSkipped = false
     }
 
     /// The names of the segment files in send order.
+    ///
+    /// - Throws: ``SpoolError`` when the directory cannot be listed.
     public func segmentNames() throws(SpoolError) -> [String] {
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-        } catch {
-            throw .permissionDenied(path: directory.path)
-        }
+        guard let names = directoryEntries(handle.descriptor) else { throw .permissionDenied(path: directory.path) }
         return names.filter { $0.hasSuffix(Self.sealedSuffix) && !$0.hasPrefix(".") }.sorted()
     }
 
     /// Every segment, in send order.
+    ///
+    /// - Throws: ``SpoolError`` when the directory cannot be listed or a segment cannot be read.
     public func segments() throws(SpoolError) -> [Segment] {
         var segments: [Segment] = []
         for name in try segmentNames() {
@@ -59,18 +97,54 @@ public struct SpoolReader: Sendable {
         return segments
     }
 
+    /// What reading a segment file found.
+    public enum SegmentBytes: Sendable {
+        /// The file's bytes from the offset asked for.
+        case bytes([UInt8])
+        /// The file is gone (acknowledged by the server meanwhile).
+        case removed
+        /// The entry is not a regular file of the spool's owner: never read.
+        case skipped(SpoolProblem)
+    }
+
+    /// Reads the segment file `name` from `offset` without following a link or blocking on a FIFO.
+    ///
+    /// - Parameters:
+    ///   - name: the file's name in the spool directory.
+    ///   - offset: the first byte to read.
+    /// - Throws: ``SpoolError`` with code `permissionDenied` when the file cannot be read.
+    public func bytes(ofSegment name: String, from offset: Int = 0) throws(SpoolError) -> SegmentBytes {
+        switch SafeRead.read(name, in: handle.descriptor, from: offset, owner: owner) {
+        case .bytes(let bytes, _): return .bytes(bytes)
+        case .missing: return .removed
+        case .skipped(let reason): return .skipped(SpoolProblem(file: name, offset: 0, kind: .skippedEntry(reason)))
+        case .failed(let reason):
+            if reason == "permission denied" { throw .permissionDenied(path: directory.appendingPathComponent(name).path) }
+            return .skipped(SpoolProblem(file: name, offset: 0, kind: .skippedEntry(reason)))
+        }
+    }
+
     /// One segment; `nil` when it was removed meanwhile (acknowledged by the server).
+    ///
+    /// - Parameter name: the file's name in the spool directory.
+    /// - Throws: ``SpoolError`` with code `permissionDenied` when the file cannot be read.
     public func segment(named name: String) throws(SpoolError) -> Segment? {
         let url = directory.appendingPathComponent(name)
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            if FileManager.default.fileExists(atPath: url.path) { throw .permissionDenied(path: url.path) }
+        let isOpen = name.hasSuffix(Self.openSuffix)
+        switch SafeRead.read(name, in: handle.descriptor, owner: owner) {
+        case .missing:
             return nil
+        case .skipped(let reason), .failed(let reason):
+            if reason == "permission denied" { throw .permissionDenied(path: url.path) }
+            return Segment(
+                name: name, url: url, isOpen: isOpen, lines: [],
+                problems: [SpoolProblem(file: name, offset: 0, kind: .skippedEntry(reason))], modified: nil, isSkipped: true)
+        case .bytes(let bytes, let status):
+            let (lines, problems) = Self.completeLines(bytes, file: name)
+            return Segment(
+                name: name, url: url, isOpen: isOpen, lines: lines, problems: problems,
+                modified: Date(timeIntervalSince1970: status.modified))
         }
-        let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
-        let (lines, problems) = Self.completeLines(Array(data), file: name)
-        return Segment(
-            name: name, url: url, isOpen: name.hasSuffix(Self.openSuffix), lines: lines, problems: problems,
-            modified: attributes?[.modificationDate] as? Date)
     }
 
     /// The complete, parseable lines of `bytes` (read from `file` at `baseOffset`); a tail without a line
@@ -79,15 +153,38 @@ public struct SpoolReader: Sendable {
         var lines: [[UInt8]] = []
         var problems: [SpoolProblem] = []
         bytes.withUnsafeBufferPointer { buffer in
-            var ranges: [LineSplitter.Line] = []
-            for line in LineSplitter(buffer) {
-                if line.range.upperBound >= buffer.count {
-                    if !line.range.isEmpty {
-                        problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine))
+            var ranges: [Range<Int>] = []
+            // A quote that is never closed would carry the next lines into one string: a line that
+            // spans line ends and does not parse costs its first physical line only.
+            var start = 0
+            splitting: while start < buffer.count {
+                for part in LineSplitter(UnsafeBufferPointer(rebasing: buffer[start...])) {
+                    let line = (number: part.number, range: (part.range.lowerBound + start)..<(part.range.upperBound + start))
+                    let torn = line.range.upperBound >= buffer.count
+                    if let newline = buffer[line.range].firstIndex(of: UInt8(ascii: "\n")) {
+                        let whole = UnsafeBufferPointer(rebasing: buffer[line.range])
+                        if torn || (try? LineParser().validateLine(whole)) == nil {
+                            let first = UnsafeBufferPointer(rebasing: buffer[line.range.lowerBound..<newline])
+                            var reason = "unterminated string value"
+                            do {
+                                _ = try LineParser().validateLine(first)
+                            } catch {
+                                reason = "\(error)"
+                            }
+                            problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine(reason)))
+                            start = newline + 1
+                            continue splitting
+                        }
                     }
-                    continue
+                    if torn {
+                        if !line.range.isEmpty {
+                            problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine))
+                        }
+                        continue
+                    }
+                    ranges.append(line.range)
                 }
-                ranges.append(line)
+                break
             }
             // Checking lines is the costly part of reading a large segment: spread it over the cores.
             let chunks = ranges.count >= 20_000 ? ProcessInfo.processInfo.activeProcessorCount : 1
@@ -102,7 +199,7 @@ public struct SpoolReader: Sendable {
                 var index = chunk * ranges.count / chunks
                 let end = (chunk + 1) * ranges.count / chunks
                 while index < end {
-                    let line = ranges[index]
+                    let line = (number: index + 1, range: ranges[index])
                     do {
                         if try !parser.validateLine(UnsafeBufferPointer(rebasing: buffer[line.range]), lineNumber: line.number) {
                             local[index] = .some(nil)
@@ -120,10 +217,10 @@ public struct SpoolReader: Sendable {
             for (index, line) in ranges.enumerated() {
                 switch skipped[index] {
                 case .none:
-                    lines.append(Array(UnsafeBufferPointer(rebasing: buffer[line.range])))
+                    lines.append(Array(UnsafeBufferPointer(rebasing: buffer[line])))
                 case .some(.some(let error)):
                     problems.append(
-                        SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine("\(error)")))
+                        SpoolProblem(file: file, offset: baseOffset + line.lowerBound, kind: .corruptLine("\(error)")))
                 case .some(.none):
                     break
                 }
@@ -135,8 +232,8 @@ public struct SpoolReader: Sendable {
 
     /// The precision of the spool's timestamps, as the agent recorded it (`ns` if unknown).
     public var precision: Precision {
-        let text = try? String(contentsOf: directory.appendingPathComponent(".precision"), encoding: .utf8)
-        return text.flatMap { Precision(rawValue: $0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? .ns
+        guard case .bytes(let bytes, _) = SafeRead.read(".precision", in: handle.descriptor, owner: owner) else { return .ns }
+        return Precision(rawValue: String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .ns
     }
 
     /// A batch the server refused for good, with its reason.
@@ -147,25 +244,50 @@ public struct SpoolReader: Sendable {
         public var rejectedAt: Date?
     }
 
-    /// The batches in `rejected/`, oldest first.
+    /// The batches in `rejected/`, oldest first. Entries that are not regular files of the spool's
+    /// owner are left out.
+    ///
+    /// - Throws: ``SpoolError`` when `rejected/` is not a directory of the spool's owner.
     public func rejected() throws(SpoolError) -> [RejectedBatch] {
-        let folder = directory.appendingPathComponent("rejected")
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return [] }
-        return names.filter { $0.hasSuffix(Self.sealedSuffix) }.sorted().map { name in
-            let url = folder.appendingPathComponent(name)
-            let bytes = FileManager.default.contents(atPath: url.path).map(Array.init) ?? []
+        let path = directory.appendingPathComponent("rejected").path
+        let descriptor = openat(handle.descriptor, "rejected", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT { return [] }
+            if code == ELOOP { throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link") }
+            throw .io(path: path, reason: systemError(code))
+        }
+        let folder = DirectoryHandle(descriptor: descriptor)
+        guard let names = directoryEntries(folder.descriptor) else { return [] }
+        return names.filter { $0.hasSuffix(Self.sealedSuffix) && !$0.hasPrefix(".") }.sorted().compactMap { name in
+            guard case .bytes(let bytes, let status) = SafeRead.read(name, in: folder.descriptor, owner: owner) else { return nil }
             let stem = String(name.dropLast(Self.sealedSuffix.count))
-            let reason = (try? String(contentsOf: folder.appendingPathComponent(stem + ".reason"), encoding: .utf8)) ?? ""
-            let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+            var reason = ""
+            if case .bytes(let text, _) = SafeRead.read(stem + ".reason", in: folder.descriptor, owner: owner) {
+                reason = String(decoding: text, as: UTF8.self)
+            }
             return RejectedBatch(
                 name: name, lines: Self.completeLines(bytes, file: name).0, reason: reason,
-                rejectedAt: attributes?[.modificationDate] as? Date)
+                rejectedAt: Date(timeIntervalSince1970: status.modified))
         }
+    }
+}
+
+/// An open directory, closed when the last reader holding it is gone.
+private final class DirectoryHandle: Sendable {
+    let descriptor: Int32
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    deinit {
+        close(descriptor)
     }
 }
 
 /// Bytes and line ranges read by several threads at once while their owner waits.
 private struct ReadOnlyBytes: @unchecked Sendable {
     let buffer: UnsafeBufferPointer<UInt8>
-    let ranges: [LineSplitter.Line]
+    let ranges: [Range<Int>]
 }
