@@ -88,6 +88,29 @@ private let nobody: uid_t = 65_534
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent(".lock").path))
     }
 
+    @Test func aSpoolOfAnEarlierVersionIsAdoptedButNotOneWithForeignFiles() async throws {
+        // The layout the agent wrote before spools were marked: .lock, .precision, rejected/, segments.
+        func earlierSpool(extra: String?) throws -> URL {
+            let directory = temporaryDirectory("earlier")
+            chmod(directory.path, 0o700)
+            try Data().write(to: directory.appendingPathComponent(".lock"))
+            try Data("ns".utf8).write(to: directory.appendingPathComponent(".precision"))
+            try FileManager.default.createDirectory(at: directory.appendingPathComponent("rejected"), withIntermediateDirectories: false)
+            try Data("earlier v=1i 1763800000000000000\n".utf8).write(to: directory.appendingPathComponent("00000000000000000007.lp"))
+            if let extra { try Data("theirs v=1i 1\n".utf8).write(to: directory.appendingPathComponent(extra)) }
+            return directory
+        }
+        let earlier = try earlierSpool(extra: nil)
+        let agent = try APIHealthAgent(configuration: spoolConfiguration(earlier), logger: Logger(label: "t"))
+        #expect(agent.pendingPoints().contains { $0.measurement == "earlier" }, "its pending line is kept")
+        await agent.shutdown(deadline: .milliseconds(100))
+        #expect(FileManager.default.fileExists(atPath: earlier.appendingPathComponent(SpoolDirectory.markerName).path))
+
+        let mixed = try earlierSpool(extra: "notes.lp")
+        let code = spoolErrorCode { _ = try APIHealthAgent(configuration: spoolConfiguration(mixed), logger: Logger(label: "t")) }
+        #expect(code == .notASpool)
+    }
+
     @Test func anEmptyExistingDirectoryIsMarkedButNeverChmodded() async throws {
         let directory = temporaryDirectory("adopted")
         chmod(directory.path, 0o755)

@@ -317,11 +317,12 @@ public final class APIHealthAgent: Sendable, Service {
     /// - Parameter deadline: How long to keep sending what is pending.
     public func shutdown(deadline: Duration = .seconds(10)) async {
         beginShutdown(deadline: deadline)
-        let state = lifecycle.withLock { state -> Lifecycle in
+        let previous = lifecycle.withLock { state -> Lifecycle in
+            let previous = state
             if state == .idle { state = .finished }
-            return state
+            return previous
         }
-        switch state {
+        switch previous {
         case .idle:
             // Never ran: keep what is pending in the spool.
             releaseSpool()

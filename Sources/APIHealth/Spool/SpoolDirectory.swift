@@ -172,6 +172,26 @@ final class SpoolDirectory: @unchecked Sendable {
         if status.permissions & 0o700 != 0o700 && owner != 0 { throw .permissionDenied(path: path) }
     }
 
+    /// Whether the directory is a spool written by an APIHealth version from before the marker: only
+    /// this user's `.lock`, `.precision` and `rejected/`, and segment files named as that version named
+    /// them (`<20 digits>.lp`, `<20 digits>.open.lp`, `.precision.tmp`), all regular files of this user.
+    /// Such a spool is adopted (marked) rather than refused.
+    static func isEarlierSpool(_ descriptor: Int32, entries: [String], owner: uid_t) -> Bool {
+        guard entries.contains(".lock"), entries.contains(".precision"),
+            let rejected = EntryStatus.of(rejectedName, in: descriptor), rejected.isDirectory, rejected.owner == owner
+        else { return false }
+        func isSegmentName(_ name: String) -> Bool {
+            let stem = name.hasSuffix(".open.lp") ? name.dropLast(8) : name.hasSuffix(".lp") ? name.dropLast(3) : ""
+            return stem.count == 20 && stem.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
+        }
+        for name in entries where name != rejectedName {
+            guard name == ".lock" || name == ".precision" || name == ".precision.tmp" || isSegmentName(name),
+                let status = EntryStatus.of(name, in: descriptor), status.isRegularFile, status.owner == owner
+            else { return false }
+        }
+        return true
+    }
+
     private static func checkMarker(
         _ descriptor: Int32, path: String, created: Bool, owner: uid_t, fileSystem: any SpoolFileSystem
     ) throws(SpoolError) {
@@ -183,11 +203,10 @@ final class SpoolDirectory: @unchecked Sendable {
         }
         if !created {
             guard let entries = directoryEntries(descriptor) else { throw .permissionDenied(path: path) }
-            if !entries.isEmpty {
+            if !entries.isEmpty && !isEarlierSpool(descriptor, entries: entries, owner: owner) {
                 throw SpoolError(
                     code: .notASpool, path: path,
-                    reason: "holds files but is not an APIHealth spool (no \(markerName) file); give an empty or new "
-                        + "directory (for a spool of an earlier APIHealth version, create an empty \(markerName) file in it)")
+                    reason: "holds files but is not an APIHealth spool (no \(markerName) file); give an empty or new directory")
             }
         }
         let marker = fileSystem.openat(descriptor, markerName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
