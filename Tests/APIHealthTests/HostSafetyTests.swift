@@ -93,9 +93,15 @@ func observeWithHandler(_ session: URLSession, _ url: URL) async -> Observed {
         // stopwatch, on the best of three runs (the rest is scheduling noise on a busy machine).
         var gaps: [Double] = []
         for run in 1...3 {
-            let started = ContinuousClock.now
-            let hooked = await observeWithHandler(hookedSession, harness.url("/redirect/3"))
-            let stopwatch = (ContinuousClock.now - started) / .milliseconds(1)
+            // The caller's stopwatch: from resume() to its completion handler.
+            let (hooked, elapsed): (Observed, Duration) = await withCheckedContinuation { continuation in
+                let started = ContinuousClock.now
+                hookedSession.dataTask(with: harness.url("/redirect/3")) { data, response, error in
+                    let elapsed = ContinuousClock.now - started
+                    continuation.resume(returning: (Observed(data: data, response: response, error: error), elapsed))
+                }.resume()
+            }
+            let stopwatch = elapsed / .milliseconds(1)
             #expect(hooked == plain)
             let point = try #require(try await harness.waitForRequests(run).last)
             guard case .float(let duration) = point.field("duration_ms") else {
