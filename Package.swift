@@ -11,6 +11,8 @@ let package = Package(
     products: [
         .library(name: "APIHealth", targets: ["APIHealth"]),
         .library(name: "LineProtocol", targets: ["LineProtocol"]),
+        // Capture for AsyncHTTPClient requests: only services that use AsyncHTTPClient build it.
+        .library(name: "APIHealthAsyncHTTPClient", targets: ["APIHealthAsyncHTTPClient"]),
         .executable(name: "influx-tail", targets: ["influx-tail"]),
         .executable(name: "apihealth-demo", targets: ["apihealth-demo"]),
         // The small loopback HTTP server the demo, the tests and the benchmarks call.
@@ -21,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .target(name: "LineProtocol", swiftSettings: strictSwift6),
@@ -35,6 +38,18 @@ let package = Package(
                 "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "APIHealthAsyncHTTPClient",
+            dependencies: [
+                "APIHealth",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -93,6 +108,14 @@ let package = Package(
         .testTarget(
             name: "APIHealthTests",
             dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "APIHealthAsyncHTTPClientTests",
+            dependencies: [
+                "APIHealth", "APIHealthAsyncHTTPClient", "TestSupport", "LoopbackHTTPServer", "LineProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: strictSwift6
         ),
         .testTarget(

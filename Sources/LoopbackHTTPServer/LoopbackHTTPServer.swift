@@ -58,12 +58,18 @@ public final class LoopbackHTTPServer: Sendable {
         public var body: Body
         /// Wait this long before answering.
         public var delay: Duration
+        /// Wait this long between the response head and its body.
+        public var bodyDelay: Duration
 
-        public init(status: Int, headers: [(String, String)] = [], body: Body = .bytes([]), delay: Duration = .zero) {
+        public init(
+            status: Int, headers: [(String, String)] = [], body: Body = .bytes([]), delay: Duration = .zero,
+            bodyDelay: Duration = .zero
+        ) {
             self.status = status
             self.headers = headers
             self.body = body
             self.delay = delay
+            self.bodyDelay = bodyDelay
         }
 
         public static func text(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
@@ -167,6 +173,7 @@ private func sendResponse(
     let head = HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
     do {
         try await channel.writeAndFlush(HTTPServerResponsePart.head(head)).get()
+        if response.bodyDelay > .zero { try? await Task.sleep(for: response.bodyDelay) }
         switch response.body {
         case .hang: return
         case .bytes(let bytes):

@@ -31,6 +31,10 @@ public enum TestRoutes {
             // 401 with a Basic challenge until the request carries user:secret.
             if request.header("Authorization") == "Basic dXNlcjpzZWNyZXQ=" { return .text(200, "welcome") }
             return .text(401, "who are you", headers: [("WWW-Authenticate", #"Basic realm="tests""#)])
+        case "timed":
+            // 200 ms before the head, 300 ms between the head and the body.
+            return LoopbackHTTPServer.Response(
+                status: 200, body: .bytes(Array("timed".utf8)), delay: .milliseconds(200), bodyDelay: .milliseconds(300))
         case "echo":
             return LoopbackHTTPServer.Response(
                 status: 200, headers: [("X-Received-Bytes", "\(request.body.count)")], body: .bytes(request.body))

@@ -1,0 +1,104 @@
+import APIHealth
+import AsyncHTTPClient
+import Logging
+import NIOCore
+
+/// Runs AsyncHTTPClient requests with APIHealth watching: the same calls, one extra argument.
+///
+/// ```swift
+/// let response = try await httpClient.execute(request, timeout: .seconds(10), recordingTo: agent, module: "billing")
+/// for try await chunk in response.body { … }   // the sample ends when the body has been read
+/// ```
+///
+/// Each request becomes one `apihealth_request` point, with the same schema, templating and cap as
+/// URLSession capture. What the caller gets back (response head, streamed body, errors, cancellation,
+/// timeouts) is what it gets without APIHealth.
+extension HTTPClient {
+    /// Executes `request` as ``HTTPClient/execute(_:timeout:logger:)`` does, and records it with `agent`.
+    ///
+    /// The sample's duration runs until the caller has read the body to its end (or an error); a body
+    /// the caller never finishes ends the sample when the response is dropped or the task is cancelled.
+    ///
+    /// - Parameters:
+    ///   - request: The request to run.
+    ///   - timeout: As for ``HTTPClient/execute(_:timeout:logger:)``.
+    ///   - agent: The agent that records the request.
+    ///   - module: The part of the service that makes the call (the `module` tag).
+    ///   - logger: As for ``HTTPClient/execute(_:timeout:logger:)``.
+    /// - Returns: The response, its body passed through as it arrives.
+    /// - Throws: Whatever AsyncHTTPClient throws, unchanged.
+    public func execute(
+        _ request: HTTPClientRequest,
+        timeout: TimeAmount,
+        recordingTo agent: APIHealthAgent,
+        module: String,
+        logger: Logger? = nil
+    ) async throws -> HTTPClientResponse {
+        try await execute(request, deadline: .now() + timeout, recordingTo: agent, module: module, logger: logger)
+    }
+
+    /// Executes `request` as ``HTTPClient/execute(_:deadline:logger:)`` does, and records it with `agent`.
+    ///
+    /// - Parameters:
+    ///   - request: The request to run.
+    ///   - deadline: As for ``HTTPClient/execute(_:deadline:logger:)``.
+    ///   - agent: The agent that records the request.
+    ///   - module: The part of the service that makes the call (the `module` tag).
+    ///   - logger: As for ``HTTPClient/execute(_:deadline:logger:)``.
+    /// - Returns: The response, its body passed through as it arrives.
+    /// - Throws: Whatever AsyncHTTPClient throws, unchanged.
+    public func execute(
+        _ request: HTTPClientRequest,
+        deadline: NIODeadline,
+        recordingTo agent: APIHealthAgent,
+        module: String,
+        logger: Logger? = nil
+    ) async throws -> HTTPClientResponse {
+        let observation = RequestObservation(
+            agent: agent, module: module, method: request.method.rawValue, url: request.url,
+            requestHeaders: request.headers, requestBytes: request.headers.first(name: "content-length").flatMap { UInt64($0) })
+        let response: HTTPClientResponse
+        do {
+            response = try await execute(request, deadline: deadline, logger: logger)
+        } catch {
+            observation.fail(error)
+            throw error
+        }
+        observation.receivedHead(status: Int(response.status.code), headers: response.headers, redirects: max(response.history.count - 1, 0))
+        var observed = response
+        observed.body = .stream(ObservedBody(base: response.body, observation: observation))
+        return observed
+    }
+
+    /// Executes `request` with `delegate` as ``HTTPClient/execute(request:delegate:deadline:logger:)``
+    /// does, and records it with `agent`; the delegate sees exactly what it would see without APIHealth.
+    ///
+    /// ```swift
+    /// let task = httpClient.execute(request: request, delegate: collector, recordingTo: agent, module: "feeds")
+    /// let result = try await task.get()
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - request: The request to run.
+    ///   - delegate: The delegate that receives the response.
+    ///   - deadline: As for ``HTTPClient/execute(request:delegate:deadline:logger:)``.
+    ///   - agent: The agent that records the request.
+    ///   - module: The part of the service that makes the call (the `module` tag).
+    ///   - logger: As for ``HTTPClient/execute(request:delegate:deadline:logger:)``.
+    /// - Returns: The task running the request.
+    public func execute<Delegate: HTTPClientResponseDelegate>(
+        request: Request,
+        delegate: Delegate,
+        deadline: NIODeadline? = nil,
+        recordingTo agent: APIHealthAgent,
+        module: String,
+        logger: Logger? = nil
+    ) -> Task<Delegate.Response> {
+        let observation = RequestObservation(
+            agent: agent, module: module, method: request.method.rawValue, url: request.url.absoluteString,
+            requestHeaders: request.headers, requestBytes: nil)
+        let recording = RecordingResponseDelegate(wrapping: delegate, observation: observation)
+        return execute(
+            request: request, delegate: recording, eventLoop: .indifferent, deadline: deadline, logger: logger)
+    }
+}

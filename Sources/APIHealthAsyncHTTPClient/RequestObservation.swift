@@ -1,0 +1,138 @@
+import APIHealth
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// What is seen of one AsyncHTTPClient request until it ends; records one ``RequestSample`` when it
+/// does: at the end of the body, at an error, or when the caller drops the response unfinished.
+final class RequestObservation: Sendable {
+    private let agent: APIHealthAgent
+    private let module: String
+    private let method: String
+    private let url: String
+    private let requestHeaders: HTTPHeaders
+    private let started = ContinuousClock.now
+    private let startedAt = Date()
+
+    private struct Progress {
+        var timeToFirstByte: Duration?
+        var status: Int?
+        var responseHeaders: HTTPHeaders = [:]
+        var redirects: Int?
+        var visits = 0
+        var requestBytes: UInt64?
+        var responseBytes: UInt64 = 0
+        var recorded = false
+    }
+
+    /// Guards what has been seen so far.
+    private let progress: Mutex<Progress>
+
+    init(agent: APIHealthAgent, module: String, method: String, url: String, requestHeaders: HTTPHeaders, requestBytes: UInt64?) {
+        self.agent = agent
+        self.module = module
+        self.method = method
+        self.url = url
+        self.requestHeaders = requestHeaders
+        self.progress = Mutex(Progress(requestBytes: requestBytes))
+    }
+
+    deinit {
+        // Dropped before the body was read to its end: the sample ends here.
+        end(error: nil)
+    }
+
+    func receivedHead(status: Int, headers: HTTPHeaders, redirects: Int?) {
+        let now = ContinuousClock.now
+        progress.withLock { state in
+            if state.timeToFirstByte == nil { state.timeToFirstByte = now - started }
+            state.status = status
+            state.responseHeaders = headers
+            if let redirects { state.redirects = redirects }
+        }
+    }
+
+    /// A response head arrived (a redirect's or the final one's): one more than the redirects followed.
+    func visitedURL() {
+        progress.withLock { $0.visits += 1 }
+    }
+
+    func sent(_ bytes: Int) {
+        progress.withLock { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) }
+    }
+
+    func received(_ bytes: Int) {
+        progress.withLock { $0.responseBytes += UInt64(bytes) }
+    }
+
+    func finish() { end(error: nil) }
+
+    /// Ends the sample with `error`, unless AsyncHTTPClient refused the request before starting it
+    /// (a URL it cannot use): then nothing is recorded, as nothing was sent.
+    func fail(_ error: any Error) {
+        if Self.refusedBeforeStarting(error) {
+            progress.withLock { $0.recorded = true }
+            return
+        }
+        end(error: error)
+    }
+
+    private func end(error: (any Error)?) {
+        let duration = ContinuousClock.now - started
+        guard let state = progress.withLock({ state -> Progress? in
+            if state.recorded { return nil }
+            state.recorded = true
+            return state
+        }) else { return }
+        guard let url = URL(string: url), url.host != nil else { return }
+        var sample = RequestSample(
+            method: method, url: url, module: module, startedAt: startedAt, duration: duration,
+            statusCode: error == nil ? state.status : nil, requestBytes: state.requestBytes ?? 0,
+            responseBytes: state.responseBytes, timeToFirstByte: state.timeToFirstByte, redirectCount: state.redirects ?? max(state.visits - 1, 0))
+        if let error { sample.error = Self.transportError(error) }
+        sample.correlationID = correlationID(responseHeaders: state.responseHeaders)
+        agent.record(sample)
+    }
+
+    private func correlationID(responseHeaders: HTTPHeaders) -> String? {
+        let names = agent.configuration.capture.correlationHeaders
+        for name in names {
+            if let value = requestHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
+        }
+        for name in names {
+            if let value = responseHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
+        }
+        return nil
+    }
+
+    static func refusedBeforeStarting(_ error: any Error) -> Bool {
+        guard let clientError = error as? HTTPClientError else { return false }
+        if [.invalidURL, .emptyHost, .emptyScheme, .missingSocketPath].contains(clientError) { return true }
+        return String(describing: clientError).contains("unsupportedScheme")
+    }
+
+    /// AsyncHTTPClient's errors in the terms the URLSession capture uses (`NSURLErrorDomain` codes),
+    /// so dashboards group transport failures the same way whichever client saw them.
+    static func transportError(_ error: any Error) -> RequestSample.TransportError {
+        if error is CancellationError { return .init(domain: NSURLErrorDomain, code: NSURLErrorCancelled) }
+        if let clientError = error as? HTTPClientError {
+            switch clientError {
+            case .readTimeout, .connectTimeout, .deadlineExceeded, .writeTimeout:
+                return .init(domain: NSURLErrorDomain, code: NSURLErrorTimedOut)
+            case .cancelled:
+                return .init(domain: NSURLErrorDomain, code: NSURLErrorCancelled)
+            case .remoteConnectionClosed:
+                return .init(domain: NSURLErrorDomain, code: NSURLErrorNetworkConnectionLost)
+            default:
+                return .init(domain: "HTTPClientError", code: 0)
+            }
+        }
+        if error is NIOConnectionError || (error as? IOError)?.errnoCode == ECONNREFUSED {
+            return .init(domain: NSURLErrorDomain, code: NSURLErrorCannotConnectToHost)
+        }
+        return .init(error)
+    }
+}

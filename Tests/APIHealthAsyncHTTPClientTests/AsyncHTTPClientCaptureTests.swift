@@ -1,0 +1,251 @@
+import APIHealth
+import APIHealthAsyncHTTPClient
+import AsyncHTTPClient
+import Foundation
+import LineProtocol
+import Logging
+import LoopbackHTTPServer
+import NIOCore
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+/// What a caller sees of one AsyncHTTPClient request, compared with and without APIHealth.
+struct Seen: Equatable {
+    var status: Int?
+    var contentType: String?
+    var bodyBytes: Int?
+    var error: String?
+}
+
+final class AHCHarness: Sendable {
+    let server: LoopbackHTTPServer
+    let agent: APIHealthAgent
+    let client: HTTPClient
+
+    init() async throws {
+        server = try await LoopbackHTTPServer.start(threads: 2, handler: TestRoutes.handle)
+        var configuration = APIHealthConfiguration(serviceName: "ahc-tests")
+        configuration.spool = nil
+        configuration.precision = .ns
+        agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-tests"))
+        var clientConfiguration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
+        clientConfiguration.timeout.read = .seconds(20)
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+    }
+
+    func url(_ path: String) -> String { server.baseURL + path }
+
+    func requests() -> [Point] {
+        agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.request }
+    }
+
+    func waitForRequests(_ count: Int) async throws -> [Point] {
+        for _ in 0..<500 {
+            let points = requests()
+            if points.count >= count { return points }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return requests()
+    }
+
+    /// Runs `request` plainly or instrumented and reads the whole body.
+    func run(_ request: HTTPClientRequest, instrumented: Bool, timeout: TimeAmount = .seconds(20)) async -> Seen {
+        do {
+            let response =
+                instrumented
+                ? try await client.execute(request, timeout: timeout, recordingTo: agent, module: "ahc")
+                : try await client.execute(request, timeout: timeout)
+            var bytes = 0
+            for try await chunk in response.body { bytes += chunk.readableBytes }
+            return Seen(status: Int(response.status.code), contentType: response.headers.first(name: "content-type"), bodyBytes: bytes)
+        } catch {
+            return Seen(error: String(describing: error))
+        }
+    }
+
+    func close() async {
+        try? await client.shutdown()
+        try? await server.shutdown()
+    }
+}
+
+@Suite(.serialized) struct AsyncHTTPClientCaptureTests {
+    @Test(arguments: ["/ok", "/status/404", "/status/503", "/redirect/3"])
+    func callersSeeTheSameWithAndWithoutAPIHealth(path: String) async throws {
+        let harness = try await AHCHarness()
+        var request = HTTPClientRequest(url: harness.url(path))
+        request.headers.add(name: "X-Request-Id", value: "ahc-\(path.count)")
+        let plain = await harness.run(request, instrumented: false)
+        let observed = await harness.run(request, instrumented: true)
+        #expect(plain.status != nil)
+        #expect(observed == plain)
+        let point = try #require(try await harness.waitForRequests(1).first)
+        #expect(point.tag("host") == "127.0.0.1:\(harness.server.port)")
+        #expect(point.tag("module") == "ahc")
+        #expect(point.tag("status") == "\(plain.status!)")
+        #expect(point.field("response_bytes") == .uint(UInt64(plain.bodyBytes!)))
+        #expect(point.field("correlation_id") == .string("ahc-\(path.count)"))
+        #expect(point.field("redirects") == .int(path.hasPrefix("/redirect") ? 3 : 0))
+        if path.hasPrefix("/redirect") { #expect(point.tag("path") == "/redirect/{id}") }
+        await harness.close()
+    }
+
+    @Test func timeToFirstByteAndDurationMatchTheServersDelays() async throws {
+        let harness = try await AHCHarness()
+        _ = await harness.run(HTTPClientRequest(url: harness.url("/ok")), instrumented: false)  // a warm connection
+        let seen = await harness.run(HTTPClientRequest(url: harness.url("/timed")), instrumented: true)
+        #expect(seen.bodyBytes == 5)
+        let point = try #require(try await harness.waitForRequests(1).first)
+        guard case .float(let ttfb) = point.field("ttfb_ms"), case .float(let duration) = point.field("duration_ms") else {
+            Issue.record("no timings in \(point)")
+            return
+        }
+        #expect(ttfb >= 200 && ttfb <= 200 + 1 + 200 * 0.02, "ttfb \(ttfb) ms")
+        #expect(duration >= 500 && duration <= 500 + 1 + 500 * 0.02, "duration \(duration) ms")
+        await harness.close()
+    }
+
+    @Test func aLargeBodyStreamsThroughWithFlatMemory() async throws {
+        let harness = try await AHCHarness()
+        let total = 100 * 1_024 * 1_024
+        let before = residentBytes()
+        var peak = before
+        let response = try await harness.client.execute(
+            HTTPClientRequest(url: harness.url("/bytes/\(total)")), timeout: .seconds(60), recordingTo: harness.agent, module: "ahc")
+        var bytes = 0
+        for try await chunk in response.body {
+            bytes += chunk.readableBytes
+            if bytes % (8 << 20) < chunk.readableBytes { peak = max(peak, residentBytes()) }
+        }
+        #expect(bytes == total)
+        #expect(peak - before < 40 * 1_024 * 1_024, "grew \(peak - before) bytes")
+        let point = try #require(try await harness.waitForRequests(1).first)
+        #expect(point.field("response_bytes") == .uint(UInt64(total)))
+        await harness.close()
+    }
+
+    @Test func aStreamedRequestBodyGoesUpWhole() async throws {
+        let harness = try await AHCHarness()
+        let payload = ByteBuffer(bytes: (0..<1_000_000).map { UInt8($0 % 253) })
+        func upload(_ instrumented: Bool) async throws -> (Int, String?) {
+            var request = HTTPClientRequest(url: harness.url("/echo"))
+            request.method = .PUT
+            let chunks = stride(from: 0, to: payload.readableBytes, by: 65_536).map {
+                payload.getSlice(at: $0, length: min(65_536, payload.readableBytes - $0))!
+            }
+            request.body = .stream(chunks.async, length: .known(Int64(payload.readableBytes)))
+            request.headers.add(name: "Content-Length", value: "\(payload.readableBytes)")
+            let response =
+                instrumented
+                ? try await harness.client.execute(request, timeout: .seconds(20), recordingTo: harness.agent, module: "ahc")
+                : try await harness.client.execute(request, timeout: .seconds(20))
+            let body = try await response.body.collect(upTo: 2 << 20)
+            #expect(body == payload)
+            return (Int(response.status.code), response.headers.first(name: "X-Received-Bytes"))
+        }
+        let plain = try await upload(false)
+        let observed = try await upload(true)
+        #expect(observed == plain && plain.1 == "1000000")
+        let point = try #require(try await harness.waitForRequests(1).first)
+        #expect(point.field("request_bytes") == .uint(1_000_000))
+        #expect(point.tag("method") == "PUT")
+        await harness.close()
+    }
+
+    @Test func transportFailuresAreTheSameAndRecorded() async throws {
+        let harness = try await AHCHarness()
+        let refused = HTTPClientRequest(url: "http://127.0.0.1:\(try await closedLoopbackPort())/ok")
+        #expect(await harness.run(refused, instrumented: true) == (await harness.run(refused, instrumented: false)))
+        let hang = HTTPClientRequest(url: harness.url("/hang"))
+        let plainTimeout = await harness.run(hang, instrumented: false, timeout: .milliseconds(300))
+        let observedTimeout = await harness.run(hang, instrumented: true, timeout: .milliseconds(300))
+        #expect(plainTimeout.error != nil && observedTimeout == plainTimeout)
+        let points = try await harness.waitForRequests(2)
+        #expect(points.map { $0.tag("status") } == ["error", "error"])
+        #expect(points.contains { $0.field("error") == .string("NSURLErrorDomain \(NSURLErrorCannotConnectToHost)") })
+        #expect(points.contains { $0.field("error") == .string("NSURLErrorDomain \(NSURLErrorTimedOut)") })
+        await harness.close()
+    }
+
+    @Test func cancellingMidBodyReachesTheCallerAndEndsTheSample() async throws {
+        let harness = try await AHCHarness()
+        let reading = Task {
+            let response = try await harness.client.execute(
+                HTTPClientRequest(url: harness.url("/bytes/\(200 << 20)")), timeout: .seconds(60), recordingTo: harness.agent,
+                module: "ahc")
+            var bytes = 0
+            for try await chunk in response.body { bytes += chunk.readableBytes }
+            return bytes
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        reading.cancel()
+        await #expect(throws: (any Error).self) { _ = try await reading.value }
+        let point = try #require(try await harness.waitForRequests(1).first)
+        #expect(point.tag("status") == "error")
+        await harness.close()
+    }
+
+    @Test func aResponseDroppedUnreadStillEndsItsSample() async throws {
+        let harness = try await AHCHarness()
+        do {
+            let response = try await harness.client.execute(
+                HTTPClientRequest(url: harness.url("/ok")), timeout: .seconds(20), recordingTo: harness.agent, module: "ahc")
+            #expect(response.status == .ok)
+        }
+        let points = try await harness.waitForRequests(1)
+        #expect(points.count == 1 && points.first?.tag("status") == "200")
+        await harness.close()
+    }
+
+    @Test func aThousandConcurrentRequestsGiveAThousandSamples() async throws {
+        let harness = try await AHCHarness()
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<1_000 {
+                group.addTask {
+                    let path = index % 4 == 0 ? "/status/500" : index % 4 == 1 ? "/status/404" : "/ok"
+                    let response = try await harness.client.execute(
+                        HTTPClientRequest(url: harness.url(path)), timeout: .seconds(30), recordingTo: harness.agent, module: "ahc")
+                    _ = try await response.body.collect(upTo: 1 << 20)
+                    return Int(response.status.code)
+                }
+            }
+            return try await group.reduce(into: [Int: Int]()) { $0[$1, default: 0] += 1 }
+        }
+        #expect(statuses == [500: 250, 404: 250, 200: 500])
+        let points = try await harness.waitForRequests(1_000)
+        #expect(points.count == 1_000)
+        #expect(points.reduce(into: [String: Int]()) { $0[$1.tag("status") ?? "", default: 0] += 1 } == ["500": 250, "404": 250, "200": 500])
+        await harness.close()
+    }
+
+    @Test func theDelegateAPISeesTheSameAndIsRecorded() async throws {
+        let harness = try await AHCHarness()
+        let request = try HTTPClient.Request(url: harness.url("/redirect/2"))
+        let plain = try await harness.client.execute(request: request, delegate: ResponseAccumulator(request: request)).get()
+        let observed = try await harness.client.execute(
+            request: request, delegate: ResponseAccumulator(request: request), recordingTo: harness.agent, module: "ahc"
+        ).get()
+        #expect(observed.status == plain.status && observed.body == plain.body)
+        let point = try #require(try await harness.waitForRequests(1).first)
+        #expect(point.tag("status") == "200")
+        #expect(point.field("redirects") == .int(2))
+        #expect(point.field("response_bytes") == .uint(UInt64(plain.body?.readableBytes ?? 0)))
+        await harness.close()
+    }
+
+    @Test func aURLAsyncHTTPClientRefusesFailsTheSameAndRecordsNothing() async throws {
+        let harness = try await AHCHarness()
+        for url in ["ftp://127.0.0.1/file", "http:///nohost", "not a url"] {
+            let request = HTTPClientRequest(url: url)
+            let plain = await harness.run(request, instrumented: false)
+            let observed = await harness.run(request, instrumented: true)
+            #expect(plain.error != nil)
+            #expect(observed == plain, "\(url)")
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(harness.requests().isEmpty)
+        await harness.close()
+    }
+}
