@@ -64,7 +64,8 @@ let package = Package(
         .executableTarget(
             name: "apihealth-demo",
             dependencies: [
-                "APIHealth", "LoopbackHTTPServer",
+                "APIHealth", "APIHealthAsyncHTTPClient", "LoopbackHTTPServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,4 +1,6 @@
 import APIHealth
+import APIHealthAsyncHTTPClient
+import AsyncHTTPClient
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -31,7 +33,8 @@ final class DemoCounters: @unchecked Sendable {
 }
 
 /// Calls the local API through instrumented sessions at a steady rate until the duration is over
-/// (or graceful shutdown), decoding every answer through the agent.
+/// (or graceful shutdown), decoding every answer through the agent. The `accounts` module calls it
+/// through AsyncHTTPClient, the others through URLSession, so both kinds of capture show side by side.
 struct DemoTraffic: Service {
     let agent: APIHealthAgent
     let baseURL: String
@@ -52,6 +55,8 @@ struct DemoTraffic: Service {
         let sessionsByModule = sessions
         let endpoints = DemoAPI.endpoints.filter { modules.contains($0.module) }
         guard !endpoints.isEmpty else { return }
+        let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { httpClient.shutdown { _ in } }
         let start = ContinuousClock.now
         let interval = Duration.seconds(1 / max(rate, 0.1))
         await withDiscardingTaskGroup { group in
@@ -59,10 +64,46 @@ struct DemoTraffic: Service {
             while ContinuousClock.now - start < duration && !Task.isShuttingDownGracefully && !Task.isCancelled {
                 let endpoint = endpoints[index % endpoints.count]
                 let call = index
-                group.addTask { await self.call(endpoint, index: call, session: sessionsByModule[endpoint.module]!) }
+                if endpoint.module == Self.asyncHTTPClientModule {
+                    group.addTask { await self.call(endpoint, index: call, client: httpClient) }
+                } else {
+                    group.addTask { await self.call(endpoint, index: call, session: sessionsByModule[endpoint.module]!) }
+                }
                 index += 1
                 try? await Task.sleep(until: start + interval * index, clock: .continuous)
             }
+        }
+    }
+
+    /// The module whose calls go through AsyncHTTPClient.
+    static let asyncHTTPClientModule = "accounts"
+
+    private func call(_ endpoint: DemoEndpoint, index: Int, client: HTTPClient) async {
+        var request = HTTPClientRequest(url: baseURL + endpoint.makePath(index))
+        request.method = .init(rawValue: endpoint.method)
+        request.headers.add(name: "X-Request-Id", value: UUID().uuidString)
+        do {
+            let response = try await client.execute(request, timeout: .seconds(5), recordingTo: agent, module: endpoint.module)
+            let body = try await response.body.collect(upTo: 1 << 20)
+            guard response.status.code < 400 else {
+                counters.add(error: true, parseFailure: false)
+                return
+            }
+            do {
+                _ = try JSONDecoder().decode(DemoResponse.self, from: Data(body.readableBytesView))
+                counters.add(error: false, parseFailure: false)
+            } catch {
+                if let url = URL(string: request.url) {
+                    var failed = URLRequest(url: url)
+                    failed.httpMethod = endpoint.method
+                    let head = HTTPURLResponse(url: url, statusCode: Int(response.status.code), httpVersion: nil, headerFields: nil)
+                    agent.recordParseFailure(
+                        for: failed, response: head, error: error, module: endpoint.module, data: Data(body.readableBytesView))
+                }
+                counters.add(error: false, parseFailure: true)
+            }
+        } catch {
+            counters.add(error: true, parseFailure: false)
         }
     }
 
