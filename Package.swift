@@ -101,6 +101,16 @@ let package = Package(
             path: "Tests/SpoolWriter",
             swiftSettings: strictSwift6
         ),
+        .executableTarget(
+            name: "capture-probe",
+            dependencies: [
+                "APIHealth", "APIHealthAsyncHTTPClient", "LoopbackHTTPServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/CaptureProbe",
+            swiftSettings: strictSwift6
+        ),
         .testTarget(
             name: "InfluxTailTests",
             dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],

@@ -1,0 +1,72 @@
+import APIHealth
+import APIHealthAsyncHTTPClient
+import AsyncHTTPClient
+import Foundation
+import Logging
+import LoopbackHTTPServer
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// Runs COUNT sequential small GETs against a loopback server, through one client, for instruction
+// counts under callgrind (scripts/callgrind-capture):
+//   capture-probe urlsession|urlsession-instrumented|ahc|ahc-instrumented COUNT
+// It checks that an instrumented run recorded exactly one sample per request (exit 2 otherwise).
+let arguments = CommandLine.arguments
+guard arguments.count == 3, let count = Int(arguments[2]) else {
+    FileHandle.standardError.write(Data("usage: capture-probe urlsession|urlsession-instrumented|ahc|ahc-instrumented COUNT\n".utf8))
+    exit(64)
+}
+let mode = arguments[1]
+let instrumented = mode.hasSuffix("-instrumented")
+
+var configuration = APIHealthConfiguration(serviceName: "capture-probe")
+configuration.spool = nil
+configuration.batching.maximumPendingBytes = 1 << 30
+let agent: APIHealthAgent
+do {
+    agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "capture-probe"))
+} catch {
+    FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
+    exit(3)
+}
+
+let finished = DispatchSemaphore(value: 0)
+Task.detached {
+    do {
+        let server = try await LoopbackHTTPServer.start(threads: 1) { _ in .json(200, #"{"id":1,"name":"Ada"}"#) }
+        let url = server.baseURL + "/users/1"
+        if mode.hasPrefix("urlsession") {
+            let sessionConfiguration = URLSessionConfiguration.ephemeral
+            if instrumented { agent.instrument(sessionConfiguration, module: "probe") }
+            let session = URLSession(configuration: sessionConfiguration)
+            let request = URLRequest(url: URL(string: url)!)
+            for _ in 0..<count { _ = try await session.data(for: request) }
+        } else {
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            let request = HTTPClientRequest(url: url)
+            for _ in 0..<count {
+                let response =
+                    instrumented
+                    ? try await client.execute(request, timeout: .seconds(10), recordingTo: agent, module: "probe")
+                    : try await client.execute(request, timeout: .seconds(10))
+                _ = try await response.body.collect(upTo: 1 << 16)
+            }
+            try await client.shutdown()
+        }
+        try await server.shutdown()
+    } catch {
+        FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
+        exit(1)
+    }
+    finished.signal()
+}
+finished.wait()
+let recorded = agent.metrics.pointsRecorded
+let expected = instrumented ? UInt64(count) : 0
+guard recorded == expected else {
+    FileHandle.standardError.write(Data("capture-probe: recorded \(recorded) samples for \(count) requests (expected \(expected))\n".utf8))
+    exit(2)
+}
+print("capture-probe: \(mode) \(count) requests, \(recorded) samples recorded")
