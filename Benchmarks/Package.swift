@@ -12,6 +12,7 @@ let package = Package(
         .package(name: "APIHealth", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .executableTarget(
@@ -31,6 +32,8 @@ let package = Package(
                 .product(name: "LineProtocol", package: "APIHealth"),
                 .product(name: "APIHealth", package: "APIHealth"),
                 .product(name: "LoopbackHTTPServer", package: "APIHealth"),
+                .product(name: "APIHealthAsyncHTTPClient", package: "APIHealth"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/AgentBenchmarks",

@@ -1,4 +1,6 @@
 import APIHealth
+import APIHealthAsyncHTTPClient
+import AsyncHTTPClient
 import Benchmark
 import Foundation
 import LineProtocol
@@ -100,6 +102,30 @@ let benchmarks: @Sendable () -> Void = {
             let recorded = getAgent.metrics.pointsRecorded - recordedBefore
             let expected = instrumented ? UInt64(benchmark.scaledIterations.count) : 0
             precondition(recorded == expected, "recorded \(recorded) samples for \(benchmark.scaledIterations.count) requests")
+        }
+    }
+
+    // Instrumented vs plain AsyncHTTPClient: 10,000 sequential small GETs to the same server, in one run.
+    let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
+    for instrumented in [false, true] {
+        Benchmark(
+            "GET small response, \(instrumented ? "instrumented" : "plain") AsyncHTTPClient",
+            configuration: .init(metrics: [.wallClock, .cpuTotal], maxDuration: .seconds(60), maxIterations: 10_000)
+        ) { benchmark in
+            let request = HTTPClientRequest(url: server.url() + "/users/1")
+            let recordedBefore = getAgent.metrics.pointsRecorded
+            let iterations = benchmark.scaledIterations.count
+            wait {
+                for _ in 0..<iterations {
+                    let response =
+                        instrumented
+                        ? try! await httpClient.execute(request, timeout: .seconds(10), recordingTo: getAgent, module: "bench")
+                        : try! await httpClient.execute(request, timeout: .seconds(10))
+                    blackHole(try! await response.body.collect(upTo: 1 << 16))
+                }
+            }
+            let recorded = getAgent.metrics.pointsRecorded - recordedBefore
+            precondition(recorded == (instrumented ? UInt64(iterations) : 0), "recorded \(recorded) samples for \(iterations) requests")
         }
     }
 
