@@ -42,12 +42,7 @@ final class AHCHarness: Sendable {
     }
 
     func waitForRequests(_ count: Int) async throws -> [Point] {
-        for _ in 0..<500 {
-            let points = requests()
-            if points.count >= count { return points }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return requests()
+        try await waitForValues(count, requests)
     }
 
     /// Runs `request` plainly or instrumented and reads the whole body.

@@ -66,12 +66,7 @@ final class CaptureHarness: Sendable {
 
     /// Waits until `count` request points are pending (recording happens as tasks complete).
     func waitForRequests(_ count: Int) async throws -> [Point] {
-        for _ in 0..<500 {
-            let points = requests()
-            if points.count >= count { return points }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return requests()
+        try await waitForValues(count, requests)
     }
 
     func close() async {

@@ -35,34 +35,8 @@ private func spoolErrorCode(_ body: () throws -> Void) -> SpoolError.Code? {
 
 /// Runs a built executable of this package as the unprivileged user `nobody`.
 private func runAsNobody(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-    let folder = temporaryDirectory("nobody-output")
-    let outURL = folder.appendingPathComponent("stdout")
-    let errURL = folder.appendingPathComponent("stderr")
-    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-    process.arguments =
-        ["--reuid=nobody", "--regid=nogroup", "--clear-groups", try Child.binDirectory().appendingPathComponent(executable).path]
-        + arguments
-    process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"]
-    let out = try FileHandle(forWritingTo: outURL)
-    let err = try FileHandle(forWritingTo: errURL)
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let end = ContinuousClock.now + .seconds(30)
-    while process.isRunning && ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(10)) }
-    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    process.waitUntilExit()
-    try out.close()
-    try err.close()
-    return (
-        process.terminationStatus, String(decoding: (try? Data(contentsOf: outURL)) ?? Data(), as: UTF8.self),
-        String(decoding: (try? Data(contentsOf: errURL)) ?? Data(), as: UTF8.self)
-    )
+    let result = try await Child.run(executable, arguments, asUser: "nobody")
+    return (result.status ?? -1, result.stdout, result.stderr)
 }
 
 private let nobody: uid_t = 65_534

@@ -90,10 +90,11 @@ public final class Child: Sendable {
     }
 
     /// Runs to completion and returns the exit status, stdout and stderr (read from files after exit, so
-    /// nothing is lost however fast the child writes and exits).
-    public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws
-        -> (status: Int32?, stdout: String, stderr: String)
-    {
+    /// nothing is lost however fast the child writes and exits). With `user`, the child runs as that
+    /// unprivileged user (through `setpriv`, with only `PATH` and `HOME` in its environment).
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], asUser user: String? = nil
+    ) async throws -> (status: Int32?, stdout: String, stderr: String) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -102,11 +103,16 @@ public final class Child: Sendable {
         _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         let process = Process()
-        process.executableURL = try binDirectory().appendingPathComponent(executable)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
+        let path = try binDirectory().appendingPathComponent(executable)
+        if let user {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=\(user)", "--regid=nogroup", "--clear-groups", path.path] + arguments
+            process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"].merging(environment) { $1 }
+        } else {
+            process.executableURL = path
+            process.arguments = arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = try FileHandle(forWritingTo: outURL)
         let err = try FileHandle(forWritingTo: errURL)
         process.standardOutput = out

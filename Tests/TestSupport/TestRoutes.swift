@@ -73,3 +73,14 @@ public func closedLoopbackPort() async throws -> Int {
     try await probe.shutdown()
     return port
 }
+
+/// Polls `read` until it returns at least `count` values (recording happens as requests complete), for
+/// at most five seconds; returns what it read last.
+public func waitForValues<Value>(_ count: Int, _ read: () -> [Value]) async throws -> [Value] {
+    for _ in 0..<500 {
+        let values = read()
+        if values.count >= count { return values }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    return read()
+}
