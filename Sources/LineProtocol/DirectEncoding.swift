@@ -105,6 +105,11 @@ extension LineEncoder {
     private func finishLineDirectly(
         _ fields: [Point.Field], from lineStart: Int, into writer: inout ByteWriter, timestamp: () -> Int64?
     ) -> Bool {
+        // The series may have filled the room exactly (512 commas escape to the 1,024 bytes of stack).
+        guard writer.hasRoom(1) else {
+            writer.rewind(to: lineStart)
+            return false
+        }
         writer.append(UInt8(ascii: " "))
         guard writeFieldsDirectly(fields, into: &writer), writer.hasRoom(22) else {
             writer.rewind(to: lineStart)

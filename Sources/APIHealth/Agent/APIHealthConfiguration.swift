@@ -154,6 +154,7 @@ public struct APIHealthConfiguration: Sendable {
         }
         if !Gzip.levels.contains(gzipLevel) { throw .invalidValue(name: "gzipLevel", value: "\(gzipLevel)") }
         if measurement.isEmpty || measurement.hasPrefix("_") { throw .invalidValue(name: "measurement", value: measurement) }
+        try retry.validate()
         try destination?.validate()
     }
 }
