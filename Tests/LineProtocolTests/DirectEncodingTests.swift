@@ -103,7 +103,7 @@ import Testing
                     [Point.Field("s", .string("\\\\"))],
                     [Point.Field("x", .float(-1.7976931348623157e308))],
                 ]
-                let timestamps: [Timestamp?] = [nil, Timestamp(nanosecondsSinceEpoch: 1), Timestamp(nanosecondsSinceEpoch: .min + 2)]
+                let timestamps: [Timestamp?] = [nil, Timestamp(nanosecondsSinceEpoch: 1), Timestamp(nanosecondsSinceEpoch: -9_000_000_000_000_000_000)]
                 for (name, tags) in seriesVariants {
                     for fields in fieldVariants {
                         for timestamp in timestamps {
