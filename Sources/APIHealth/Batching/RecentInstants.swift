@@ -3,10 +3,11 @@ import LineProtocol
 /// The instants recently written per series, so that no two points of one series share a timestamp
 /// (InfluxDB would keep only the last of them): a point whose instant is taken is nudged forward by
 /// one unit of the precision, as many times as needed, but never more than ``maximumNudge`` units
-/// (one second) past its own instant. A point with no free instant within that bound is declined
-/// (the agent drops and counts it) rather than written over another: under a steady load above one
-/// point per unit on one series (at `s` or `ms` precision), timestamps stay within a second of the
-/// clock and the excess is counted, where unbounded nudging would drift ever further into the future.
+/// past its own instant: 1,000 units, and at most one second (so one unit at `s`). A point with no
+/// free instant within that bound is declined (the agent drops and counts it) rather than written
+/// over another: under a steady load above one point per unit on one series (at `s` or `ms`
+/// precision), timestamps stay within the bound of the clock and the excess is counted, where
+/// unbounded nudging would drift ever further into the future.
 ///
 /// Two generations of 25,000 instants each are remembered, in tables small enough to stay in the
 /// processor's cache. The usual point is later than anything its series has written, which the latest
@@ -20,12 +21,17 @@ struct RecentInstants {
     /// was forgotten).
     private var latestIsComplete = true
     static let generationSize = 25_000
-    /// How far past its own instant a point may be moved, in units of the precision: one second.
+    /// How far past its own instant a point may be moved, in units of the precision.
     let maximumNudge: Int64
 
     /// Instants for timestamps written in `precision`.
     init(precision: Precision) {
-        maximumNudge = max(1, 1_000_000_000 / precision.nanosecondsPerUnit)
+        maximumNudge = Self.maximumNudge(for: precision)
+    }
+
+    /// 1,000 units of `precision`, and at most one second: 1 µs at `ns`, 1 ms at `us`, 1 s at `ms` and `s`.
+    static func maximumNudge(for precision: Precision) -> Int64 {
+        max(1, min(1_000, 1_000_000_000 / precision.nanosecondsPerUnit))
     }
 
     /// The identity of a series, from its escaped series key.
