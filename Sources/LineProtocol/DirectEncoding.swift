@@ -268,7 +268,7 @@ func sortPrefix(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
 }
 
 /// Nonzero when some byte of `word` is a control character, a space, a comma, a backslash or DEL, or
-/// (outside measurements) `=`: the bytes a name cannot be copied with as it is. Bytes of 0x80 and
+/// (outside measurements) `=`, or (in field keys) `"`: the bytes a name cannot be copied with as it is. Bytes of 0x80 and
 /// above (UTF-8 beyond ASCII) are never flagged.
 @inline(__always)
 private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
@@ -277,6 +277,7 @@ private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
     var plain = low7 &+ (repeatedOnes &* (0x80 - 0x21))
     plain &= differs(low7, from: UInt8(ascii: ",")) & differs(low7, from: UInt8(ascii: "\\")) & differs(low7, from: 0x7F)
     if position != .measurement { plain &= differs(low7, from: UInt8(ascii: "=")) }
+    if position == .fieldKey { plain &= differs(low7, from: UInt8(ascii: "\"")) }
     return matches(word, plain: plain)
 }
 

@@ -7,13 +7,19 @@ enum NamePosition {
     /// A field key.
     case fieldKey
 
-    /// Whether the encoder writes `byte` with a backslash before it (the specification's escapes).
+    /// Whether the encoder writes `byte` with a backslash before it: the specification's escapes, and a
+    /// quote in a field key. InfluxDB reads `\"` there as the quote; VictoriaMetrics, which takes a raw
+    /// quote in a field key for the start of a string and refuses the line, reads it (with its
+    /// backslash) without error.
     @inline(__always)
     func needsEscape(_ byte: UInt8) -> Bool {
         switch self {
         case .measurement: return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ")
-        case .tag, .fieldKey:
+        case .tag:
             return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+        case .fieldKey:
+            return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+                || byte == UInt8(ascii: "\"")
         }
     }
 

@@ -1,4 +1,5 @@
 @testable import LineProtocol
+import TestSupport
 import Testing
 
 /// The fast path must write exactly what the careful path writes, for every point it accepts, and

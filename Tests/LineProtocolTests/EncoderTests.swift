@@ -28,7 +28,9 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
             tags: ["k ,=": "v ,=\"\\x"],
             fields: ["f ,=\"": .string("a \"quoted\" \\ path, = ok")]
         )
-        #expect(try line(point) == #"m\ \,=x,k\ \,\==v\ \,\="\x f\ \,\="="a \"quoted\" \\ path, = ok""# + "\n")
+        // A quote in a field key is escaped too: InfluxDB reads `\"` there as the quote, and
+        // VictoriaMetrics would take a raw one for the start of a string.
+        #expect(try line(point) == #"m\ \,=x,k\ \,\==v\ \,\="\x f\ \,\=\"="a \"quoted\" \\ path, = ok""# + "\n")
     }
 
     @Test func refusesWhatLineProtocolCannotExpress() {

@@ -1,4 +1,5 @@
 import LineProtocol
+import TestSupport
 import Testing
 
 /// The rules the encoder follows so that real servers store every line exactly as the table on
