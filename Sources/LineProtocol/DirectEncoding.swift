@@ -17,7 +17,7 @@ extension LineEncoder {
         _ point: Point,
         timestamp: Int64?,
         to buffer: inout [UInt8],
-        adjustingTimestamp adjust: (UnsafeBufferPointer<UInt8>, Int64) -> Int64
+        adjustingTimestamp adjust: (UnsafeBufferPointer<UInt8>, Int64) -> Int64?
     ) -> Bool {
         Self.appendDirectly(
             to: &buffer, bound: Self.directBound(measurement: point.measurement, tags: point.tags, fields: point.fields)
@@ -76,7 +76,7 @@ extension LineEncoder {
         _ point: Point,
         timestamp: Int64?,
         into writer: inout ByteWriter,
-        adjustingTimestamp adjust: (UnsafeBufferPointer<UInt8>, Int64) -> Int64
+        adjustingTimestamp adjust: (UnsafeBufferPointer<UInt8>, Int64) -> Int64?
     ) -> Bool {
         let lineStart = writer.count
         guard Self.writeMeasurementDirectly(point.measurement, into: &writer),
@@ -86,7 +86,10 @@ extension LineEncoder {
             return false
         }
         let series = UnsafeBufferPointer(start: writer.base + lineStart, count: writer.count - lineStart)
-        return finishLineDirectly(point.fields, from: lineStart, into: &writer) { timestamp.map { adjust(series, $0) } }
+        return finishLineDirectly(point.fields, from: lineStart, into: &writer) {
+            guard let timestamp else { return .some(nil) }
+            return adjust(series, timestamp).map { .some($0) }
+        }
     }
 
     /// Writes a line of `fields` after `series`, or returns `false` with `writer` back where it started.
@@ -97,20 +100,29 @@ extension LineEncoder {
             writer.append(contentsOf: bytes)
             return true
         }
-        return copied && finishLineDirectly(fields, from: lineStart, into: &writer) { timestamp }
+        return copied && finishLineDirectly(fields, from: lineStart, into: &writer) { .some(timestamp) }
     }
 
     /// Writes ` fields timestamp\n` after the series; `timestamp` is asked for once the fields are
-    /// written. On `false`, `writer` is back at `lineStart`.
+    /// written, and answers `nil` to decline the line, `.some(nil)` for a line without one. On `false`,
+    /// `writer` is back at `lineStart`.
     private func finishLineDirectly(
-        _ fields: [Point.Field], from lineStart: Int, into writer: inout ByteWriter, timestamp: () -> Int64?
+        _ fields: [Point.Field], from lineStart: Int, into writer: inout ByteWriter, timestamp: () -> Int64??
     ) -> Bool {
-        writer.append(UInt8(ascii: " "))
-        guard writeFieldsDirectly(fields, into: &writer), writer.hasRoom(22) else {
+        // The series may have filled the room exactly (512 commas escape to the 1,024 bytes of stack).
+        guard writer.hasRoom(1) else {
             writer.rewind(to: lineStart)
             return false
         }
-        if let timestamp = timestamp() {
+        let seriesBytes = writer.count - lineStart
+        writer.append(UInt8(ascii: " "))
+        guard writeFieldsDirectly(fields, seriesBytes: seriesBytes, into: &writer), writer.hasRoom(22),
+            case .some(let timestamp) = timestamp()
+        else {
+            writer.rewind(to: lineStart)
+            return false
+        }
+        if let timestamp {
             writer.append(UInt8(ascii: " "))
             appendDecimal(timestamp, into: &writer)
         }
@@ -159,7 +171,7 @@ extension LineEncoder {
                 let tag = tags[order[position].index]
                 guard writer.hasRoom(1) else { return false }
                 writer.append(UInt8(ascii: ","))
-                guard writeKeyDirectly(tag.key, into: &writer) else { return false }
+                guard writeKeyDirectly(tag.key, .tag, into: &writer) else { return false }
                 writer.append(UInt8(ascii: "="))
                 let written = withUTF8Bytes(tag.value) { bytes in
                     !bytes.isEmpty && writer.hasRoom(2 * bytes.count) && copyName(bytes, .tag, into: &writer)
@@ -173,7 +185,7 @@ extension LineEncoder {
     /// Writes a tag key or field key and leaves room for what follows it (`=` and a number);
     /// `false` for an empty or reserved key, one that needs repair, or one that does not fit.
     @inline(__always)
-    static func writeKeyDirectly(_ key: String, into writer: inout ByteWriter) -> Bool {
+    static func writeKeyDirectly(_ key: String, _ position: NamePosition, into writer: inout ByteWriter) -> Bool {
         withUTF8Bytes(key) { bytes in
             guard let first = bytes.first, first != UInt8(ascii: "_"),
                 writer.hasRoom(2 * bytes.count + fieldValueRoom)
@@ -183,12 +195,13 @@ extension LineEncoder {
             {
                 return false
             }
-            return copyName(bytes, .tag, into: &writer)
+            return copyName(bytes, position, into: &writer)
         }
     }
 
-    /// Writes `key=value` pairs in order; `false` if a field would be dropped or a value cut.
-    func writeFieldsDirectly(_ fields: [Point.Field], into writer: inout ByteWriter) -> Bool {
+    /// Writes `key=value` pairs in order; `false` if a field would be dropped or a value changed, or
+    /// a key is too long to follow a series of `seriesBytes` (``LineEncoder/maximumKeyLength``).
+    func writeFieldsDirectly(_ fields: [Point.Field], seriesBytes: Int, into writer: inout ByteWriter) -> Bool {
         let count = fields.count
         if count == 0 { return false }
         return withUnsafeTemporaryAllocation(of: (prefix: UInt64, start: Int, count: Int).self, capacity: count) { keys in
@@ -198,11 +211,15 @@ extension LineEncoder {
                     writer.append(UInt8(ascii: ","))
                 }
                 let keyStart = writer.count
-                guard Self.writeKeyDirectly(fields[index].key, into: &writer) else { return false }
+                guard Self.writeKeyDirectly(fields[index].key, .fieldKey, into: &writer),
+                    seriesBytes + (writer.count - keyStart) + 4 <= Self.maximumKeyLength
+                else { return false }
                 keys[index] = (writer.prefix(from: keyStart), keyStart, writer.count - keyStart)
                 writer.append(UInt8(ascii: "="))
                 switch fields[index].value {
                 case .float(let value) where !value.isFinite:
+                    return false
+                case .uint(let value) where writesUnsignedAsSigned && value > UInt64(Int64.max):
                     return false
                 case .string(let value):
                     let written = withUTF8Bytes(value) { bytes in
@@ -251,7 +268,7 @@ func sortPrefix(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
 }
 
 /// Nonzero when some byte of `word` is a control character, a space, a comma, a backslash or DEL, or
-/// (outside measurements) `=`: the bytes a name cannot be copied with as it is. Bytes of 0x80 and
+/// (outside measurements) `=`, or (in field keys) `"`: the bytes a name cannot be copied with as it is. Bytes of 0x80 and
 /// above (UTF-8 beyond ASCII) are never flagged.
 @inline(__always)
 private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
@@ -260,14 +277,17 @@ private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
     var plain = low7 &+ (repeatedOnes &* (0x80 - 0x21))
     plain &= differs(low7, from: UInt8(ascii: ",")) & differs(low7, from: UInt8(ascii: "\\")) & differs(low7, from: 0x7F)
     if position != .measurement { plain &= differs(low7, from: UInt8(ascii: "=")) }
+    if position == .fieldKey { plain &= differs(low7, from: UInt8(ascii: "\"")) }
     return matches(word, plain: plain)
 }
 
-/// Nonzero when some byte of `word` is `"` or a backslash, which a string value escapes.
+/// Nonzero when some byte of `word` is `"` or a backslash, which a string value escapes, or a line
+/// feed or carriage return, which it replaces.
 @inline(__always)
 private func stringSpecials(in word: UInt64) -> UInt64 {
     let low7 = word & repeatedLowBits
     let plain = differs(low7, from: UInt8(ascii: "\"")) & differs(low7, from: UInt8(ascii: "\\"))
+        & differs(low7, from: 0x0A) & differs(low7, from: 0x0D)
     return matches(word, plain: plain)
 }
 
@@ -311,16 +331,16 @@ private func copyChecking(
 }
 
 /// Copies a name, escaping what `position` escapes. Returns `false` (with `writer` wherever it got to)
-/// when the name holds a backslash or a control character, which the careful path repairs. The caller
-/// has checked there is room for twice its bytes.
+/// when the name holds a backslash or a control character InfluxDB cannot store there, which the
+/// careful path repairs. The caller has checked there is room for twice its bytes.
 @inline(__always)
 private func copyName(_ bytes: UnsafeBufferPointer<UInt8>, _ position: NamePosition, into writer: inout ByteWriter) -> Bool {
     if copyChecking(bytes, to: writer, { nameSpecials(in: $0, position) }) {
         writer.advance(by: bytes.count)
         return true
     }
-    for byte in bytes {
-        if byte == UInt8(ascii: "\\") || isControl(byte) { return false }
+    for (index, byte) in bytes.enumerated() {
+        if byte == UInt8(ascii: "\\") || position.replaces(byte, at: index) { return false }
         if position.needsEscape(byte) { writer.append(UInt8(ascii: "\\")) }
         writer.append(byte)
     }
@@ -328,7 +348,8 @@ private func copyName(_ bytes: UnsafeBufferPointer<UInt8>, _ position: NamePosit
 }
 
 /// Copies a string field value in quotes, escaping `"` and backslashes. The caller has checked the
-/// room (twice the bytes and two quotes) and the length.
+/// room (twice the bytes and two quotes) and the length. Returns `false` (with `writer` wherever it got
+/// to) for a value with a line break, which the careful path replaces.
 @inline(__always)
 private func copyStringValue(_ bytes: UnsafeBufferPointer<UInt8>, into writer: inout ByteWriter) -> Bool {
     writer.append(UInt8(ascii: "\""))
@@ -336,6 +357,7 @@ private func copyStringValue(_ bytes: UnsafeBufferPointer<UInt8>, into writer: i
         writer.advance(by: bytes.count)
     } else {
         for byte in bytes {
+            if byte == 0x0A || byte == 0x0D { return false }
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { writer.append(UInt8(ascii: "\\")) }
             writer.append(byte)
         }

@@ -7,13 +7,19 @@ enum NamePosition {
     /// A field key.
     case fieldKey
 
-    /// Whether the encoder writes `byte` with a backslash before it (the specification's escapes).
+    /// Whether the encoder writes `byte` with a backslash before it: the specification's escapes, and a
+    /// quote in a field key. InfluxDB reads `\"` there as the quote; VictoriaMetrics, which takes a raw
+    /// quote in a field key for the start of a string and refuses the line, reads it (with its
+    /// backslash) without error.
     @inline(__always)
     func needsEscape(_ byte: UInt8) -> Bool {
         switch self {
         case .measurement: return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ")
-        case .tag, .fieldKey:
+        case .tag:
             return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+        case .fieldKey:
+            return byte == UInt8(ascii: ",") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "=")
+                || byte == UInt8(ascii: "\"")
         }
     }
 
@@ -31,7 +37,19 @@ enum NamePosition {
     }
 }
 
-/// The byte sequence that replaces a control character in a name or tag value: U+FFFD in UTF-8.
+extension NamePosition {
+    /// Whether `byte`, at `index` in a name, is one InfluxDB cannot store there, so the encoder writes
+    /// U+FFFD instead: a line feed or carriage return anywhere (one point is one line, for every
+    /// reader), and a NUL or tab first in a measurement or field key (InfluxDB skips them there as
+    /// whitespace). Every other control character, tabs included, is stored exactly and written as is.
+    @inline(__always)
+    func replaces(_ byte: UInt8, at index: Int) -> Bool {
+        if byte == 0x0A || byte == 0x0D { return true }
+        return index == 0 && (byte == 0x00 || byte == 0x09) && self != .tag
+    }
+}
+
+/// The byte sequence that replaces a byte a name cannot hold: U+FFFD in UTF-8.
 let replacementCharacterUTF8: (UInt8, UInt8, UInt8) = (0xEF, 0xBF, 0xBD)
 
 @inline(__always)
@@ -51,8 +69,8 @@ func withUTF8Bytes<R>(_ string: String, _ body: (UnsafeBufferPointer<UInt8>) -> 
 /// How a name (measurement, tag key, tag value, field key) must be repaired before it can be written.
 ///
 /// InfluxDB reads a backslash before a character the position escapes (or before the end) as an escape
-/// of that delimiter, so such runs of backslashes cannot be written: they are removed. Control
-/// characters cannot be written either: each is replaced by U+FFFD.
+/// of that delimiter, so such runs of backslashes cannot be written: they are removed. The few control
+/// characters ``NamePosition/replaces(_:at:)`` names cannot be stored: each is replaced by U+FFFD.
 struct NameShape {
     /// Bytes of the name kept, before escaping and replacement.
     var keptBytes: Int
@@ -80,7 +98,7 @@ struct NameShape {
                     index = runEnd
                     continue
                 }
-                if isControl(byte) { controls += 1 }
+                if position.replaces(byte, at: index) { controls += 1 }
                 kept += 1
                 index += 1
             }
@@ -99,8 +117,8 @@ func endOfBackslashRun(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> 
 }
 
 /// Appends `string` escaped for `position`, repaired as ``NameShape`` describes: backslash runs before
-/// an escaped character or the end removed, control characters replaced by U+FFFD, and the position's
-/// special bytes preceded by a backslash.
+/// an escaped character or the end removed, the control characters InfluxDB cannot store replaced by
+/// U+FFFD, and the position's special bytes preceded by a backslash.
 @inline(__always)
 func appendName(_ string: String, _ position: NamePosition, into buffer: inout ByteWriter) {
     withUTF8Bytes(string) { bytes in
@@ -127,7 +145,7 @@ func appendName(_ string: String, _ position: NamePosition, into buffer: inout B
             if position.needsEscape(byte) {
                 buffer.append(UInt8(ascii: "\\"))
                 buffer.append(byte)
-            } else if isControl(byte) {
+            } else if position.replaces(byte, at: index) {
                 buffer.append(replacementCharacterUTF8.0)
                 buffer.append(replacementCharacterUTF8.1)
                 buffer.append(replacementCharacterUTF8.2)
@@ -140,28 +158,40 @@ func appendName(_ string: String, _ position: NamePosition, into buffer: inout B
 }
 
 /// Appends a string field value in quotes, escaping `"` and `\`, cut to at most `limit` bytes of UTF-8
-/// on a scalar boundary. Returns whether it was cut.
+/// on a scalar boundary, with each line feed and carriage return written as U+FFFD (so a point is one
+/// line for every reader). Returns whether it was cut and whether a line break was replaced.
 @inline(__always)
-func appendStringValue(_ string: String, limit: Int, into buffer: inout ByteWriter) -> Bool {
+func appendStringValue(_ string: String, limit: Int, into buffer: inout ByteWriter) -> (truncated: Bool, replacedLineBreaks: Bool) {
     buffer.append(UInt8(ascii: "\""))
-    let truncated = withUTF8Bytes(string) { bytes -> Bool in
+    let outcome = withUTF8Bytes(string) { bytes -> (Bool, Bool) in
         var end = bytes.count
         if end > limit {
             end = limit
             // Step back over continuation bytes so the cut falls on a scalar boundary.
             while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }
         }
+        var replaced = false
         var runStart = 0
-        for index in 0..<end where bytes[index] == UInt8(ascii: "\"") || bytes[index] == UInt8(ascii: "\\") {
-            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-            buffer.append(UInt8(ascii: "\\"))
-            runStart = index
+        for index in 0..<end {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                buffer.append(UInt8(ascii: "\\"))
+                runStart = index
+            } else if byte == 0x0A || byte == 0x0D {
+                buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                buffer.append(replacementCharacterUTF8.0)
+                buffer.append(replacementCharacterUTF8.1)
+                buffer.append(replacementCharacterUTF8.2)
+                runStart = index + 1
+                replaced = true
+            }
         }
         buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<end]))
-        return end < bytes.count
+        return (end < bytes.count, replaced)
     }
     buffer.append(UInt8(ascii: "\""))
-    return truncated
+    return (outcome.0, outcome.1)
 }
 
 /// Appends the decimal digits of `value`.

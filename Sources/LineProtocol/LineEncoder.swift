@@ -21,11 +21,21 @@
 /// | empty tag key or value, key starting with `_`, key `time` | the tag is dropped (``Repairs/droppedTags``) |
 /// | the same tag key twice | the last one is kept, the others dropped |
 /// | the same field key twice | the last one is kept, the others dropped |
-/// | control characters (U+0000–U+001F, U+007F) in a measurement, key or tag value | replaced by U+FFFD |
+/// | a line feed or carriage return in a measurement, key or tag value | replaced by U+FFFD (``Repairs/repairedNames``) |
+/// | a NUL or tab as the first byte of a measurement or field key (InfluxDB skips it as whitespace) | replaced by U+FFFD |
+/// | any other control character (U+0000–U+001F, U+007F), tabs included, anywhere else in a name | written as is: InfluxDB stores it exactly |
 /// | backslashes at the end of a measurement, key or tag value, or directly before a character InfluxDB
 ///   unescapes there (comma, space, `=`; and `"` in measurements and field keys) | removed: InfluxDB would
 ///   read them as an escape |
 /// | string value over ``maximumStringBytes`` of UTF-8 | cut on a scalar boundary (``Repairs/truncatedStrings``) |
+/// | a line feed or carriage return in a string value | replaced by U+FFFD (``Repairs/replacedLineBreaks``), so every point is one line for every reader |
+/// | an unsigned value over `Int64.max` with ``writesUnsignedAsSigned`` | written as `Int64.max` (``Repairs/clampedUnsigned``) |
+/// | a field whose key, after the series key and 4 bytes, passes ``maximumKeyLength`` | the field is dropped (``Repairs/droppedFields``) |
+/// | no field key short enough for the series key | ``LineProtocolError/keyTooLong(_:)`` thrown, nothing written |
+///
+/// **Key length.** InfluxDB 1.x refuses a line when the series key as written (measurement and sorted
+/// tags, escaped) plus one field key as written plus 4 bytes passes 65,535 bytes. The encoder never
+/// writes such a line: for every field it writes, `seriesKey + fieldKey + 4 ≤ maximumKeyLength`.
 ///
 /// Encoding allocates nothing when the buffer has room, tags are few (they are sorted in a stack
 /// buffer) and floats print in 15 bytes or fewer.
@@ -33,13 +43,21 @@ public struct LineEncoder: Sendable {
     /// The longest string field value written, in bytes of UTF-8 before escaping.
     public static let maximumStringBytes = 65_535
 
+    /// InfluxDB 1.x's limit on a series key as written plus one field key as written plus 4 bytes.
+    public static let maximumKeyLength = 65_535
+
     /// The precision timestamps are written in; it must match the write request's `precision`.
     public var precision: Precision
 
-    /// Writes unsigned integers as signed ones (`42i`, capped at `Int64.max`), for InfluxDB 1.x, which
-    /// has no `u` type and would refuse the whole line.
+    /// Writes unsigned integers as signed ones (`42i`, capped at `Int64.max` and counted in
+    /// ``Repairs/clampedUnsigned``), for InfluxDB 1.x, which has no `u` type and would refuse the line.
     public var writesUnsignedAsSigned = false
 
+    /// Makes an encoder for one write destination.
+    ///
+    /// - Parameters:
+    ///   - precision: The unit timestamps are written in.
+    ///   - writesUnsignedAsSigned: Whether unsigned fields are written as signed (InfluxDB 1.x).
     public init(precision: Precision = .ns, writesUnsignedAsSigned: Bool = false) {
         self.precision = precision
         self.writesUnsignedAsSigned = writesUnsignedAsSigned
@@ -55,22 +73,38 @@ public struct LineEncoder: Sendable {
         public var truncatedStrings = 0
         /// Names or tag values whose control characters were replaced or backslashes removed.
         public var repairedNames = 0
+        /// String values whose line feeds or carriage returns were replaced by U+FFFD.
+        public var replacedLineBreaks = 0
+        /// Unsigned values over `Int64.max` written as `Int64.max` (``LineEncoder/writesUnsignedAsSigned``).
+        public var clampedUnsigned = 0
 
+        /// No repairs.
         public init() {}
 
+        /// Whether the point was written exactly as given.
         public var isEmpty: Bool {
             droppedFields == 0 && droppedTags == 0 && truncatedStrings == 0 && repairedNames == 0
+                && replacedLineBreaks == 0 && clampedUnsigned == 0
         }
 
+        /// Adds the counts of `rhs` to `lhs`.
         public static func += (lhs: inout Repairs, rhs: Repairs) {
             lhs.droppedFields += rhs.droppedFields
             lhs.droppedTags += rhs.droppedTags
             lhs.truncatedStrings += rhs.truncatedStrings
             lhs.repairedNames += rhs.repairedNames
+            lhs.replacedLineBreaks += rhs.replacedLineBreaks
+            lhs.clampedUnsigned += rhs.clampedUnsigned
         }
     }
 
     /// Appends `point` as one line ending in `\n`. On error nothing is appended.
+    ///
+    /// - Parameters:
+    ///   - point: The point to write.
+    ///   - buffer: The bytes the line is appended to.
+    /// - Returns: What was repaired or left out (all zero for a point written as given).
+    /// - Throws: ``LineProtocolError`` when the point cannot be written at all.
     @discardableResult
     public func encode(_ point: Point, into buffer: inout [UInt8]) throws(LineProtocolError) -> Repairs {
         try encode(point, into: &buffer, adjustingTimestamp: { _, timestamp in timestamp })
@@ -79,13 +113,17 @@ public struct LineEncoder: Sendable {
     /// Appends `point` as one line, letting `adjust` change the timestamp once the series is known.
     ///
     /// `adjust` receives the escaped series key (measurement and sorted tags, as written) and the
-    /// timestamp in ``precision`` units; it returns the timestamp to write. It is not called for a point
-    /// without a timestamp. The agent uses it to keep two points of one series off the same instant.
+    /// timestamp in ``precision`` units; it returns the timestamp to write, or `nil` to decline the point
+    /// (nothing is written and ``LineProtocolError/timestampDeclined`` is thrown). It is not called for
+    /// a point without a timestamp. The agent uses it to keep two points of one series off the same
+    /// instant.
+    ///
+    /// - Throws: ``LineProtocolError`` when the point cannot be written, or `adjust` declined it.
     @discardableResult
     public func encode(
         _ point: Point,
         into buffer: inout [UInt8],
-        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
     ) throws(LineProtocolError) -> Repairs {
         // A timestamp out of range is the careful path's to report, after the measurement's errors.
         let timestamp = point.timestamp.map { $0.value(in: precision) }
@@ -99,7 +137,7 @@ public struct LineEncoder: Sendable {
     func encodeCarefully(
         _ point: Point,
         into buffer: inout [UInt8],
-        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
     ) throws(LineProtocolError) -> Repairs {
         var repairs = Repairs()
         try Self.checkMeasurement(point.measurement, repairs: &repairs)
@@ -107,20 +145,29 @@ public struct LineEncoder: Sendable {
         try Self.checkFields(point.fields, repairs: &repairs)
 
         let bound = Self.bound(measurement: point.measurement, tags: point.tags, fields: point.fields)
-        ByteWriter.writing(into: &buffer, bound: bound) { writer in
+        let failure = ByteWriter.writing(into: &buffer, bound: bound) { writer -> LineProtocolError? in
             let lineStart = writer.count
             appendName(point.measurement, .measurement, into: &writer)
             Self.appendTags(point.tags, into: &writer, repairs: &repairs)
             let seriesEnd = writer.count
             writer.append(UInt8(ascii: " "))
-            appendFields(point.fields, into: &writer, repairs: &repairs)
+            if let failure = appendFields(point.fields, seriesBytes: seriesEnd - lineStart, into: &writer, repairs: &repairs) {
+                writer.rewind(to: lineStart)
+                return failure
+            }
             if let timestamp {
-                let adjusted = adjust(UnsafeBufferPointer(start: writer.base + lineStart, count: seriesEnd - lineStart), timestamp)
+                guard let adjusted = adjust(UnsafeBufferPointer(start: writer.base + lineStart, count: seriesEnd - lineStart), timestamp)
+                else {
+                    writer.rewind(to: lineStart)
+                    return .timestampDeclined
+                }
                 writer.append(UInt8(ascii: " "))
                 appendDecimal(adjusted, into: &writer)
             }
             writer.append(UInt8(ascii: "\n"))
+            return nil
         }
+        if let failure { throw failure }
         return repairs
     }
 
@@ -142,31 +189,41 @@ public struct LineEncoder: Sendable {
 
     /// Appends one line for a prerendered series, letting `adjust` change the timestamp first, as
     /// ``encode(_:into:adjustingTimestamp:)`` does (here it is called before the fields are checked).
+    ///
+    /// - Throws: ``LineProtocolError`` when no field can be written, or `adjust` declined the point.
     @discardableResult
     public func encode(
         fields: [Point.Field],
         timestamp: Timestamp?,
         series: SeriesKey,
         into buffer: inout [UInt8],
-        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
     ) throws(LineProtocolError) -> Repairs {
-        let value = try timestampValue(timestamp).map { value in
-            series.bytes.withUnsafeBufferPointer { adjust($0, value) }
+        var value: Int64?
+        if let given = try timestampValue(timestamp) {
+            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, given) }) else { throw .timestampDeclined }
+            value = adjusted
         }
         if appendDirectly(fields: fields, timestamp: value, series: series, to: &buffer) { return series.repairs }
         var repairs = series.repairs
         try Self.checkFields(fields, repairs: &repairs)
         let bound = series.bytes.count + Self.fieldsBound(fields) + 24
-        ByteWriter.writing(into: &buffer, bound: bound) { writer in
+        let failure = ByteWriter.writing(into: &buffer, bound: bound) { writer -> LineProtocolError? in
+            let lineStart = writer.count
             series.bytes.withUnsafeBufferPointer { writer.append(contentsOf: $0) }
             writer.append(UInt8(ascii: " "))
-            appendFields(fields, into: &writer, repairs: &repairs)
+            if let failure = appendFields(fields, seriesBytes: series.bytes.count, into: &writer, repairs: &repairs) {
+                writer.rewind(to: lineStart)
+                return failure
+            }
             if let value {
                 writer.append(UInt8(ascii: " "))
                 appendDecimal(value, into: &writer)
             }
             writer.append(UInt8(ascii: "\n"))
+            return nil
         }
+        if let failure { throw failure }
         return repairs
     }
 
@@ -179,7 +236,8 @@ public struct LineEncoder: Sendable {
             case .float: bound += 32
             case .int, .uint: bound += 21
             case .bool: bound += 5
-            case .string(let value): bound += 2 * min(value.utf8.count, maximumStringBytes) + 2
+            // A line break becomes the three bytes of U+FFFD.
+            case .string(let value): bound += 3 * min(value.utf8.count, maximumStringBytes) + 2
             }
         }
         return bound
@@ -254,27 +312,46 @@ public struct LineEncoder: Sendable {
         throw .noFields
     }
 
-    private func appendFields(_ fields: [Point.Field], into buffer: inout ByteWriter, repairs: inout Repairs) {
+    /// Appends the written fields after a series of `seriesBytes`, dropping (and counting) those whose
+    /// key is too long to follow it. Returns ``LineProtocolError/keyTooLong(_:)`` when none is left.
+    private func appendFields(
+        _ fields: [Point.Field], seriesBytes: Int, into buffer: inout ByteWriter, repairs: inout Repairs
+    ) -> LineProtocolError? {
         var first = true
+        var shortestTooLong = Int.max
         for index in fields.indices {
             guard Self.isWritten(fields, at: index) else {
                 repairs.droppedFields += 1
                 continue
             }
             let field = fields[index]
+            let fieldStart = buffer.count
             if !first { buffer.append(UInt8(ascii: ",")) }
+            let keyStart = buffer.count
+            appendName(field.key, .fieldKey, into: &buffer)
+            let keyLength = seriesBytes + (buffer.count - keyStart) + 4
+            if keyLength > Self.maximumKeyLength {
+                buffer.rewind(to: fieldStart)
+                repairs.droppedFields += 1
+                shortestTooLong = min(shortestTooLong, keyLength)
+                continue
+            }
             first = false
             if Self.needsRepair(field.key, .fieldKey) { repairs.repairedNames += 1 }
-            appendName(field.key, .fieldKey, into: &buffer)
             buffer.append(UInt8(ascii: "="))
-            if case .string(let value) = field.value {
-                if appendStringValue(value, limit: Self.maximumStringBytes, into: &buffer) {
-                    repairs.truncatedStrings += 1
-                }
-            } else {
+            switch field.value {
+            case .string(let value):
+                let outcome = appendStringValue(value, limit: Self.maximumStringBytes, into: &buffer)
+                if outcome.truncated { repairs.truncatedStrings += 1 }
+                if outcome.replacedLineBreaks { repairs.replacedLineBreaks += 1 }
+            case .uint(let value) where writesUnsignedAsSigned && value > UInt64(Int64.max):
+                repairs.clampedUnsigned += 1
+                appendScalar(field.value, into: &buffer)
+            default:
                 appendScalar(field.value, into: &buffer)
             }
         }
+        return first ? .keyTooLong(shortestTooLong) : nil
     }
 
     /// Writes a number or boolean as line protocol types it (`1.5`, `42i`, `42u`, `true`). Strings

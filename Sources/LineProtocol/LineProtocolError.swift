@@ -11,6 +11,12 @@ public enum LineProtocolError: Error, Sendable, Hashable {
     case noFields
     /// The timestamp does not fit an `Int64` at the chosen precision, or InfluxDB's range.
     case timestampOutOfRange(Timestamp, Precision)
+    /// The series key is too long for any of the point's field keys: series key, field key and 4 bytes
+    /// would take this many bytes, over ``LineEncoder/maximumKeyLength`` (InfluxDB 1.x refuses such a line).
+    case keyTooLong(Int)
+    /// The `adjustingTimestamp` closure declined the point (the agent does when the point's series has
+    /// no free instant near its time).
+    case timestampDeclined
 }
 
 extension LineProtocolError: CustomStringConvertible {
@@ -21,6 +27,9 @@ extension LineProtocolError: CustomStringConvertible {
         case .noFields: return "the point has no writable field"
         case .timestampOutOfRange(let t, let p):
             return "the timestamp \(t.seconds)s+\(t.nanoseconds)ns does not fit precision \(p.rawValue)"
+        case .keyTooLong(let length):
+            return "series key, field key and 4 bytes take \(length) bytes, over InfluxDB's \(LineEncoder.maximumKeyLength)"
+        case .timestampDeclined: return "no timestamp was given for the point's series (its instants are taken)"
         }
     }
 }

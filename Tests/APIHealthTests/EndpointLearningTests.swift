@@ -1,16 +1,8 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import APIHealth
-
-/// A small deterministic generator, so the workload is the same on every run.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-        return state ^ (state >> 29)
-    }
-}
 
 private let words = [
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",

@@ -99,12 +99,50 @@ struct User: Decodable {
         #expect(points.prefix(5).map { $0.timestamp!.value(in: .ms)! } == (0..<5).map { base + Int64($0) })
         #expect(points.last?.timestamp?.value(in: .ms) == base, "another series keeps its own instant")
 
-        // A burst at one instant takes consecutive units, in constant time per point.
-        let burst = try Self.agent { $0.precision = .s }
+        // A burst at one instant takes consecutive units up to the bound (1,000 ms), in constant time per
+        // point; the rest are dropped and counted, never written over another point.
+        let burst = try Self.agent { $0.precision = .ms }
         for _ in 0..<20_000 { burst.record(Self.sample("https://api.example.com/z", startedAt: instant)) }
-        let seconds = burst.pendingPoints().compactMap { $0.timestamp?.value(in: .s) }
-        #expect(Set(seconds).count == 20_000)
-        #expect(seconds.max() == Timestamp(date: instant).value(in: .s)! + 19_999)
+        let milliseconds = burst.pendingPoints().compactMap { $0.timestamp?.value(in: .ms) }
+        #expect(Set(milliseconds).count == 1_001)
+        #expect(milliseconds.max() == base + 1_000)
+        #expect(burst.metrics.pointsDropped == 20_000 - 1_001)
+    }
+
+    /// Three points per unit on one series, for 3,000 units of simulated time: nudged timestamps never
+    /// get more than the bound (1,000 units, at most one second) ahead of the clock, no two share an
+    /// instant, and every point left out is counted.
+    @Test(arguments: Precision.allCases)
+    func steadyOverloadStaysWithinTheNudgeBound(precision: Precision) throws {
+        let clock = ManualClock()
+        var configuration = APIHealthConfiguration(serviceName: "schema-tests")
+        configuration.spool = nil
+        configuration.precision = precision
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "schema-tests"), clock: clock)
+        let unit = precision.nanosecondsPerUnit
+        let bound: Int64 = [Precision.ns: 1_000, .us: 1_000, .ms: 1_000, .s: 1][precision]!
+        let start: Int64 = 1_700_000_000_000_000_000
+        var recorded = 0
+        var furthestAhead: Int64 = 0
+        for step in 0..<3_000 {
+            clock.advance(by: .nanoseconds(unit))
+            let now = start + Int64(step) * unit
+            for _ in 0..<3 {
+                let point = Point(measurement: "load", tags: ["series": "one"], fields: ["v": 1], timestamp: Timestamp(nanosecondsSinceEpoch: now))
+                agent.write(point)
+                recorded += 1
+            }
+            if step % 500 == 499 {
+                let latest = agent.pendingPoints().compactMap { $0.timestamp?.value(in: precision) }.max() ?? 0
+                furthestAhead = max(furthestAhead, latest - now / unit)
+            }
+        }
+        let instants = agent.pendingPoints().compactMap { $0.timestamp?.value(in: precision) }
+        #expect(Set(instants).count == instants.count, "no two points of the series share an instant")
+        #expect(furthestAhead <= bound, "at most \(bound) units ahead of the clock, \(furthestAhead) seen")
+        #expect(instants.max()! <= (start / unit) + 2_999 + bound)
+        #expect(instants.count >= 3_000, "every unit of the clock keeps a point")
+        #expect(UInt64(instants.count) + agent.metrics.pointsDropped == UInt64(recorded), "each point left out is counted")
     }
 
     @Test func disabledAgentRecordsNothingAndLeavesSessionsAlone() async throws {

@@ -100,4 +100,35 @@ import Testing
         #expect(!agent.write(Point(measurement: "late", fields: ["v": 1])), "intake is closed after shutdown")
         #expect(agent.metrics.pointsDropped == 1)
     }
+
+    @Test func linesKeptWithUnsignedValuesAreStoredByInfluxDB1() async throws {
+        let influx = try await InfluxDB1.freshDatabase("leftovers")
+        let spool = temporaryDirectory("leftovers")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        // Recorded with no destination: unsigned values are written with the `u` suffix.
+        var keeping = APIHealthConfiguration(serviceName: "leftovers")
+        keeping.spool = SpoolOptions(directory: spool)
+        keeping.selfMetricsInterval = .seconds(86_400)
+        let first = try APIHealthAgent(configuration: keeping, logger: Logger(label: "leftovers"))
+        let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
+        for index in 0..<100 {
+            first.write(
+                Point(measurement: "kept", fields: [Point.Field("bytes", .uint(index == 0 ? .max : UInt64(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))))
+        }
+        await first.shutdown()
+        // Sent later to InfluxDB 1.x, which has no unsigned type.
+        var sending = APIHealthConfiguration(
+            serviceName: "leftovers", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+        sending.spool = SpoolOptions(directory: spool)
+        let second = try APIHealthAgent(configuration: sending, logger: Logger(label: "leftovers"))
+        second.start()
+        await second.shutdown(deadline: .seconds(10))
+        #expect(second.metrics.pointsRejected == 0)
+        #expect(second.metrics.pointsRepaired == 1, "the one value above Int64.max, clamped and counted")
+        let rows = try await influx.query("SELECT bytes FROM kept").first?.rows ?? []
+        #expect(rows.count == 100)
+        let values = Set(rows.compactMap { ($0["bytes"] as? NSNumber)?.int64Value })
+        #expect(values == Set((1..<100).map(Int64.init) + [Int64.max]))
+    }
 }

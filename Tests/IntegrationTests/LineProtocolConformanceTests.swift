@@ -36,8 +36,8 @@ import Testing
         add("trailing\\", tags: [Point.Tag("k\\", "v\\\\")], fields: [Point.Field("f\\", .string("s\\"))],
             expected: Point(measurement: "trailing", tags: [Point.Tag("k", "v")], fields: [Point.Field("f", .string("s\\"))]))
         add("control", tags: [Point.Tag("k", "a\tb\nc")], fields: [Point.Field("f\r", .string("line one\nline two\r\n\t"))],
-            expected: Point(measurement: "control", tags: [Point.Tag("k", "a\u{FFFD}b\u{FFFD}c")],
-                fields: [Point.Field("f\u{FFFD}", .string("line one\nline two\r\n\t"))]))
+            expected: Point(measurement: "control", tags: [Point.Tag("k", "a\tb\u{FFFD}c")],
+                fields: [Point.Field("f\u{FFFD}", .string("line one\u{FFFD}line two\u{FFFD}\u{FFFD}\t"))]))
         add("strings", fields: [
             Point.Field("empty", .string("")), Point.Field("quotes", .string("\"\"")), Point.Field("slashes", .string("\\\\\\")),
             Point.Field("trailing", .string("ends with \\")), Point.Field("unicode", .string("naïve ☕️ 日本語 🚀")),

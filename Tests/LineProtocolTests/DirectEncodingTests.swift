@@ -1,4 +1,5 @@
 @testable import LineProtocol
+import TestSupport
 import Testing
 
 /// The fast path must write exactly what the careful path writes, for every point it accepts, and
@@ -80,6 +81,54 @@ import Testing
             }
         }
         #expect(direct > 5_000 && careful > 5_000, "both paths must be exercised: \(direct) fast, \(careful) careful (seed \(seed))")
+    }
+
+    /// Lines whose parts end exactly at the stack room, one byte short of it and one byte past it:
+    /// the series alone (512 commas escape to 1,024 bytes), the series and its space, a field, the
+    /// timestamp and the newline. Run under AddressSanitizer (`scripts/test-sanitizers`), a write past
+    /// the room is a crash, not a silent corruption.
+    @Test func linesAroundTheStackRoomMatchTheCarefulPath() throws {
+        let room = LineEncoder.stackLineBytes
+        var checked = 0
+        for escapedCommas in (room / 2 - 24)...(room / 2 + 2) {
+            for plainBytes in 0...1 {
+                let measurement = String(repeating: ",", count: escapedCommas) + String(repeating: "m", count: plainBytes)
+                let seriesVariants: [(String, [Point.Tag])] = [
+                    (measurement, []),
+                    (String(measurement.dropFirst(4)), [Point.Tag("k", "v")]),
+                ]
+                let fieldVariants: [[Point.Field]] = [
+                    [Point.Field("f", .int(1))],
+                    [Point.Field("f", .int(.min))],
+                    [Point.Field("s", .string(""))],
+                    [Point.Field("s", .string("\\\\"))],
+                    [Point.Field("x", .float(-1.7976931348623157e308))],
+                ]
+                let timestamps: [Timestamp?] = [nil, Timestamp(nanosecondsSinceEpoch: 1), Timestamp(nanosecondsSinceEpoch: -9_000_000_000_000_000_000)]
+                for (name, tags) in seriesVariants {
+                    for fields in fieldVariants {
+                        for timestamp in timestamps {
+                            let point = Point(measurement: name, tags: tags, fields: fields, timestamp: timestamp)
+                            let value = timestamp?.value(in: .ns)
+                            var fast: [UInt8] = Array("x\n".utf8)
+                            var slow = fast
+                            let direct = LineEncoder().appendDirectly(point, timestamp: value, to: &fast, adjustingTimestamp: { $1 })
+                            let repairs = try LineEncoder().encodeCarefully(point, into: &slow, adjustingTimestamp: { $1 })
+                            #expect(direct, "a clean point of \(slow.count) bytes takes the fast path")
+                            #expect(repairs.isEmpty)
+                            #expect(fast == slow, "escaped commas \(escapedCommas), tags \(tags.count), fields \(fields)")
+                            checked += 1
+                        }
+                    }
+                }
+            }
+        }
+        // The series key alone filling the room exactly, as reported: 512 commas.
+        let exact = Point(measurement: String(repeating: ",", count: room / 2), fields: [Point.Field("f", .int(1))])
+        var buffer: [UInt8] = []
+        try LineEncoder().encode(exact, into: &buffer)
+        #expect(buffer.count == room + " f=1i\n".utf8.count)
+        #expect(checked > 1_000)
     }
 
     @Test func longLinesTakeTheReservedRoomAndMatch() throws {

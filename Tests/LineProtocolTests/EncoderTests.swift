@@ -28,7 +28,9 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
             tags: ["k ,=": "v ,=\"\\x"],
             fields: ["f ,=\"": .string("a \"quoted\" \\ path, = ok")]
         )
-        #expect(try line(point) == #"m\ \,=x,k\ \,\==v\ \,\="\x f\ \,\="="a \"quoted\" \\ path, = ok""# + "\n")
+        // A quote in a field key is escaped too: InfluxDB reads `\"` there as the quote, and
+        // VictoriaMetrics would take a raw one for the start of a string.
+        #expect(try line(point) == #"m\ \,=x,k\ \,\==v\ \,\="\x f\ \,\=\"="a \"quoted\" \\ path, = ok""# + "\n")
     }
 
     @Test func refusesWhatLineProtocolCannotExpress() {
@@ -77,11 +79,11 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
         )
         let repairs = try LineEncoder().encode(point, into: &buffer)
         let text = String(decoding: buffer, as: UTF8.self)
-        #expect(text.hasPrefix("m\u{FFFD},ctl=a\u{FFFD}b,dup=second,trail=v v=2i,big=\""))
+        #expect(text.hasPrefix("m\u{FFFD},ctl=a\tb,dup=second,trail=v v=2i,big=\""), "a tab is stored by InfluxDB: kept")
         #expect(repairs.droppedTags == 5)
         #expect(repairs.droppedFields == 4)
         #expect(repairs.truncatedStrings == 1)
-        #expect(repairs.repairedNames == 4)
+        #expect(repairs.repairedNames == 3)
         let parsed = try #require(try LineParser().parse(buffer).first)
         guard case .string(let big) = parsed.field("big") else {
             Issue.record("big is not a string")

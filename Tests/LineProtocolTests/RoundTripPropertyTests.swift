@@ -2,18 +2,6 @@ import LineProtocol
 import TestSupport
 import Testing
 
-/// SplitMix64: a small seeded generator, so a failing run can be replayed from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Random points made of the characters line protocol finds hardest, and the point each should read
 /// back as, computed from the encoder's documented rules independently of its code.
 struct AwkwardPoints {

@@ -1,4 +1,5 @@
 import LineProtocol
+import TestSupport
 import Testing
 
 /// `LineSplitter` and `validateLine` jump over bytes eight at a time; here they are held to simple

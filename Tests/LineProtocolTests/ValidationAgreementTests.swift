@@ -1,4 +1,5 @@
 import LineProtocol
+import TestSupport
 import Testing
 
 /// `validateLine` (spool restore, influx-tail) and `parseLine` must accept exactly the same lines.

@@ -3,7 +3,8 @@ import LineProtocol
 /// The documented repairs, written plainly over Unicode scalars.
 public enum LineProtocolModel {
     /// A name as the encoder repairs it: runs of backslashes before the end or before a character the
-    /// position escapes are removed, control characters become U+FFFD.
+    /// position escapes are removed; line feeds and carriage returns become U+FFFD, and so do a NUL or
+    /// tab first in a measurement or field key (the positions where a quote is escapable too).
     public static func repaired(_ name: String, quoteIsEscapable: Bool = false) -> String {
         let specials: Set<Unicode.Scalar> = quoteIsEscapable ? [",", " ", "=", "\""] : [",", " ", "="]
         let scalars = Array(name.unicodeScalars)
@@ -20,10 +21,18 @@ public enum LineProtocolModel {
                 continue
             }
             let scalar = scalars[index]
-            result.append(scalar.value < 0x20 || scalar.value == 0x7F ? "\u{FFFD}" : scalar)
+            let lineBreak = scalar == "\n" || scalar == "\r"
+            let leadingBlank = index == 0 && quoteIsEscapable && (scalar == "\u{0}" || scalar == "\t")
+            result.append(lineBreak || leadingBlank ? "\u{FFFD}" : scalar)
             index += 1
         }
         return String(result)
+    }
+
+    /// A string value as the encoder writes it (short of truncation): line feeds and carriage returns
+    /// become U+FFFD.
+    public static func stringValue(_ value: String) -> String {
+        String(String.UnicodeScalarView(value.unicodeScalars.map { $0 == "\n" || $0 == "\r" ? "\u{FFFD}" : $0 }))
     }
 
     public static func writableKey(_ key: String, field: Bool = false) -> Bool {
@@ -56,7 +65,12 @@ public enum LineProtocolModel {
         let fields = lastOccurrences(point.fields) { Array($0.key.utf8) }.filter { field in
             if case .float(let value) = field.value, !value.isFinite { return false }
             return writableKey(field.key, field: true)
-        }.map { Point.Field(repaired($0.key, quoteIsEscapable: true), $0.value) }
+        }.map { field -> Point.Field in
+            if case .string(let value) = field.value {
+                return Point.Field(repaired(field.key, quoteIsEscapable: true), .string(stringValue(value)))
+            }
+            return Point.Field(repaired(field.key, quoteIsEscapable: true), field.value)
+        }
         if fields.isEmpty { return .refused(.noFields) }
         let tags = lastOccurrences(point.tags.map { Point.Tag(repaired($0.key), $0.value) }) { Array($0.key.utf8) }
             .filter { writableKey($0.key) && !repaired($0.value).isEmpty }

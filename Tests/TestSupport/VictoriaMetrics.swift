@@ -28,6 +28,30 @@ public struct VictoriaMetrics: Sendable {
         public var timestamps: [Int64]
     }
 
+    /// The rows VictoriaMetrics has refused since it started (`vm_rows_invalid_total`, every type),
+    /// which a write's 204 does not show.
+    public func invalidRows() async throws -> Double {
+        let reply = try await HTTP.send("GET", HTTP.url(base, "/metrics"))
+        guard reply.status == 200 else { throw TestFailure(message: "metrics: \(reply.status)") }
+        var total = 0.0
+        for line in reply.text.split(separator: "\n") where line.hasPrefix("vm_rows_invalid_total") {
+            total += Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return total
+    }
+
+    /// Every series whose labels match the series selector `selector` (e.g. `{case="q1"}`).
+    public func export(matching selector: String) async throws -> [Series] {
+        try await forceFlush()
+        let reply = try await HTTP.send(
+            "POST", HTTP.url(base, "/api/v1/export", [("match[]", selector), ("start", "0")]))
+        guard reply.status == 200 else { throw TestFailure(message: "export: \(reply.status) \(reply.text)") }
+        return try reply.text.split(separator: "\n").compactMap { line -> Series? in
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return Series(labels: object["metric"] as? [String: String] ?? [:], values: [], timestamps: [])
+        }
+    }
+
     /// Makes recent writes searchable at once.
     public func forceFlush() async throws {
         _ = try await HTTP.send("GET", HTTP.url(base, "/internal/force_flush"))

@@ -186,6 +186,7 @@ public struct APIHealthConfiguration: Sendable {
         if let spool, spool.directory.path.isEmpty {
             throw .invalidSetting(name: "spool.directory", reason: "is empty")
         }
+        try retry.validate()
         try destination?.validate()
     }
 }

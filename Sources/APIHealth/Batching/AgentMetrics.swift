@@ -9,13 +9,16 @@
 public struct AgentMetrics: Sendable, Hashable {
     /// Points encoded into a pending batch.
     public var pointsRecorded: UInt64 = 0
-    /// Points the encoder refused (empty measurement, no writable field, timestamp out of range).
+    /// Points the encoder refused (empty measurement, no writable field, timestamp out of range, series
+    /// key too long for InfluxDB).
     public var pointsInvalid: UInt64 = 0
-    /// Points written with a documented repair (a field or tag left out, a name repaired, a string cut).
+    /// Points written with a documented repair (a field or tag left out, a name repaired, a string cut
+    /// or its line breaks replaced, an unsigned value clamped for InfluxDB 1.x).
     public var pointsRepaired: UInt64 = 0
     /// Points the server acknowledged with a 2xx.
     public var pointsWritten: UInt64 = 0
-    /// Points dropped because pending data exceeded its cap (oldest first), or recorded after shutdown.
+    /// Points dropped because pending data exceeded its cap (oldest first), recorded after shutdown, or
+    /// left without a free timestamp in their series within a second of their own (see the README).
     public var pointsDropped: UInt64 = 0
     /// Points that could be kept neither by the server nor in the spool: pending in memory only when
     /// the agent shut down (no spool, or writing to it failed).

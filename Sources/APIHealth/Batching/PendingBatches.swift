@@ -36,7 +36,7 @@ final class PendingBatches: Sendable {
         var nextSequence: UInt64 = 1
         var pendingBytes = 0
         var metrics = AgentMetrics()
-        var recentInstants = RecentInstants()
+        var recentInstants: RecentInstants
         /// Reused for each sample's fields.
         var fieldScratch: [Point.Field] = []
         var isClosed = false
@@ -79,7 +79,7 @@ final class PendingBatches: Sendable {
     init(batching: APIHealthConfiguration.Batching, encoder: LineEncoder, spool: SpoolDirectory?) {
         self.batching = batching
         self.encoder = encoder
-        var initial = State()
+        var initial = State(recentInstants: RecentInstants(precision: encoder.precision))
         initial.spool = spool
         self.state = Locked(initial)
     }
@@ -109,6 +109,11 @@ final class PendingBatches: Sendable {
                 instants.claim(series: series.id, timestamp: timestamp)
             }
         }
+    }
+
+    /// Counts points whose values were changed on their way out (see ``Shipper``).
+    func countRepaired(_ points: Int) {
+        state.withLock { $0.metrics.pointsRepaired += UInt64(points) }
     }
 
     /// Counts a sample that could not become a line at all.
@@ -147,7 +152,8 @@ final class PendingBatches: Sendable {
                 repairs = try encode(&bytes, &state.recentInstants, &state.fieldScratch)
             } catch {
                 state.batches[last].bytes = bytes
-                state.metrics.pointsInvalid += 1
+                // A declined timestamp: the series has no free instant near the point's time.
+                if (error as? LineProtocolError) == .timestampDeclined { state.metrics.pointsDropped += 1 } else { state.metrics.pointsInvalid += 1 }
                 if state.batches[last].lineCount == 0 { state.batches.removeLast() }
                 return false
             }

@@ -1,6 +1,13 @@
+import LineProtocol
+
 /// The instants recently written per series, so that no two points of one series share a timestamp
 /// (InfluxDB would keep only the last of them): a point whose instant is taken is nudged forward by
-/// one unit of the precision, as many times as needed.
+/// one unit of the precision, as many times as needed, but never more than ``maximumNudge`` units
+/// past its own instant: 1,000 units, and at most one second (so one unit at `s`). A point with no
+/// free instant within that bound is declined (the agent drops and counts it) rather than written
+/// over another: under a steady load above one point per unit on one series (at `s` or `ms`
+/// precision), timestamps stay within the bound of the clock and the excess is counted, where
+/// unbounded nudging would drift ever further into the future.
 ///
 /// Two generations of 25,000 instants each are remembered, in tables small enough to stay in the
 /// processor's cache. The usual point is later than anything its series has written, which the latest
@@ -14,6 +21,18 @@ struct RecentInstants {
     /// was forgotten).
     private var latestIsComplete = true
     static let generationSize = 25_000
+    /// How far past its own instant a point may be moved, in units of the precision.
+    let maximumNudge: Int64
+
+    /// Instants for timestamps written in `precision`.
+    init(precision: Precision) {
+        maximumNudge = Self.maximumNudge(for: precision)
+    }
+
+    /// 1,000 units of `precision`, and at most one second: 1 µs at `ns`, 1 ms at `us`, 1 s at `ms` and `s`.
+    static func maximumNudge(for precision: Precision) -> Int64 {
+        max(1, min(1_000, 1_000_000_000 / precision.nanosecondsPerUnit))
+    }
 
     /// The identity of a series, from its escaped series key.
     static func seriesID(_ seriesKey: UnsafeBufferPointer<UInt8>) -> Int {
@@ -27,9 +46,11 @@ struct RecentInstants {
         return current.contains(fingerprint) || previous.contains(fingerprint)
     }
 
-    /// `timestamp`, or the first instant after it that `series` has not used yet; claims it.
-    mutating func claim(series: Int, timestamp: Int64) -> Int64 {
+    /// `timestamp`, or the first instant after it that `series` has not used yet, and claims it; `nil`
+    /// (claiming nothing) when that instant would be more than ``maximumNudge`` units past `timestamp`.
+    mutating func claim(series: Int, timestamp: Int64) -> Int64? {
         if current.count >= Self.generationSize { startGeneration() }
+        let limit = timestamp.addingReportingOverflow(maximumNudge).overflow ? Int64.max : timestamp + maximumNudge
         var candidate = timestamp
         let last = latest[series]
         if !latestIsComplete || candidate <= last ?? Int64.min {
@@ -38,10 +59,12 @@ struct RecentInstants {
                 steps += 1
                 // A burst on one series: jump past everything it has written.
                 if steps > 4, latestIsComplete, let last, last >= candidate {
-                    candidate = last &+ 1
+                    guard last < limit else { return nil }
+                    candidate = last + 1
                     break
                 }
-                candidate &+= 1
+                guard candidate < limit else { return nil }
+                candidate += 1
             }
         }
         current.insert(InstantTable.fingerprint(series, candidate))

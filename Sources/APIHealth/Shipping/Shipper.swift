@@ -86,9 +86,17 @@ final class Shipper: Sendable {
 
     private func send(segment: String, bytes: [UInt8], lineCount: Int) async {
         guard let destination else { return }
+        var payload = bytes
+        if case .v1 = destination.api {
+            // Lines kept for another destination (or before one was set) may carry unsigned values,
+            // which InfluxDB 1.x refuses: they go out as integers, clamped values counted once.
+            let rewrite = LineEncoder.rewritingUnsignedAsSigned(bytes)
+            if rewrite.rewrittenFields > 0 { payload = rewrite.lines }
+            if rewrite.clampedLines > 0 && pending.attempts(of: segment) == 0 { pending.countRepaired(rewrite.clampedLines) }
+        }
         let body: [UInt8]
         do {
-            body = try Gzip.compress(bytes, level: configuration.gzipLevel)
+            body = try Gzip.compress(payload, level: configuration.gzipLevel)
         } catch {
             pending.reject(segment, reason: "gzip failed: \(error)")
             return
