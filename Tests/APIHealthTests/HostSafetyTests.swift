@@ -183,7 +183,8 @@ func observeWithHandler(_ session: URLSession, _ url: URL) async -> Observed {
 
     @Test func concurrentRequestsOnOneSessionNeverCrashAndAreAllRecorded() async throws {
         let harness = try await CaptureHarness()
-        let total = 3_000
+        // 10,000 requests, as in the report of the crash; the ThreadSanitizer run asks for fewer.
+        let total = ProcessInfo.processInfo.environment["APIHEALTH_CONCURRENT_REQUESTS"].flatMap { Int($0) } ?? 10_000
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             var started = 0
             var counts: [Int: Int] = [:]
@@ -203,7 +204,7 @@ func observeWithHandler(_ session: URLSession, _ url: URL) async -> Observed {
             }
             return counts
         }
-        #expect(statuses == [200: total / 2, 404: total / 2])
+        #expect(statuses == [200: (total + 1) / 2, 404: total / 2])
         let points = try await harness.waitForRequests(total)
         #expect(points.count == total)
         await harness.close()
