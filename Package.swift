@@ -15,12 +15,15 @@ let package = Package(
         .executable(name: "apihealth-demo", targets: ["apihealth-demo"]),
         // The small loopback HTTP server the demo, the tests and the benchmarks call.
         .library(name: "LoopbackHTTPServer", targets: ["LoopbackHTTPServer"]),
+        // swift-metrics backend: every Counter, Meter, Recorder and Timer, shipped through the agent.
+        .library(name: "APIHealthMetrics", targets: ["APIHealthMetrics"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         .target(name: "LineProtocol", swiftSettings: strictSwift6),
@@ -38,6 +41,14 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        .target(
+            name: "APIHealthMetrics",
+            dependencies: [
+                "APIHealth", "LineProtocol",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "influx-tail",
             dependencies: [
@@ -49,7 +60,8 @@ let package = Package(
         .executableTarget(
             name: "apihealth-demo",
             dependencies: [
-                "APIHealth", "LoopbackHTTPServer",
+                "APIHealth", "APIHealthMetrics", "LoopbackHTTPServer",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -97,7 +109,10 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            dependencies: [
+                "LineProtocol", "APIHealth", "APIHealthMetrics", "TestSupport", "LoopbackHTTPServer",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strictSwift6
         ),
     ]
