@@ -108,6 +108,14 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .testTarget(
+            name: "APIHealthMetricsTests",
+            dependencies: [
+                "APIHealth", "APIHealthMetrics", "TestSupport",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "LineProtocol", "APIHealth", "APIHealthMetrics", "TestSupport", "LoopbackHTTPServer",

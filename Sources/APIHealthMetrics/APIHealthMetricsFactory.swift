@@ -207,10 +207,9 @@ struct Registry {
         handlers.append(contentsOf: overflow.values)
         var released: [SeriesIdentity] = []
         for index in retired.values.indices {
+            // Asked before the handler joins `handlers`, which holds it too.
+            if isKnownUniquelyReferenced(&retired.values[index]) { released.append(retired.keys[index]) }
             handlers.append(retired.values[index])
-            if isKnownUniquelyReferenced(&retired.values[index]) {
-                released.append(retired.keys[index])
-            }
         }
         for key in released { retired.removeValue(forKey: key) }
         return handlers
