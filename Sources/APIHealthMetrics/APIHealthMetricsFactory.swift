@@ -140,13 +140,13 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
 
     public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         if aggregate {
-            return handler(.recorder, label, dimensions) { DistributionStorage(key: $0, scale: 1) } as! DistributionStorage
+            return handler(.recorder, label, dimensions) { DistributionStorage(key: $0, divisor: 1) } as! DistributionStorage
         }
         return handler(.gauge, label, dimensions) { LastValueStorage(key: $0) } as! LastValueStorage
     }
 
     public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        handler(.timer, label, dimensions) { DistributionStorage(key: $0, scale: 1e-6) } as! DistributionStorage
+        handler(.timer, label, dimensions) { DistributionStorage(key: $0, divisor: 1e6) } as! DistributionStorage
     }
 
     public func destroyCounter(_ handler: any CounterHandler) { destroy(handler) }
@@ -205,13 +205,12 @@ struct Registry {
         var handlers = Array(live.values)
         handlers.reserveCapacity(live.count + retired.count + overflow.count)
         handlers.append(contentsOf: overflow.values)
-        var released: [SeriesIdentity] = []
-        for index in retired.values.indices {
-            // Asked before the handler joins `handlers`, which holds it too.
-            if isKnownUniquelyReferenced(&retired.values[index]) { released.append(retired.keys[index]) }
-            handlers.append(retired.values[index])
+        for key in Array(retired.keys) {
+            // Taken out, so the only other reference the registry could hold is gone while asking.
+            var handler = retired.removeValue(forKey: key)!
+            if !isKnownUniquelyReferenced(&handler) { retired[key] = handler }
+            handlers.append(handler)
         }
-        for key in released { retired.removeValue(forKey: key) }
         return handlers
     }
 }

@@ -177,18 +177,18 @@ struct Distribution: Sendable {
         sketch.add(value)
     }
 
-    /// Appends count, sum, min, max, mean and p50–p99, each scaled by `scale`, and empties the distribution.
-    mutating func drain(into fields: inout [Point.Field], scale: Double) {
+    /// Appends count, sum, min, max, mean and p50–p99, each divided by `divisor`, and empties the distribution.
+    mutating func drain(into fields: inout [Point.Field], divisor: Double) {
         guard count > 0 else { return }
         typealias F = MetricsSchema.Field
         fields.append(Point.Field(F.count, .uint(count)))
         let scaled = [(F.sum, sum), (F.min, min), (F.max, max), (F.mean, sum / Double(count))]
-        for (name, value) in scaled where (value * scale).isFinite {
-            fields.append(Point.Field(name, .float(value * scale)))
+        for (name, value) in scaled where (value / divisor).isFinite {
+            fields.append(Point.Field(name, .float(value / divisor)))
         }
         for (name, q) in [(F.p50, 0.5), (F.p90, 0.9), (F.p95, 0.95), (F.p99, 0.99)] {
             // Clamped to what was seen: the sketch's estimate may lie just outside [min, max].
-            if let value = sketch.quantile(q) { fields.append(Point.Field(name, .float(Swift.min(Swift.max(value, min), max) * scale))) }
+            if let value = sketch.quantile(q) { fields.append(Point.Field(name, .float(Swift.min(Swift.max(value, min), max) / divisor))) }
         }
         count = 0
         sum = 0
@@ -204,11 +204,12 @@ final class DistributionStorage: MetricHandler, TimerHandler, RecorderHandler, @
     /// Guards this interval's values (`active`) and the emptied distribution that takes over at the
     /// next collection (`spare`), so its bucket storage is reused rather than allocated anew.
     private let state = Mutex((active: Distribution(), spare: Distribution()))
-    /// What a recorded value is multiplied by when written (1e-6 turns a timer's nanoseconds into milliseconds).
-    private let scale: Double
+    /// What a recorded value is divided by when written (1e6 turns a timer's nanoseconds into milliseconds,
+    /// exactly as the agent's `duration_ms`).
+    private let divisor: Double
 
-    init(key: SeriesIdentity, scale: Double) {
-        self.scale = scale
+    init(key: SeriesIdentity, divisor: Double) {
+        self.divisor = divisor
         super.init(key: key)
     }
 
@@ -236,7 +237,7 @@ final class DistributionStorage: MetricHandler, TimerHandler, RecorderHandler, @
             return taken
         }
         guard var drained = interval.take() else { return }
-        drained.drain(into: &fields, scale: scale)
+        drained.drain(into: &fields, divisor: divisor)
         state.withLock { state in swap(&state.spare, &drained) }
     }
 }
