@@ -28,7 +28,7 @@ import Darwin
 /// - `Counter`: cumulative unsigned `count`; `FloatingPointCounter`: cumulative float `value`.
 /// - `Meter` and a non-aggregating `Recorder` (`Gauge`): the last float `value`.
 /// - `Timer` (milliseconds) and an aggregating `Recorder`: the interval's `count`, `sum`, `min`, `max`,
-///   `mean`, `p50`, `p90`, `p95`, `p99`, quantiles within 1 % (``QuantileSketch``); nothing for an
+///   `mean`, `p50`, `p90`, `p95`, `p99`, quantiles within 1 % (a log-bucket sketch); nothing for an
 ///   interval without values.
 ///
 /// Counters and meters keep reporting their value every interval. Past ``Configuration/maximumSeries``
@@ -104,7 +104,14 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
                 fields.removeAll(keepingCapacity: true)
                 handler.collect(into: &fields)
                 guard !fields.isEmpty else { continue }
-                agent.write(Point(measurement: handler.key.measurement, tags: handler.key.tags, fields: fields, timestamp: timestamp))
+                agent.write(
+                    Point(
+                        measurement: handler.key.measurement,
+                        tags: handler.key.tags,
+                        fields: fields,
+                        timestamp: timestamp
+                    )
+                )
             }
         }
     }
@@ -130,7 +137,10 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         handler(.counter, label, dimensions) { CounterStorage(key: $0) } as! CounterStorage
     }
 
-    public func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+    public func makeFloatingPointCounter(
+        label: String,
+        dimensions: [(String, String)]
+    ) -> any FloatingPointCounterHandler {
         handler(.floatingPointCounter, label, dimensions) { FloatingCounterStorage(key: $0) } as! FloatingCounterStorage
     }
 
@@ -140,7 +150,8 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
 
     public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         if aggregate {
-            return handler(.recorder, label, dimensions) { DistributionStorage(key: $0, divisor: 1) } as! DistributionStorage
+            return handler(.recorder, label, dimensions) { DistributionStorage(key: $0, divisor: 1) }
+                as! DistributionStorage
         }
         return handler(.gauge, label, dimensions) { LastValueStorage(key: $0) } as! LastValueStorage
     }
@@ -156,9 +167,16 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     public func destroyTimer(_ handler: any TimerHandler) { destroy(handler) }
 
     private func handler(
-        _ kind: SeriesIdentity.Kind, _ label: String, _ dimensions: [(String, String)], make: (SeriesIdentity) -> MetricHandler
+        _ kind: SeriesIdentity.Kind,
+        _ label: String,
+        _ dimensions: [(String, String)],
+        make: (SeriesIdentity) -> MetricHandler
     ) -> MetricHandler {
-        let key = SeriesIdentity(kind: kind, measurement: configuration.measurementPrefix + label, dimensions: dimensions)
+        let key = SeriesIdentity(
+            kind: kind,
+            measurement: configuration.measurementPrefix + label,
+            dimensions: dimensions
+        )
         let (handler, overflowed) = registry.withLock { registry -> (MetricHandler, Bool) in
             if let live = registry.live[key] { return (live, false) }
             if let revived = registry.retired.removeValue(forKey: key) {
@@ -168,7 +186,12 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
             if registry.live.count + registry.retired.count >= configuration.maximumSeries {
                 if let shared = registry.overflow[kind] { return (shared, true) }
                 let shared = make(
-                    SeriesIdentity(kind: kind, measurement: configuration.measurementPrefix + MetricsSchema.overflowLabel, dimensions: []))
+                    SeriesIdentity(
+                        kind: kind,
+                        measurement: configuration.measurementPrefix + MetricsSchema.overflowLabel,
+                        dimensions: []
+                    )
+                )
                 registry.overflow[kind] = shared
                 return (shared, true)
             }

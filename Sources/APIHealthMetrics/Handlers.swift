@@ -45,7 +45,9 @@ final class CounterStorage: MetricHandler, CounterHandler, @unchecked Sendable {
         let count = Self.stripeCount
         stripes = UnsafeMutableRawPointer.allocate(byteCount: count * Self.stripeBytes, alignment: Self.stripeBytes)
         for index in 0..<count {
-            (stripes + index * Self.stripeBytes).bindMemory(to: Atomic<UInt64>.self, capacity: 1).initialize(to: Atomic(0))
+            (stripes + index * Self.stripeBytes).bindMemory(to: Atomic<UInt64>.self, capacity: 1).initialize(
+                to: Atomic(0)
+            )
         }
         mask = UInt(count - 1)
         shift = UInt(64 - count.trailingZeroBitCount)
@@ -104,7 +106,10 @@ final class AtomicDouble: Sendable {
         var old = bits.load(ordering: .relaxed)
         while true {
             let (exchanged, current) = bits.weakCompareExchange(
-                expected: old, desired: (Double(bitPattern: old) + amount).bitPattern, ordering: .relaxed)
+                expected: old,
+                desired: (Double(bitPattern: old) + amount).bitPattern,
+                ordering: .relaxed
+            )
             if exchanged { return }
             old = current
         }
@@ -188,7 +193,9 @@ struct Distribution: Sendable {
         }
         for (name, q) in [(F.p50, 0.5), (F.p90, 0.9), (F.p95, 0.95), (F.p99, 0.99)] {
             // Clamped to what was seen: the sketch's estimate may lie just outside [min, max].
-            if let value = sketch.quantile(q) { fields.append(Point.Field(name, .float(Swift.min(Swift.max(value, min), max) / divisor))) }
+            if let value = sketch.quantile(q) {
+                fields.append(Point.Field(name, .float(Swift.min(Swift.max(value, min), max) / divisor)))
+            }
         }
         count = 0
         sum = 0
@@ -255,11 +262,5 @@ enum ThreadID {
 }
 
 enum System {
-    static let coreCount: Int = {
-        #if canImport(Darwin)
-        return Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-        #else
-        return Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-        #endif
-    }()
+    static let coreCount = max(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 1)
 }

@@ -44,6 +44,7 @@ public enum MetricsSchema {
 
     public static let tags = [Tag.metricType]
     public static let fields = [
-        Field.count, Field.value, Field.sum, Field.min, Field.max, Field.mean, Field.p50, Field.p90, Field.p95, Field.p99,
+        Field.count, Field.value, Field.sum, Field.min, Field.max, Field.mean, Field.p50, Field.p90, Field.p95,
+        Field.p99,
     ]
 }

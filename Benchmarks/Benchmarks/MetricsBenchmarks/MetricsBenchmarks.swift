@@ -14,7 +14,9 @@ final class MetricsRig: Sendable {
     let factory: APIHealthMetricsFactory
 
     init(spooled: Bool = true) {
-        spool = FileManager.default.temporaryDirectory.appendingPathComponent("apihealth-bench-metrics-\(UUID().uuidString)")
+        spool = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apihealth-bench-metrics-\(UUID().uuidString)"
+        )
         var configuration = APIHealthConfiguration(serviceName: "bench", destination: nil)
         configuration.spool = spooled ? SpoolOptions(directory: spool) : nil
         configuration.batching.maximumPendingBytes = 256 << 20
@@ -36,7 +38,9 @@ final class MetricsRig: Sendable {
         defer { try? FileManager.default.removeItem(at: spool) }
         let lines = (try? SpoolReader(directory: spool).segments().flatMap(\.lines)) ?? []
         let parser = LineParser(precision: .ns)
-        return lines.compactMap { try? parser.parse($0 + [UInt8(ascii: "\n")]) }.flatMap { $0 }.filter { $0.measurement == measurement }
+        return lines.compactMap { try? parser.parse($0 + [UInt8(ascii: "\n")]) }.flatMap { $0 }.filter {
+            $0.measurement == measurement
+        }
     }
 
     func count(of measurement: String) -> UInt64? {
@@ -60,7 +64,10 @@ func onThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Void) {
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
-        metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput], maxDuration: .seconds(3), maxIterations: 50)
+        metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
+        maxDuration: .seconds(3),
+        maxIterations: 50
+    )
 
     Benchmark("Counter.increment() (uncontended, per call)", configuration: .init(scalingFactor: .mega)) { benchmark in
         let rig = MetricsRig()
@@ -72,13 +79,16 @@ let benchmarks: @Sendable () -> Void = {
         precondition(total == UInt64(benchmark.scaledIterations.count), "counted \(String(describing: total))")
     }
 
-    Benchmark("Timer.recordNanoseconds (uncontended, per call)", configuration: .init(scalingFactor: .mega)) { benchmark in
+    Benchmark("Timer.recordNanoseconds (uncontended, per call)", configuration: .init(scalingFactor: .mega)) {
+        benchmark in
         let rig = MetricsRig()
         let timer = CoreMetrics.Timer(label: "bench_timer", dimensions: [("db", "orders")], factory: rig.factory)
         // Warm the sketch's range (its storage is allocated once and kept), as a long-running timer has.
         // Both of its buffers (one is written while the other is summarised).
         for _ in 0..<2 {
-            for value in stride(from: 1_000 as Int64, through: 1_000_000_000, by: 1_000_000) { timer.recordNanoseconds(value) }
+            for value in stride(from: 1_000 as Int64, through: 1_000_000_000, by: 1_000_000) {
+                timer.recordNanoseconds(value)
+            }
             rig.factory.flush()
         }
         benchmark.startMeasurement()
@@ -112,7 +122,9 @@ let benchmarks: @Sendable () -> Void = {
         configuration: .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal], maxIterations: 20)
     ) { benchmark in
         let rig = MetricsRig(spooled: false)
-        let counters = (0..<7_000).map { Counter(label: "bench_flush_counter", dimensions: [("n", "\($0)")], factory: rig.factory) }
+        let counters = (0..<7_000).map {
+            Counter(label: "bench_flush_counter", dimensions: [("n", "\($0)")], factory: rig.factory)
+        }
         let timers = (0..<3_000).map {
             CoreMetrics.Timer(label: "bench_flush_timer", dimensions: [("n", "\($0)")], factory: rig.factory)
         }
