@@ -173,6 +173,11 @@ struct Distribution: Sendable {
     var max = -Double.infinity
     var sketch = QuantileSketch()
 
+    static let quantiles = [0.5, 0.9, 0.95, 0.99]
+    static let quantileFields = [
+        MetricsSchema.Field.p50, MetricsSchema.Field.p90, MetricsSchema.Field.p95, MetricsSchema.Field.p99,
+    ]
+
     @inline(__always)
     mutating func add(_ value: Double) {
         count &+= 1
@@ -187,15 +192,17 @@ struct Distribution: Sendable {
         guard count > 0 else { return }
         typealias F = MetricsSchema.Field
         fields.append(Point.Field(F.count, .uint(count)))
-        let scaled = [(F.sum, sum), (F.min, min), (F.max, max), (F.mean, sum / Double(count))]
-        for (name, value) in scaled where (value / divisor).isFinite {
-            fields.append(Point.Field(name, .float(value / divisor)))
+        func append(_ name: String, _ value: Double) {
+            if (value / divisor).isFinite { fields.append(Point.Field(name, .float(value / divisor))) }
         }
-        for (name, q) in [(F.p50, 0.5), (F.p90, 0.9), (F.p95, 0.95), (F.p99, 0.99)] {
-            // Clamped to what was seen: the sketch's estimate may lie just outside [min, max].
-            if let value = sketch.quantile(q) {
-                fields.append(Point.Field(name, .float(Swift.min(Swift.max(value, min), max) / divisor)))
-            }
+        append(F.sum, sum)
+        append(F.min, min)
+        append(F.max, max)
+        append(F.mean, sum / Double(count))
+        // Clamped to what was seen: the sketch's estimate may lie just outside [min, max].
+        let (low, high) = (min, max)
+        sketch.quantiles(Self.quantiles) { index, value in
+            append(Self.quantileFields[index], Swift.min(Swift.max(value, low), high))
         }
         count = 0
         sum = 0

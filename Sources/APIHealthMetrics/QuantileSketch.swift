@@ -18,7 +18,7 @@ import Darwin
 /// estimate `2γⁱ / (γ + 1)` is within `a` of every value in it, so the quantile at rank `⌊q · (n − 1)⌋`
 /// of the values added is returned within ``relativeAccuracy`` of the exact one. The buckets are dense
 /// between the lowest and highest index seen, at most ``maximumBuckets`` (2,048 × 8 bytes, which spans
-/// 1 ns to 116 days); beyond that the lowest buckets are merged, so only the lowest quantiles of a wider
+/// 1 ns to 118 days); beyond that the lowest buckets are merged, so only the lowest quantiles of a wider
 /// range lose accuracy. Negative values have their own buckets; zero (and magnitudes below 1e-300) is counted
 /// apart. Storage is kept across ``reset()``, so a sketch that is refilled allocates only when its range grows.
 struct QuantileSketch: Sendable {
@@ -61,16 +61,37 @@ struct QuantileSketch: Sendable {
 
     /// The value at rank `⌊q · (n − 1)⌋` (0-based, ascending), within ``relativeAccuracy``; `nil` when empty.
     func quantile(_ q: Double) -> Double? {
+        var result: Double?
+        quantiles([q]) { _, value in result = value }
+        return result
+    }
+
+    /// Calls `body(i, value)` with the value at each of `ascending` quantiles (as ``quantile(_:)``), in
+    /// one pass over the buckets; nothing when the sketch is empty.
+    func quantiles(_ ascending: [Double], _ body: (Int, Double) -> Void) {
         let n = count
-        guard n > 0 else { return nil }
-        let rank = UInt64((min(max(q, 0), 1) * Double(n - 1)).rounded(.down))
-        // Negative values, most negative first.
-        if rank < negative.total {
-            let index = negative.index(ofRankFromTop: rank)
-            return -Self.value(ofBucket: index)
+        guard n > 0 else { return }
+        var next = 0
+        var seen: UInt64 = 0
+        func emit(through seen: UInt64, _ value: @autoclosure () -> Double) {
+            while next < ascending.count,
+                UInt64((min(max(ascending[next], 0), 1) * Double(n - 1)).rounded(.down)) < seen
+            {
+                body(next, value())
+                next += 1
+            }
         }
-        if rank < negative.total + zeros { return 0 }
-        return Self.value(ofBucket: positive.index(ofRank: rank - negative.total - zeros))
+        // Negative values, most negative first; then zeros; then positive values.
+        negative.forEachBucket(descending: true) { index, count in
+            seen &+= count
+            emit(through: seen, -Self.value(ofBucket: index))
+        }
+        seen &+= zeros
+        emit(through: seen, 0)
+        positive.forEachBucket(descending: false) { index, count in
+            seen &+= count
+            emit(through: seen, Self.value(ofBucket: index))
+        }
     }
 
     /// Empties the sketch, keeping its storage.
@@ -138,24 +159,16 @@ private struct LogBuckets: Sendable {
         return index
     }
 
-    /// The bucket holding the value at `rank` (0-based) counting from the lowest.
-    func index(ofRank rank: UInt64) -> Int {
-        var seen: UInt64 = 0
-        for i in low...high {
-            seen &+= counts[i - offset]
-            if seen > rank { return i }
+    /// Calls `body(index, count)` for every non-empty bucket, lowest first (or highest first).
+    func forEachBucket(descending: Bool, _ body: (Int, UInt64) -> Void) {
+        guard total > 0 else { return }
+        if descending {
+            for i in stride(from: high, through: low, by: -1) where counts[i - offset] > 0 {
+                body(i, counts[i - offset])
+            }
+        } else {
+            for i in low...high where counts[i - offset] > 0 { body(i, counts[i - offset]) }
         }
-        return high
-    }
-
-    /// The bucket holding the value at `rank` (0-based) counting from the highest.
-    func index(ofRankFromTop rank: UInt64) -> Int {
-        var seen: UInt64 = 0
-        for i in stride(from: high, through: low, by: -1) {
-            seen &+= counts[i - offset]
-            if seen > rank { return i }
-        }
-        return low
     }
 
     mutating func reset() {
