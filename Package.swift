@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "apihealth-demo", targets: ["apihealth-demo"]),
         // The small loopback HTTP server the demo, the tests and the benchmarks call.
         .library(name: "LoopbackHTTPServer", targets: ["LoopbackHTTPServer"]),
+        // swift-metrics backend: every Counter, Meter, Recorder and Timer, shipped through the agent.
+        .library(name: "APIHealthMetrics", targets: ["APIHealthMetrics"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -24,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         .target(name: "LineProtocol", swiftSettings: strictSwift6),
@@ -53,6 +56,14 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        .target(
+            name: "APIHealthMetrics",
+            dependencies: [
+                "APIHealth", "LineProtocol",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "influx-tail",
             dependencies: [
@@ -64,8 +75,9 @@ let package = Package(
         .executableTarget(
             name: "apihealth-demo",
             dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient", "LoopbackHTTPServer",
+                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "LoopbackHTTPServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -130,8 +142,19 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .testTarget(
+            name: "APIHealthMetricsTests",
+            dependencies: [
+                "APIHealth", "APIHealthMetrics", "TestSupport",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            dependencies: [
+                "LineProtocol", "APIHealth", "APIHealthMetrics", "TestSupport", "LoopbackHTTPServer",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strictSwift6
         ),
     ]

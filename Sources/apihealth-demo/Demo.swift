@@ -1,5 +1,7 @@
 import APIHealth
+import APIHealthMetrics
 import ArgumentParser
+import CoreMetrics
 import Foundation
 import Logging
 import LoopbackHTTPServer
@@ -57,6 +59,8 @@ struct Demo: AsyncParsableCommand {
             throw ValidationError("configuration: \(error)")
         }
         let agent = try APIHealthAgent(configuration: configuration, logger: logger)
+        // Every swift-metrics Counter, Meter and Timer of this process goes out through the agent too.
+        MetricsSystem.bootstrap(APIHealthMetricsFactory(agent: agent))
         let server = try await LoopbackHTTPServer.start(threads: 2, handler: DemoAPI.handle)
         let counters = DemoCounters()
         let traffic = DemoTraffic(

@@ -1,6 +1,7 @@
 import APIHealth
 import APIHealthAsyncHTTPClient
 import AsyncHTTPClient
+import CoreMetrics
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -108,6 +109,18 @@ struct DemoTraffic: Service {
     }
 
     private func call(_ endpoint: DemoEndpoint, index: Int, session: URLSession) async {
+        // The service's own swift-metrics, shipped by APIHealthMetricsFactory beside the request points.
+        let dimensions = [("module", endpoint.module)]
+        let inFlight = Meter(label: "demo_calls_in_flight", dimensions: dimensions)
+        inFlight.increment()
+        let started = ContinuousClock.now
+        defer {
+            inFlight.decrement()
+            let elapsed = (ContinuousClock.now - started).components
+            CoreMetrics.Timer(label: "demo_call_duration", dimensions: dimensions)
+                .recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
+            Counter(label: "demo_calls", dimensions: dimensions).increment()
+        }
         var request = URLRequest(url: URL(string: baseURL + endpoint.makePath(index))!)
         request.httpMethod = endpoint.method
         if endpoint.method == "POST" { request.httpBody = Data(#"{"items":[1,2,3]}"#.utf8) }

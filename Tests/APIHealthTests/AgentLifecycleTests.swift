@@ -30,6 +30,23 @@ private struct StopsSoon: Service {
         await #expect(throws: APIHealthAgent.LifecycleError.self) { try await agent.run() }
     }
 
+    @Test func onShutdownBodiesRunOnceBeforeIntakeClosesAndLateOnesNever() async throws {
+        let agent = try makeAgent(spool: nil)
+        let runs = Locked([String]())
+        agent.onShutdown {
+            runs.withLock { $0.append("first") }
+            #expect(agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(1))])), "intake still open")
+        }
+        agent.onShutdown { runs.withLock { $0.append("second") } }
+        agent.start()
+        await agent.shutdown()
+        await agent.shutdown()
+        agent.onShutdown { runs.withLock { $0.append("late") } }
+        await agent.shutdown()
+        #expect(runs.withLock { $0 } == ["first", "second"])
+        #expect(agent.metrics.pointsDropped == 0 && agent.metrics.pointsRecorded >= 1)
+    }
+
     @Test func runReturnsOnlyOnceTheSpoolIsReleased() async throws {
         let spool = temporaryDirectory("lifecycle")
         defer { try? FileManager.default.removeItem(at: spool) }

@@ -1,3 +1,5 @@
+import APIHealthMetrics
+import CoreMetrics
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -29,20 +31,30 @@ private func matches(_ pattern: String, in text: String) -> [String] {
 
 @Suite struct DashboardContractTests {
     static let measurements = Set([PointSchema.Measurement.request, PointSchema.Measurement.parseFailure, PointSchema.Measurement.agent])
-    static let tags = Set(PointSchema.requestTags + PointSchema.parseFailureTags + PointSchema.agentTags)
-    static let fields = Set(PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields)
+    static let tags = Set(PointSchema.requestTags + PointSchema.parseFailureTags + PointSchema.agentTags + MetricsSchema.tags)
+    static let fields = Set(PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields + MetricsSchema.fields)
+    static let metricTypes: Set<String> = [
+        MetricsSchema.MetricType.counter, MetricsSchema.MetricType.floatingPointCounter, MetricsSchema.MetricType.meter,
+        MetricsSchema.MetricType.gauge, MetricsSchema.MetricType.recorder, MetricsSchema.MetricType.timer,
+    ]
     static let fluxColumns: Set<String> = ["_time", "_value", "_field", "_measurement", "_start", "_stop", "_value_failures", "_value_requests", "quantile"]
 
     @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
         let influxQL = try files("influxql", ".influxql")
         let flux = try files("flux", ".flux")
-        #expect(influxQL.count == 7 && flux.count == 7, "one file per panel in each language")
+        #expect(influxQL.count == 9 && flux.count == 9, "one file per panel in each language")
         #expect(Set(influxQL.map { $0.name.split(separator: ".")[0] }) == Set(flux.map { $0.name.split(separator: ".")[0] }))
         for file in influxQL {
             let query = file.text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
             let aliases = Set(matches(#"AS "([^"]+)""#, in: query))
             let fromMeasurements = matches(#"FROM "([^"]+)""#, in: query)
-            #expect(!fromMeasurements.isEmpty, "\(file.name) reads a measurement")
+            // swift-metrics series are named by their label: those panels read every measurement (`FROM /.*/`)
+            // and keep the factory's series by their `metric_type` tag.
+            let metricTypes = matches(#""metric_type" = '([^']+)'"#, in: query)
+            for type in metricTypes { #expect(Self.metricTypes.contains(type), "\(file.name): unknown metric_type \(type)") }
+            if fromMeasurements.isEmpty {
+                #expect(!metricTypes.isEmpty && query.contains("FROM /.*/"), "\(file.name) reads a measurement, or metrics by type")
+            }
             for name in fromMeasurements { #expect(Self.measurements.contains(name), "\(file.name): unknown measurement \(name)") }
             for name in Set(matches(#""([^"]+)""#, in: query)).subtracting(aliases).subtracting(fromMeasurements) {
                 #expect(Self.tags.contains(name) || Self.fields.contains(name) || aliases.contains(name),
@@ -55,6 +67,9 @@ private func matches(_ pattern: String, in text: String) -> [String] {
             }
             for name in matches(#"r\._field == "([^"]+)""#, in: file.text) {
                 #expect(Self.fields.contains(name), "\(file.name): unknown field \(name)")
+            }
+            for type in matches(#"r\.metric_type == "([^"]+)""#, in: file.text) {
+                #expect(Self.metricTypes.contains(type), "\(file.name): unknown metric_type \(type)")
             }
             let columns = matches(#"columns: \[([^\]]*)\]"#, in: file.text).flatMap { matches(#""([^"]+)""#, in: $0) }
                 + matches(#"\br\.([A-Za-z_][A-Za-z0-9_]*)"#, in: file.text)
@@ -239,5 +254,50 @@ private func matches(_ pattern: String, in text: String) -> [String] {
         #expect(health.first?.tags["service"] == "dashboards")
         #expect((health.first?.rows.last?["dropped"] as? NSNumber)?.intValue == 0)
         #expect((health.first?.rows.last?["rejected"] as? NSNumber)?.intValue == 0)
+    }
+
+    @Test func theMetricsPanelsGiveATimersP99AndACountersRateByLabel() async throws {
+        let influx = try await InfluxDB1.freshDatabase("dashboards_metrics")
+        var configuration = APIHealthConfiguration(
+            serviceName: "dashboards", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+        configuration.spool = nil
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "dashboards"))
+        var options = APIHealthMetricsFactory.Configuration()
+        options.interval = .seconds(3_600)  // one point per timer, at shutdown
+        let factory = APIHealthMetricsFactory(agent: agent, configuration: options)
+        agent.start()
+        // Timers, through the factory: 1…1000 ms on one database, 1…100 ms on another, 5 ms under another label.
+        for ms in 1...1_000 { CoreMetrics.Timer(label: "db_query", dimensions: [("db", "orders")], factory: factory).recordMilliseconds(ms) }
+        for ms in 1...100 { CoreMetrics.Timer(label: "db_query", dimensions: [("db", "users")], factory: factory).recordMilliseconds(ms) }
+        CoreMetrics.Timer(label: "cache_get", dimensions: [], factory: factory).recordMilliseconds(5)
+        // Counters as the factory writes them, at known times: every 10 s, one label with two series (+100 and
+        // +50 each time), another with one (+10). A 20 s window holds two points of each series.
+        let start = (Int64(Date().timeIntervalSince1970) / 20 - 15) * 20
+        for step in 0..<12 {
+            let timestamp = Timestamp(seconds: start + Int64(step) * 10)
+            for (label, route, increment) in [("http_requests", "a", 100), ("http_requests", "b", 50), ("jobs_done", "", 10)] {
+                let tags = [Point.Tag(MetricsSchema.Tag.metricType, MetricsSchema.MetricType.counter)] + (route.isEmpty ? [] : [Point.Tag("route", route)])
+                agent.write(Point(measurement: label, tags: tags, fields: [Point.Field("count", .uint(UInt64(step * increment)))], timestamp: timestamp))
+            }
+        }
+        await agent.shutdown(deadline: .seconds(10))
+        #expect(agent.metrics.pointsRejected == 0)
+
+        func query(_ name: String, interval: Int) throws -> String {
+            try Self.query(name).replacingOccurrences(of: "\(Self.intervalSeconds)s", with: "\(interval)s")
+        }
+        let p99 = try await influx.query(try query("metrics_timer_p99", interval: Self.intervalSeconds))
+        let byLabel = Dictionary(uniqueKeysWithValues: p99.map { ($0.name, ($0.rows.first?["p99_ms"] as? NSNumber)?.doubleValue ?? -1) })
+        #expect(Set(byLabel.keys) == ["db_query", "cache_get"], "timers only, one series per label")
+        #expect(abs(byLabel["db_query"]! - 990) <= 990 * 0.01, "the worst p99 of the label's series: \(byLabel)")
+        #expect(byLabel["cache_get"] == 5)
+
+        let rates = try await influx.query(try query("metrics_counter_rate", interval: 20))
+        #expect(Set(rates.map(\.name)) == ["http_requests", "jobs_done"])
+        for series in rates {
+            let values = series.rows.compactMap { ($0["per_second"] as? NSNumber)?.doubleValue }
+            #expect(values.count >= 4, "\(series.name): \(values)")
+            #expect(values.allSatisfy { $0 == (series.name == "http_requests" ? 15 : 1) }, "\(series.name): \(values)")
+        }
     }
 }

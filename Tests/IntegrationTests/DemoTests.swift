@@ -30,5 +30,12 @@ import Testing
         let failures = try await influx.query("SELECT count(\"count\") FROM apihealth_parse_failure")
         #expect((failures.first?.rows.first?["count"] as? NSNumber)?.intValue == number("parse failures") ?? -1 || number("parse failures") == 0)
         #expect(try SpoolReader(directory: spool).segments().allSatisfy { $0.lines.isEmpty })
+        // The demo's own swift-metrics, the last values written at shutdown.
+        let calls = try await influx.query(#"SELECT last("count") FROM "demo_calls" GROUP BY "module""#)
+        #expect(calls.count == 3 && calls.compactMap { ($0.rows.first?["last"] as? NSNumber)?.intValue }.reduce(0, +) == requests)
+        let timed = try await influx.query(#"SELECT sum("count") FROM "demo_call_duration" WHERE "metric_type" = 'timer'"#)
+        #expect((timed.first?.rows.first?["sum"] as? NSNumber)?.intValue == requests)
+        let inFlight = try await influx.query(#"SELECT last("value") FROM "demo_calls_in_flight" GROUP BY "module""#)
+        #expect(inFlight.count == 3 && inFlight.allSatisfy { ($0.rows.first?["last"] as? NSNumber)?.doubleValue == 0 })
     }
 }

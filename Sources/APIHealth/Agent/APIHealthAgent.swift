@@ -40,6 +40,10 @@ public final class APIHealthAgent: Sendable, Service {
     private let runEnded = Latch()
     /// Requests the hook let through unrecorded.
     private let uncaptured: Locked<UInt64>
+    /// Metrics handlers a metrics backend sent to its overflow series (see ``countMetricsOverflowed()``).
+    private let metricsOverflowed: Locked<UInt64>
+    /// Guards the bodies to run when shutdown begins; `nil` once they have run.
+    private let shutdownHooks = Locked<[@Sendable () -> Void]?>([])
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -75,11 +79,14 @@ public final class APIHealthAgent: Sendable, Service {
         let schema = self.schema
         let intakeOpen = Locked(true)
         let uncaptured = Locked<UInt64>(0)
+        let metricsOverflowed = Locked<UInt64>(0)
         self.intakeOpen = intakeOpen
         self.uncaptured = uncaptured
+        self.metricsOverflowed = metricsOverflowed
         let metrics = { @Sendable () -> AgentMetrics in
             var metrics = pending.metrics
             metrics.requestsUncaptured = uncaptured.withLock { $0 }
+            metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
             return metrics
         }
         self.shipper = Shipper(
@@ -209,6 +216,12 @@ public final class APIHealthAgent: Sendable, Service {
     /// Requests an instrumented session made that the hook let through unrecorded.
     var requestsUncaptured: UInt64 { uncaptured.withLock { $0 } }
 
+    /// Counts a metrics handler that a metrics backend (APIHealthMetrics) sent to its shared overflow
+    /// series because its cardinality cap was reached; shipped as `metrics_overflowed`.
+    package func countMetricsOverflowed() {
+        metricsOverflowed.withLock { $0 += 1 }
+    }
+
     // MARK: Life cycle
 
     /// Why ``APIHealthAgent/run()`` refused to run.
@@ -333,8 +346,30 @@ public final class APIHealthAgent: Sendable, Service {
         }
     }
 
-    /// Closes intake (after one last health point) and lets the loops drain until `deadline`. Idempotent.
+    /// Runs `body` once when shutdown begins (``shutdown(deadline:)`` or graceful shutdown), before
+    /// intake closes, so what it records is in the final flush. A metrics backend writes its last
+    /// aggregates here.
+    ///
+    /// ```swift
+    /// agent.onShutdown { aggregator.writePendingPoints() }
+    /// ```
+    ///
+    /// Bodies run in the order they were added, on the thread that begins shutdown, and must not add
+    /// another body. One added after shutdown has begun never runs.
+    ///
+    /// - Parameter body: What to do; it may call ``write(_:)``.
+    public func onShutdown(_ body: @escaping @Sendable () -> Void) {
+        shutdownHooks.withLock { hooks in hooks?.append(body) }
+    }
+
+    /// Closes intake (after the ``onShutdown(_:)`` bodies and one last health point) and lets the loops
+    /// drain until `deadline`. Idempotent.
     private func beginShutdown(deadline: Duration) {
+        // Held while the bodies run, so a concurrent call waits for their points before closing intake.
+        shutdownHooks.withLock { hooks in
+            for body in hooks ?? [] { body() }
+            hooks = nil
+        }
         let first = intakeOpen.withLock { open -> Bool in
             guard open else { return false }
             open = false
@@ -365,6 +400,7 @@ public final class APIHealthAgent: Sendable, Service {
     public var metrics: AgentMetrics {
         var metrics = pending.metrics
         metrics.requestsUncaptured = requestsUncaptured
+        metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
         return metrics
     }
 
@@ -397,6 +433,7 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.pathsOverflowed, .uint(schema.pathsOverflowed)),
             Point.Field(F.requestsUncaptured, .uint(metrics.requestsUncaptured)),
             Point.Field(F.pointsLost, .uint(metrics.pointsLost)),
+            Point.Field(F.metricsOverflowed, .uint(metrics.metricsOverflowed)),
         ]
         if let error = metrics.lastError { fields.append(Point.Field(F.lastError, .string(String(error.prefix(1_000))))) }
         return Point(

@@ -61,6 +61,7 @@ public enum PointSchema {
         public static let pathsOverflowed = "paths_overflowed"
         public static let requestsUncaptured = "requests_uncaptured"
         public static let pointsLost = "points_lost"
+        public static let metricsOverflowed = "metrics_overflowed"
         public static let lastError = "last_error"
     }
 
@@ -78,6 +79,7 @@ public enum PointSchema {
         AgentField.pointsRecorded, AgentField.pointsInvalid, AgentField.pointsRepaired, AgentField.pointsWritten,
         AgentField.pointsDropped, AgentField.pointsRejected, AgentField.pointsExpired, AgentField.retries,
         AgentField.batchesWritten, AgentField.bytesBeforeGzip, AgentField.bytesAfterGzip, AgentField.pendingLines,
-        AgentField.pendingBytes, AgentField.pathsOverflowed, AgentField.requestsUncaptured, AgentField.pointsLost, AgentField.lastError,
+        AgentField.pendingBytes, AgentField.pathsOverflowed, AgentField.requestsUncaptured, AgentField.pointsLost,
+        AgentField.metricsOverflowed, AgentField.lastError,
     ]
 }

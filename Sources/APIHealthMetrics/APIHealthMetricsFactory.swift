@@ -1,0 +1,273 @@
+import APIHealth
+import CoreMetrics
+import LineProtocol
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A swift-metrics backend that ships every Counter, Meter, Recorder and Timer through an
+/// ``APIHealth/APIHealthAgent``: the same batches, spool, retries and self-metrics as its request points.
+///
+/// ```swift
+/// let agent = try APIHealthAgent(configuration: .fromEnvironment(serviceName: "checkout"), logger: logger)
+/// MetricsSystem.bootstrap(APIHealthMetricsFactory(agent: agent))
+///
+/// Counter(label: "orders_placed", dimensions: [("region", "eu")]).increment()
+/// Timer(label: "db_query").recordNanoseconds(1_250_000)
+/// ```
+///
+/// Handlers aggregate in memory; every ``Configuration/interval`` (and once more when the agent shuts
+/// down) the factory writes one point per label and dimensions, measurement = prefix + label, tags =
+/// dimensions plus `metric_type` (see ``MetricsSchema``):
+/// - `Counter`: cumulative unsigned `count`; `FloatingPointCounter`: cumulative float `value`.
+/// - `Meter` and a non-aggregating `Recorder` (`Gauge`): the last float `value`.
+/// - `Timer` (milliseconds) and an aggregating `Recorder`: the interval's `count`, `sum`, `min`, `max`,
+///   `mean`, `p50`, `p90`, `p95`, `p99`, quantiles within 1 % (a log-bucket sketch); nothing for an
+///   interval without values.
+///
+/// Counters and meters keep reporting their value every interval. Past ``Configuration/maximumSeries``
+/// handlers, new ones share one overflow series per kind (label ``MetricsSchema/overflowLabel``), counted
+/// in the agent's `metrics_overflowed`. Destroying a handler releases it after its last value is written.
+public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
+    /// How often and under which names the factory writes.
+    public struct Configuration: Sendable {
+        /// How often each series is written. Default 10 s.
+        public var interval: Duration = .seconds(10)
+        /// Put in front of every label to make the measurement name (e.g. `"app_"`). Default none.
+        public var measurementPrefix: String = ""
+        /// The most distinct (kind, label, dimensions) series kept; past it new handlers share the overflow
+        /// series. Default 10,000.
+        public var maximumSeries: Int = 10_000
+
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    private let agent: APIHealthAgent
+    private let precision: Precision
+    /// Guards which handler stands for which series.
+    private let registry = Mutex(Registry())
+    /// Guards the last timestamp written, and makes flushes take turns.
+    private let lastTimestamp = Mutex<Int64>(Int64.min)
+    /// Guards the interval loop's task: cancelled at shutdown or when the factory goes away.
+    private let loop = Mutex<Task<Void, Never>?>(nil)
+
+    /// Makes a factory that writes through `agent`, starting its interval loop now.
+    ///
+    /// The factory writes a last time when the agent begins to shut down (``APIHealthAgent/onShutdown(_:)``),
+    /// before intake closes, so nothing recorded before shutdown is lost.
+    ///
+    /// - Parameters:
+    ///   - agent: Where the points go.
+    ///   - configuration: Interval, measurement prefix and cardinality cap.
+    public init(agent: APIHealthAgent, configuration: Configuration = Configuration()) {
+        precondition(configuration.interval > .zero, "APIHealthMetricsFactory interval must be positive")
+        self.agent = agent
+        self.configuration = configuration
+        self.precision = agent.configuration.precision
+        agent.onShutdown { [weak self] in self?.stop() }
+        let interval = configuration.interval
+        // The factory is bootstrapped globally and has no structured parent, so its loop is a task it owns.
+        let task = Task.detached { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                if Task.isCancelled { return }
+                guard let self else { return }
+                self.flush()
+            }
+        }
+        loop.withLock { $0 = task }
+    }
+
+    deinit {
+        loop.withLock { $0?.cancel() }
+    }
+
+    /// Writes one point per series now (what the interval loop does).
+    public func flush() {
+        let handlers = registry.withLock { $0.collectable() }
+        lastTimestamp.withLock { last in
+            let unit = precision.nanosecondsPerUnit
+            var value = Self.nanosecondsSinceEpoch() / unit
+            if value <= last { value = last + 1 }  // one point per series and timestamp, even at shutdown
+            last = value
+            let timestamp = Timestamp(value, precision: precision)
+            var fields: [Point.Field] = []
+            fields.reserveCapacity(MetricsSchema.fields.count)
+            for handler in handlers {
+                fields.removeAll(keepingCapacity: true)
+                handler.collect(into: &fields)
+                guard !fields.isEmpty else { continue }
+                agent.write(
+                    Point(
+                        measurement: handler.key.measurement,
+                        tags: handler.key.tags,
+                        fields: fields,
+                        timestamp: timestamp
+                    )
+                )
+            }
+        }
+    }
+
+    /// Stops the interval loop and writes the last points (called when the agent begins to shut down).
+    private func stop() {
+        loop.withLock { $0?.cancel() }
+        flush()
+    }
+
+    /// How many series the factory holds, destroyed ones not yet released included (overflow excluded).
+    var seriesCount: Int { registry.withLock { $0.live.count + $0.retired.count } }
+
+    private static func nanosecondsSinceEpoch() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    // MARK: MetricsFactory
+
+    public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        handler(.counter, label, dimensions) { CounterStorage(key: $0) } as! CounterStorage
+    }
+
+    public func makeFloatingPointCounter(
+        label: String,
+        dimensions: [(String, String)]
+    ) -> any FloatingPointCounterHandler {
+        handler(.floatingPointCounter, label, dimensions) { FloatingCounterStorage(key: $0) } as! FloatingCounterStorage
+    }
+
+    public func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        handler(.meter, label, dimensions) { LastValueStorage(key: $0) } as! LastValueStorage
+    }
+
+    public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        if aggregate {
+            return handler(.recorder, label, dimensions) { DistributionStorage(key: $0, divisor: 1) }
+                as! DistributionStorage
+        }
+        return handler(.gauge, label, dimensions) { LastValueStorage(key: $0) } as! LastValueStorage
+    }
+
+    public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        handler(.timer, label, dimensions) { DistributionStorage(key: $0, divisor: 1e6) } as! DistributionStorage
+    }
+
+    public func destroyCounter(_ handler: any CounterHandler) { destroy(handler) }
+    public func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { destroy(handler) }
+    public func destroyMeter(_ handler: any MeterHandler) { destroy(handler) }
+    public func destroyRecorder(_ handler: any RecorderHandler) { destroy(handler) }
+    public func destroyTimer(_ handler: any TimerHandler) { destroy(handler) }
+
+    private func handler(
+        _ kind: SeriesIdentity.Kind,
+        _ label: String,
+        _ dimensions: [(String, String)],
+        make: (SeriesIdentity) -> MetricHandler
+    ) -> MetricHandler {
+        let key = SeriesIdentity(
+            kind: kind,
+            measurement: configuration.measurementPrefix + label,
+            dimensions: dimensions
+        )
+        let (handler, overflowed) = registry.withLock { registry -> (MetricHandler, Bool) in
+            if let live = registry.live[key] { return (live, false) }
+            if let revived = registry.retired.removeValue(forKey: key) {
+                registry.live[key] = revived
+                return (revived, false)
+            }
+            if registry.live.count + registry.retired.count >= configuration.maximumSeries {
+                if let shared = registry.overflow[kind] { return (shared, true) }
+                let shared = make(
+                    SeriesIdentity(
+                        kind: kind,
+                        measurement: configuration.measurementPrefix + MetricsSchema.overflowLabel,
+                        dimensions: []
+                    )
+                )
+                registry.overflow[kind] = shared
+                return (shared, true)
+            }
+            let made = make(key)
+            registry.live[key] = made
+            return (made, false)
+        }
+        if overflowed { agent.countMetricsOverflowed() }
+        return handler
+    }
+
+    private func destroy(_ handler: AnyObject) {
+        guard let handler = handler as? MetricHandler else { return }
+        registry.withLock { registry in
+            guard let live = registry.live[handler.key], live === handler else { return }
+            registry.live.removeValue(forKey: handler.key)
+            registry.retired[handler.key] = handler
+        }
+    }
+}
+
+/// Which handler stands for which series.
+struct Registry {
+    var live: [SeriesIdentity: MetricHandler] = [:]
+    /// Destroyed, not yet released: written until no one holds them, then once more and dropped. Made
+    /// again before that, a handler comes back with its value.
+    var retired: [SeriesIdentity: MetricHandler] = [:]
+    /// The shared series of handlers made past the cap, one per kind.
+    var overflow: [SeriesIdentity.Kind: MetricHandler] = [:]
+
+    /// Every handler to write this interval; retired ones that only the registry holds are dropped
+    /// (and written this last time).
+    mutating func collectable() -> [MetricHandler] {
+        var handlers = Array(live.values)
+        handlers.reserveCapacity(live.count + retired.count + overflow.count)
+        handlers.append(contentsOf: overflow.values)
+        for key in Array(retired.keys) {
+            // Taken out, so the only other reference the registry could hold is gone while asking.
+            var handler = retired.removeValue(forKey: key)!
+            if !isKnownUniquelyReferenced(&handler) { retired[key] = handler }
+            handlers.append(handler)
+        }
+        return handlers
+    }
+}
+
+/// A series: the kind of handler, its measurement, and its tags (dimensions, sorted, plus `metric_type`).
+struct SeriesIdentity: Hashable, Sendable {
+    enum Kind: Hashable, Sendable {
+        case counter, floatingPointCounter, meter, gauge, recorder, timer
+
+        var tagValue: String {
+            switch self {
+            case .counter: MetricsSchema.MetricType.counter
+            case .floatingPointCounter: MetricsSchema.MetricType.floatingPointCounter
+            case .meter: MetricsSchema.MetricType.meter
+            case .gauge: MetricsSchema.MetricType.gauge
+            case .recorder: MetricsSchema.MetricType.recorder
+            case .timer: MetricsSchema.MetricType.timer
+            }
+        }
+    }
+
+    let kind: Kind
+    let measurement: String
+    let tags: [Point.Tag]
+
+    init(kind: Kind, measurement: String, dimensions: [(String, String)]) {
+        self.kind = kind
+        self.measurement = measurement
+        // The last value of a repeated key wins; order does not make a different series.
+        var byKey: [String: String] = [:]
+        for (key, value) in dimensions where key != MetricsSchema.Tag.metricType { byKey[key] = value }
+        var tags = byKey.map { Point.Tag($0.key, $0.value) }
+        tags.append(Point.Tag(MetricsSchema.Tag.metricType, kind.tagValue))
+        tags.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        self.tags = tags
+    }
+}

@@ -1,0 +1,50 @@
+/// The names of the tag, fields and measurement the metrics factory writes, beside each handler's
+/// own label and dimensions. Dashboards depend on them; the dashboard contract test reads them from here.
+///
+/// ```swift
+/// MetricsSchema.Field.p99                // "p99"
+/// MetricsSchema.MetricType.timer         // "timer", the value of the `metric_type` tag
+/// ```
+public enum MetricsSchema {
+    public enum Tag {
+        /// What kind of handler wrote the series (one of ``MetricsSchema/MetricType``). A dimension with
+        /// this key is left out, so the tag always says what the fields mean.
+        public static let metricType = "metric_type"
+    }
+
+    /// Values of the `metric_type` tag.
+    public enum MetricType {
+        public static let counter = "counter"
+        public static let floatingPointCounter = "floating_counter"
+        public static let meter = "meter"
+        /// A `Recorder` made with `aggregate: false` (swift-metrics' `Gauge`).
+        public static let gauge = "gauge"
+        /// A `Recorder` made with `aggregate: true`.
+        public static let recorder = "recorder"
+        public static let timer = "timer"
+    }
+
+    public enum Field {
+        /// Counter: cumulative count since start (unsigned). Timer and recorder: values in the interval.
+        public static let count = "count"
+        /// Floating-point counter: cumulative total. Meter and gauge: the last value.
+        public static let value = "value"
+        public static let sum = "sum"
+        public static let min = "min"
+        public static let max = "max"
+        public static let mean = "mean"
+        public static let p50 = "p50"
+        public static let p90 = "p90"
+        public static let p95 = "p95"
+        public static let p99 = "p99"
+    }
+
+    /// The label (after the prefix) of the shared series that handlers made past the cardinality cap write to.
+    public static let overflowLabel = "apihealth_metrics_overflow"
+
+    public static let tags = [Tag.metricType]
+    public static let fields = [
+        Field.count, Field.value, Field.sum, Field.min, Field.max, Field.mean, Field.p50, Field.p90, Field.p95,
+        Field.p99,
+    ]
+}
