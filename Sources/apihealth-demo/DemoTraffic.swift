@@ -66,9 +66,13 @@ struct DemoTraffic: Service {
                 let endpoint = endpoints[index % endpoints.count]
                 let call = index
                 if endpoint.module == Self.asyncHTTPClientModule {
-                    group.addTask { await self.call(endpoint, index: call, client: httpClient) }
+                    group.addTask { await self.measured(endpoint) { await self.call(endpoint, index: call, client: httpClient) } }
                 } else {
-                    group.addTask { await self.call(endpoint, index: call, session: sessionsByModule[endpoint.module]!) }
+                    group.addTask {
+                        await self.measured(endpoint) {
+                            await self.call(endpoint, index: call, session: sessionsByModule[endpoint.module]!)
+                        }
+                    }
                 }
                 index += 1
                 try? await Task.sleep(until: start + interval * index, clock: .continuous)
@@ -108,19 +112,22 @@ struct DemoTraffic: Service {
         }
     }
 
-    private func call(_ endpoint: DemoEndpoint, index: Int, session: URLSession) async {
-        // The service's own swift-metrics, shipped by APIHealthMetricsFactory beside the request points.
+    /// Runs one call with the service's own swift-metrics around it, shipped by APIHealthMetricsFactory
+    /// beside the request points.
+    private func measured(_ endpoint: DemoEndpoint, _ call: () async -> Void) async {
         let dimensions = [("module", endpoint.module)]
         let inFlight = Meter(label: "demo_calls_in_flight", dimensions: dimensions)
         inFlight.increment()
         let started = ContinuousClock.now
-        defer {
-            inFlight.decrement()
-            let elapsed = (ContinuousClock.now - started).components
-            CoreMetrics.Timer(label: "demo_call_duration", dimensions: dimensions)
-                .recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
-            Counter(label: "demo_calls", dimensions: dimensions).increment()
-        }
+        await call()
+        inFlight.decrement()
+        let elapsed = (ContinuousClock.now - started).components
+        CoreMetrics.Timer(label: "demo_call_duration", dimensions: dimensions)
+            .recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
+        Counter(label: "demo_calls", dimensions: dimensions).increment()
+    }
+
+    private func call(_ endpoint: DemoEndpoint, index: Int, session: URLSession) async {
         var request = URLRequest(url: URL(string: baseURL + endpoint.makePath(index))!)
         request.httpMethod = endpoint.method
         if endpoint.method == "POST" { request.httpBody = Data(#"{"items":[1,2,3]}"#.utf8) }
