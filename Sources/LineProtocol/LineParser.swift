@@ -24,9 +24,11 @@ public struct LineParseError: Error, Sendable, Hashable, CustomStringConvertible
 /// everywhere, and before `"` in a measurement or field key too; any other backslash is literal.
 /// It accepts all escapes, `#` comment lines, blank lines, CRLF line ends, an optional timestamp,
 /// floats with exponents, `i` and `u` integers, and `t`/`T`/`true`/`True`/`TRUE` and the false forms.
-/// It refuses NaN and infinity, empty names, control characters in names and tag values, duplicate tag
-/// keys, integers out of range and invalid UTF-8. A field given twice is read as written (the encoder
-/// writes what a point holds; the server decides).
+/// It refuses NaN and infinity, empty names, line breaks in names and tag values, duplicate tag keys,
+/// integers out of range and invalid UTF-8. Other control characters are read as written: InfluxDB and
+/// VictoriaMetrics store them, and the encoder keeps them (see ``LineEncoder``); whoever prints a line
+/// (influx-tail) shows them visibly. A field given twice is read as written (the encoder writes what a
+/// point holds; the server decides).
 /// ``validateLine(_:lineNumber:)`` accepts exactly the lines ``parseLine(_:lineNumber:)-([UInt8],_)`` accepts.
 public struct LineParser: Sendable {
     /// The precision the timestamps are in.
@@ -312,7 +314,6 @@ private struct Cursor {
             if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") {
                 throw error("line break in \(what)")
             }
-            if byte < 0x20 || byte == 0x7F { throw error("control character in \(what)") }
             if collects { value.append(byte) }
             length += 1
             index += 1
@@ -350,9 +351,6 @@ private struct Cursor {
             break
         }
         if index == start { throw error("empty \(what)", at: start) }
-        for position in start..<index where bytes[position] < 0x20 || bytes[position] == 0x7F {
-            throw error("control character in \(what)", at: position)
-        }
         try checkUTF8(start..<index, what: what)
     }
 
