@@ -38,10 +38,17 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // The per-endpoint summary both executables print (influx-tail --summary, the demo's closing
+        // table): aggregation, table and JSON rendering, and the spool follower.
+        .target(
+            name: "APIHealthSummary",
+            dependencies: ["LineProtocol", "APIHealth"],
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "influx-tail",
             dependencies: [
-                "LineProtocol", "APIHealth",
+                "LineProtocol", "APIHealth", "APIHealthSummary",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift6
@@ -49,7 +56,7 @@ let package = Package(
         .executableTarget(
             name: "apihealth-demo",
             dependencies: [
-                "APIHealth", "LoopbackHTTPServer",
+                "APIHealth", "APIHealthSummary", "LoopbackHTTPServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -87,7 +94,7 @@ let package = Package(
         ),
         .testTarget(
             name: "InfluxTailTests",
-            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            dependencies: ["LineProtocol", "APIHealth", "APIHealthSummary", "TestSupport", "LoopbackHTTPServer"],
             swiftSettings: strictSwift6
         ),
         .testTarget(

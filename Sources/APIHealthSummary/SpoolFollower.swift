@@ -1,23 +1,29 @@
 import APIHealth
 import Foundation
-import LineProtocol
 
 /// Reads the complete lines added to a spool since the last poll, following segments through their
 /// rename when sealed and forgetting them when removed.
-struct SpoolFollower {
-    let reader: SpoolReader
+///
+/// ```swift
+/// var follower = SpoolFollower(reader: try SpoolReader(directory: spool))
+/// let first = try follower.poll(reportingTornTails: true)   // every pending line
+/// let next = try follower.poll(reportingTornTails: false)   // only what was added since
+/// ```
+public struct SpoolFollower: Sendable {
+    public let reader: SpoolReader
     /// Bytes of complete lines already read, by segment stem (the name without its suffix).
     private var consumed: [String: Int] = [:]
     /// Segments seen by the last poll.
-    private(set) var segmentCount = 0
+    public private(set) var segmentCount = 0
 
-    init(reader: SpoolReader) {
+    public init(reader: SpoolReader) {
         self.reader = reader
     }
 
-    struct Poll {
-        var lines: [[UInt8]] = []
-        var problems: [SpoolProblem] = []
+    /// What one poll found: complete lines, oldest first, and the lines or entries left out.
+    public struct Poll: Sendable {
+        public var lines: [[UInt8]] = []
+        public var problems: [SpoolProblem] = []
     }
 
     static func stem(_ name: String) -> String {
@@ -28,25 +34,20 @@ struct SpoolFollower {
     /// Entries already reported as skipped, so following reports each once.
     private var reportedSkips: Set<String> = []
 
-    mutating func poll(reportingTornTails: Bool) throws -> Poll {
-        let names: [String]
-        do {
-            names = try reader.segmentNames()
-        } catch {
-            throw TailFailure(message: "\(error)")
-        }
+    /// The complete lines added since the last poll.
+    ///
+    /// - Parameter reportingTornTails: report a sealed segment's last line without a line end (while
+    ///   following, a line may still be being written).
+    /// - Throws: ``SpoolError`` when the directory cannot be listed or a segment cannot be read.
+    public mutating func poll(reportingTornTails: Bool) throws(SpoolError) -> Poll {
+        let names = try reader.segmentNames()
         var result = Poll()
         var seen = Set<String>()
         for name in names {
             let stem = Self.stem(name)
             seen.insert(stem)
             let offset = consumed[stem] ?? 0
-            let read: SpoolReader.SegmentBytes
-            do {
-                read = try reader.bytes(ofSegment: name, from: offset)
-            } catch {
-                throw TailFailure(message: "\(error)")
-            }
+            let read = try reader.bytes(ofSegment: name, from: offset)
             let bytes: [UInt8]
             switch read {
             case .removed:
@@ -78,29 +79,3 @@ struct SpoolFollower {
     }
 }
 
-/// `--measurement` and `--where` filters.
-struct LineFilter {
-    var measurement: String?
-    var tags: [(String, String)]
-
-    init(measurement: String?, tags: [String]) {
-        self.measurement = measurement
-        self.tags = tags.map { filter in
-            let parts = filter.split(separator: "=", maxSplits: 1)
-            return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
-        }
-    }
-
-    var isEmpty: Bool { measurement == nil && tags.isEmpty }
-
-    func matches(_ line: [UInt8]) -> Bool {
-        if isEmpty { return true }
-        guard let point = try? LineParser().parseLine(line) else { return false }
-        return matches(point)
-    }
-
-    func matches(_ point: Point) -> Bool {
-        if let measurement, point.measurement != measurement { return false }
-        return tags.allSatisfy { point.tag($0.0) == $0.1 }
-    }
-}
