@@ -33,6 +33,12 @@ public struct SpoolFollower: Sendable {
 
     /// Entries already reported as skipped, so following reports each once.
     private var reportedSkips: Set<String> = []
+    /// Whether a poll has run: segments the agent rewrites after that hold lines already read.
+    private var polledOnce = false
+
+    /// Whether a segment named `stem` is one the agent wrote from segments it already had: a backlog
+    /// joined into one (`<last>-<sequence>`) or a batch split in two (`<stem>-1`, `<stem>-2`).
+    static func isRewritten(_ stem: String) -> Bool { stem.contains("-") }
 
     /// The complete lines added since the last poll.
     ///
@@ -40,13 +46,32 @@ public struct SpoolFollower: Sendable {
     ///   following, a line may still be being written).
     /// - Throws: ``SpoolError`` when the directory cannot be listed or a segment cannot be read.
     public mutating func poll(reportingTornTails: Bool) throws(SpoolError) -> Poll {
-        let names = try reader.segmentNames()
         var result = Poll()
+        try poll(reportingTornTails: reportingTornTails) { segment in
+            result.lines += segment.lines
+            result.problems += segment.problems
+        }
+        return result
+    }
+
+    /// The complete lines added since the last poll, handed over one segment at a time, so memory holds
+    /// one segment's lines rather than the whole spool's.
+    ///
+    /// - Parameters:
+    ///   - reportingTornTails: as in ``poll(reportingTornTails:)``.
+    ///   - body: called with each segment's new lines and problems, in send order.
+    /// - Throws: ``SpoolError`` when the directory cannot be listed or a segment cannot be read.
+    public mutating func poll(reportingTornTails: Bool, segment body: (Poll) -> Void) throws(SpoolError) {
+        let names = try reader.segmentNames()
         var seen = Set<String>()
         for name in names {
+            var result = Poll()
+            defer { if !result.lines.isEmpty || !result.problems.isEmpty { body(result) } }
             let stem = Self.stem(name)
             seen.insert(stem)
             let offset = consumed[stem] ?? 0
+            // Its lines were read from the segments it was made of (removed since): not again.
+            let repeatsLines = polledOnce && consumed[stem] == nil && Self.isRewritten(stem)
             let read = try reader.bytes(ofSegment: name, from: offset)
             let bytes: [UInt8]
             switch read {
@@ -64,6 +89,10 @@ public struct SpoolFollower: Sendable {
                 }
                 continue
             }
+            if repeatsLines {
+                consumed[stem] = offset + lastNewline + 1
+                continue
+            }
             let complete = Array(bytes[...lastNewline])
             let (lines, problems) = SpoolReader.completeLines(complete, file: name, baseOffset: offset)
             result.lines += lines
@@ -75,7 +104,7 @@ public struct SpoolFollower: Sendable {
         }
         for stem in consumed.keys where !seen.contains(stem) { consumed[stem] = nil }
         segmentCount = names.count
-        return result
+        polledOnce = true
     }
 }
 

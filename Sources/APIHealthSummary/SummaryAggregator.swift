@@ -43,8 +43,10 @@ public struct SummaryAggregator: Sendable {
 
     private var endpoints: [Endpoint] = []
     private var endpointIndex: [EndpointKey: Int] = [:]
-    /// What each series (measurement and tags, as written) is, so most lines are not parsed in full.
-    private var series: [[UInt8]: Verdict] = [:]
+    /// What each series (measurement and tags, as written) is, so most lines are not parsed in full:
+    /// by a hash of the series bytes, then the bytes themselves.
+    private var series: [UInt64: [(key: [UInt8], verdict: Verdict)]] = [:]
+    private var seriesCount = 0
 
     public init(
         precision: Precision = .ns, measurement: String? = nil, tags: [(key: String, value: String)] = [], since: Int64? = nil,
@@ -97,15 +99,20 @@ public struct SummaryAggregator: Sendable {
             if !Self.isBlankOrComment(line) { counts.corrupt += 1 }
             return
         }
-        let key = Array(UnsafeBufferPointer(rebasing: line[0..<keyEnd]))
+        let key = UnsafeBufferPointer(rebasing: line[0..<keyEnd])
+        let hash = Self.hash(key)
         let verdict: Verdict
-        if let known = series[key] {
-            verdict = known
+        if let known = series[hash]?.first(where: { Self.equal($0.key, key) }) {
+            verdict = known.verdict
         } else {
             guard let judged = judge(line) else { return }
             verdict = judged
-            if series.count >= Self.seriesMemoLimit { series.removeAll(keepingCapacity: true) }
-            series[key] = judged
+            if seriesCount >= Self.seriesMemoLimit {
+                series.removeAll(keepingCapacity: true)
+                seriesCount = 0
+            }
+            series[hash, default: []].append((Array(key), judged))
+            seriesCount += 1
         }
         counts.lines += 1
         switch verdict {
@@ -300,10 +307,33 @@ public struct SummaryAggregator: Sendable {
         var timestamp: Int64?
     }
 
-    private static let durationKey = Array(PointSchema.Field.durationMilliseconds.utf8)
-    private static let errorsKey = Array(PointSchema.Field.errors.utf8)
-    private static let successKey = Array(PointSchema.Field.success.utf8)
-    private static let countKey = Array(PointSchema.Field.count.utf8)
+    /// FNV-1a over eight bytes at a time, with a shift to spread the high bits.
+    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        let raw = UnsafeRawBufferPointer(bytes)
+        var index = 0
+        while index + 8 <= raw.count {
+            hash = (hash ^ raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) &* 0x100_0000_01b3
+            hash ^= hash >> 29
+            index += 8
+        }
+        while index < raw.count {
+            hash = (hash ^ UInt64(raw[index])) &* 0x100_0000_01b3
+            index += 1
+        }
+        return hash
+    }
+
+    static func equal(_ stored: [UInt8], _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard stored.count == bytes.count else { return false }
+        return stored.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+    }
+
+    /// Whether `key` is the field name `name` (names of ``PointSchema/Field``, as literals so the hot
+    /// loop reads no globals).
+    private static func isKey(_ key: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+        key.count == name.utf8CodeUnitCount && memcmp(key.baseAddress!, name.utf8Start, key.count) == 0
+    }
 
     /// The fields the summary needs and the timestamp, read from the field set starting at `start`.
     static func scanFields(_ line: UnsafeBufferPointer<UInt8>, from start: Int, precision: Precision) -> ScannedFields {
@@ -331,13 +361,13 @@ public struct SummaryAggregator: Sendable {
                 while index < end && line[index] != UInt8(ascii: ",") && line[index] != UInt8(ascii: " ") { index += 1 }
             }
             let value = UnsafeBufferPointer(rebasing: line[valueStart..<min(index, end)])
-            if key.elementsEqual(durationKey) {
+            if isKey(key, "duration_ms") {
                 result.duration = number(value)
-            } else if key.elementsEqual(errorsKey) {
+            } else if isKey(key, "errors") {
                 result.errors = number(value).map { Int64($0) }
-            } else if key.elementsEqual(successKey) {
+            } else if isKey(key, "success") {
                 result.success = boolean(value)
-            } else if key.elementsEqual(countKey) {
+            } else if isKey(key, "count") {
                 result.count = number(value).map { Int64(max(min($0, 1e18), -1e18)) }
             }
             guard index < end else { break }

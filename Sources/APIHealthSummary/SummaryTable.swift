@@ -180,17 +180,19 @@ public struct SummaryTable: Sendable {
         if counts.otherMeasurements > 0 { items.append("\(counts.otherMeasurements) other measurements") }
         if counts.filteredOut > 0 { items.append("\(counts.filteredOut) filtered out") }
         if counts.earlier > 0 { items.append("\(counts.earlier) from earlier runs") }
-        var skipped = ["\(counts.torn) torn", "\(counts.corrupt) corrupt", "\(counts.foreign) foreign"]
-        if counts.skippedEntries > 0 { skipped.append("\(counts.skippedEntries) entries not read") }
+        var skipped = "skipped: \(counts.torn) torn, \(counts.corrupt) corrupt, \(counts.foreign) foreign"
+        if counts.skippedEntries > 0 { skipped += ", \(counts.skippedEntries) entries not read" }
+        items.append(skipped)
         var lines: [String] = []
         var current = ""
-        for (index, item) in (items + ["skipped: " + skipped[0]] + skipped.dropFirst()).enumerated() {
-            let separator = index == 0 ? "" : (item.hasPrefix("skipped") ? " · " : (current.contains("skipped") ? ", " : " · "))
-            if !current.isEmpty && current.count + separator.count + item.count > width {
+        for item in items {
+            if current.isEmpty {
+                current = item
+            } else if current.count + 3 + item.count > width {
                 lines.append(current)
                 current = item
             } else {
-                current += (current.isEmpty ? "" : separator) + item
+                current += " · " + item
             }
         }
         if !current.isEmpty { lines.append(current) }

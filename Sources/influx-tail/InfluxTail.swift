@@ -17,19 +17,21 @@ struct InfluxTail: ParsableCommand {
         commandName: "influx-tail",
         abstract: "Print the line protocol an APIHealth agent has recorded and not yet delivered.",
         discussion: """
-            Lines are printed in send order, exactly as they will be sent: a request is recorded when it
-            completes, and its timestamp is when it started, so neighbouring timestamps can be out of
-            order. --format table sorts the lines it prints by timestamp.
+            Lines are printed in send order, exactly as they will be sent: a request is recorded when it completes, \
+            and its timestamp is when it started, so neighbouring timestamps can be out of order. \
+            --format table sorts the lines it prints by timestamp.
 
-            --summary prints one row per endpoint (host, path, method) from the pending apihealth_request
-            lines: requests, errors, error %, p50/p95/p99 of duration_ms, the latest status, parse
-            failures (apihealth_parse_failure) and p95 over the time covered (16 slots, one shared time
-            axis). Percentiles are nearest-rank (the value at rank ceil(p/100 x n) of the sorted
-            durations), exact up to \(SummaryAggregator.exactLimit) requests per endpoint and within 1 %
-            past that. Rows are worst first (error %, then p99) unless --sort says otherwise. Error % is
-            yellow from 1 % and red from 5 %, p99 yellow from 500 ms and red from 1000 ms. Torn, corrupt
-            and foreign lines are counted in the footer. With -f the summary is redrawn every second
-            (appended as snapshots when stdout is not a terminal) until Ctrl-C or SIGTERM.
+            --summary prints one row per endpoint (host, path, method) from the pending apihealth_request lines: \
+            requests, errors, error %, p50/p95/p99 of duration_ms, the latest status, parse failures \
+            (apihealth_parse_failure lines) and p95 over the time covered (\(SummaryAggregator.sparklineSlots) slots \
+            on one time axis shared by every row, newest at the right). Percentiles are nearest-rank: the value at \
+            rank ceil(p/100 x n) of the sorted durations, exact up to \(SummaryAggregator.exactLimit) requests per \
+            endpoint and within 1 % past that. Rows are worst first (error %, then p99) unless --sort says \
+            otherwise. On a terminal, error % is yellow from \(Int(SummaryTable.errorPercentWarning)) % and red from \
+            \(Int(SummaryTable.errorPercentAlarm)) %, p99 yellow from \(Int(SummaryTable.p99Warning)) ms and red from \
+            \(Int(SummaryTable.p99Alarm)) ms. Torn, corrupt and foreign lines are counted in the footer. With -f \
+            the summary is redrawn every second (appended as a new snapshot when something changed, if stdout is \
+            not a terminal) until Ctrl-C or SIGTERM.
 
             Examples:
               influx-tail --spool ~/.local/state/apihealth/checkout
@@ -37,13 +39,13 @@ struct InfluxTail: ParsableCommand {
               influx-tail --service checkout -f --where module=payments --where status=500
               influx-tail --service checkout --format json | jq '.fields.duration_ms'
               influx-tail --service checkout --summary -f
-              influx-tail --service checkout --summary --format json | jq 'select(.error_percent > 1)'
+              influx-tail --service checkout --summary --format json | jq .p99_ms
               influx-tail --service checkout --stats
               influx-tail --service checkout --rejected
 
-            Exit status: 0 on success (also when lines were left out of a summary),
-            1 on an error (missing spool, no permission, a corrupt segment),
-            2 on bad usage. With -f, a spool that does not exist yet is waited for.
+            Exit status: 0 on success (a summary that left lines out included), 1 on an error (missing spool, \
+            no permission, a corrupt segment), 2 on bad usage. With -f, a spool that does not exist yet is \
+            waited for.
             """
     )
 

@@ -26,9 +26,8 @@ struct SummaryCommand {
         let reader = try InfluxTail.openReader(directory, waiting: follow) { waiter?.wait(seconds: 1) != .stop }
         var aggregator = SummaryAggregator(precision: reader.precision, measurement: measurement, tags: tags)
         var follower = SpoolFollower(reader: reader)
-        let first = try follower.pollReporting(tornTails: !follow)
-        add(first, to: &aggregator)
-        if !first.lines.isEmpty { InfluxTail.warnAboutUnknownTags(aggregator.unknownFilterKeys) }
+        let first = try poll(&follower, into: &aggregator, tornTails: !follow)
+        if first.lines > 0 { InfluxTail.warnAboutUnknownTags(aggregator.unknownFilterKeys) }
         guard let waiter else {
             if json {
                 Terminal.write(SummaryTable.json(selected(aggregator), slotWidth: aggregator.timeAxis?.slotWidth))
@@ -41,12 +40,25 @@ struct SummaryCommand {
             }
             return
         }
-        try followLoop(waiter: waiter, follower: &follower, aggregator: &aggregator, warned: !first.lines.isEmpty)
+        try followLoop(waiter: waiter, follower: &follower, aggregator: &aggregator, warned: first.lines > 0)
     }
 
-    private func add(_ poll: SpoolFollower.Poll, to aggregator: inout SummaryAggregator) {
-        for problem in poll.problems { aggregator.count(problem) }
-        for line in poll.lines { aggregator.add(line) }
+    /// Reads what was added since the last poll into `aggregator`, one segment at a time.
+    private func poll(_ follower: inout SpoolFollower, into aggregator: inout SummaryAggregator, tornTails: Bool) throws
+        -> (lines: Int, problems: Int)
+    {
+        var seen = (lines: 0, problems: 0)
+        do {
+            try follower.poll(reportingTornTails: tornTails) { segment in
+                for problem in segment.problems { aggregator.count(problem) }
+                for line in segment.lines { aggregator.add(line) }
+                seen.lines += segment.lines.count
+                seen.problems += segment.problems.count
+            }
+        } catch {
+            throw TailFailure(message: "\(error)")
+        }
+        return seen
     }
 
     private func selected(_ aggregator: SummaryAggregator) -> [SummaryRow] {
@@ -104,14 +116,13 @@ struct SummaryCommand {
                 break
             }
             next = ContinuousClock.now + .seconds(1)
-            let poll = try follower.pollReporting(tornTails: false)
-            add(poll, to: &aggregator)
-            if !warned && !poll.lines.isEmpty {
+            let added = try poll(&follower, into: &aggregator, tornTails: false)
+            if !warned && added.lines > 0 {
                 InfluxTail.warnAboutUnknownTags(aggregator.unknownFilterKeys)
                 warned = true
             }
             // On a terminal every second (the clock moves); elsewhere only what changed.
-            if screen != nil || !poll.lines.isEmpty || !poll.problems.isEmpty { draw() }
+            if screen != nil || added.lines > 0 || added.problems > 0 { draw() }
         }
     }
 }
