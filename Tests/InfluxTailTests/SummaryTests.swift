@@ -214,8 +214,8 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         try FileManager.default.moveItem(at: next, to: spool.appendingPathComponent("00000000000000000002.lp"))
         while !requestsSeen().contains(12) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(requestsSeen() == [5, 12], "a new snapshot once the new lines are in")
-        tail.signal(SIGTERM)
-        #expect(await tail.wait(timeout: .seconds(5)) == 0, "SIGTERM ends the follow loop cleanly")
+        tail.signal(SIGINT)
+        #expect(await tail.wait(timeout: .seconds(5)) == 0, "Ctrl-C ends the follow loop cleanly")
     }
 
     @Test func followWaitsForASpoolThatDoesNotExistYet() async throws {
@@ -232,6 +232,23 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         #expect(tail.stderr.contains("waiting for it"))
         tail.signal(SIGTERM)
         #expect(await tail.wait(timeout: .seconds(5)) != nil)
+    }
+
+    @Test func tableSortsByTimestampAndAnUnknownWhereKeyIsSaidOnce() async throws {
+        let spool = temporaryDirectory("summary-order")
+        try markAsSpool(spool)
+        try Data("m v=3i 3000000000\nm v=1i 1000000000\nm v=2i 2000000000\n".utf8)
+            .write(to: spool.appendingPathComponent("00000000000000000001.lp"))
+        let table = try await Child.run("influx-tail", ["--spool", spool.path, "--format", "table"])
+        let values = table.stdout.split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
+        #expect(values == ["v=1i", "v=2i", "v=3i"], "\(table.stdout)")
+        let lines = try await Child.run("influx-tail", ["--spool", spool.path])
+        #expect(lines.stdout == "m v=3i 3000000000\nm v=1i 1000000000\nm v=2i 2000000000\n", "line format: send order")
+
+        let unknown = try await Child.run("influx-tail", ["--spool", spool.path, "--where", "region=eu", "--where", "region=us"])
+        #expect(unknown.status == 0)
+        #expect(unknown.stdout.isEmpty)
+        #expect(unknown.stderr.components(separatedBy: "no line has a tag 'region'").count == 2, "\(unknown.stderr)")
     }
 
     @Test func usageErrorsHintAtHelpOnceAndHelpKeepsPhrasesWhole() async throws {
