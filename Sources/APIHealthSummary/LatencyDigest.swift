@@ -57,10 +57,10 @@ public struct LatencyDigest: Sendable {
             return
         }
         if isExact { becomeSketch() }
-        let factor = Self.bucketCount(relativeError) == Self.bucketCount(other.relativeError)
-        if factor {
+        if buckets.count == other.buckets.count {
             for index in other.buckets.indices { buckets[index] &+= other.buckets[index] }
         } else {
+            // Sketches of another resolution: each of its buckets counted at its middle value.
             for index in other.buckets.indices where other.buckets[index] > 0 {
                 let value = other.bucketValue(index)
                 for _ in 0..<other.buckets[index] { addToSketch(value) }

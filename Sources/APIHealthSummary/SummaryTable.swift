@@ -20,7 +20,7 @@ public struct SummaryTable: Sendable {
     public static let p99Warning = 500.0
     public static let p99Alarm = 1_000.0
     /// The narrowest table: method, a shortened endpoint, requests, error % and p99.
-    public static let minimumWidth = 30
+    public static let minimumWidth = 32
 
     public init(width: Int, colors: Bool) {
         self.width = max(width, Self.minimumWidth)
@@ -84,7 +84,8 @@ public struct SummaryTable: Sendable {
         func total(_ columns: [Column], endpoint: Int) -> Int {
             columns.reduce(0) { $0 + ($1 == .endpoint ? endpoint : widths[$1] ?? 0) } + 2 * (columns.count - 1)
         }
-        let droppable = Column.allCases.filter { $0.dropOrder != nil }.sorted { $0.dropOrder! > $1.dropOrder! }
+        let droppable = Column.allCases.compactMap { column in column.dropOrder.map { (column, $0) } }
+            .sorted { $0.1 > $1.1 }.map(\.0)
         for column in droppable where total(shown, endpoint: Self.endpointMinimum) > width {
             shown.removeAll { $0 == column }
         }

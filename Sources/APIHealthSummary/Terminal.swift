@@ -41,8 +41,8 @@ extension Terminal {
 
     /// Writes `text` to standard output in full (retrying short writes and interruptions).
     public static func write(_ text: String) {
-        var bytes = Array(text.utf8)
-        bytes.withUnsafeMutableBytes { raw in
+        let bytes = Array(text.utf8)
+        bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
                 let written = Foundation.write(STDOUT_FILENO, raw.baseAddress! + offset, raw.count - offset)
