@@ -27,13 +27,13 @@ struct Demo: AsyncParsableCommand {
             Without INFLUX_URL the lines stay pending in the spool: look at them with influx-tail.
 
             Environment:
-              INFLUX_URL            where to ship (http://host:8086); unset: keep lines pending
-              INFLUX_WRITE_API      v2 (default: /api/v2/write) or v1 (/write, InfluxDB 1.x)
-              INFLUX_ORG            v2: the organisation
-              INFLUX_BUCKET         v2: the bucket
-              INFLUX_TOKEN          the API token (or INFLUX_TOKEN_FILE: a file holding it)
-              INFLUX_DATABASE       v1: the database
-              APIHEALTH_SPOOL_DIR   the spool directory (none: pending lines in memory only)
+              INFLUX_URL           where to ship (http://host:8086); unset: keep pending
+              INFLUX_WRITE_API     v2 (default, /api/v2/write) or v1 (/write, InfluxDB 1.x)
+              INFLUX_ORG           v2: the organisation
+              INFLUX_BUCKET        v2: the bucket
+              INFLUX_TOKEN         the API token (or INFLUX_TOKEN_FILE, a file holding it)
+              INFLUX_DATABASE      v1: the database
+              APIHEALTH_SPOOL_DIR  the spool directory (none: pending lines in memory)
 
             SIGTERM and Ctrl-C stop the traffic and flush what is pending before exit.
             """
