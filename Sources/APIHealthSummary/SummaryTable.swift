@@ -9,7 +9,7 @@ import Foundation
 ///
 /// Every line of the table fits in `width` columns: with less room, the least important columns are
 /// left out (sparkline, parse failures, p50, last status, errors, p95, in that order) and the endpoint
-/// is shortened in its middle with an ellipsis.
+/// is shortened with an ellipsis after its first third.
 public struct SummaryTable: Sendable {
     public var width: Int
     public var colors: Bool
@@ -137,13 +137,13 @@ public struct SummaryTable: Sendable {
         colors ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
     }
 
-    /// `text` cut to `width` columns with an ellipsis in the middle, so both the host and the end of the
-    /// path stay readable.
+    /// `text` cut to `width` columns with an ellipsis after its first third, so the start of the host
+    /// and most of the end of the path stay readable.
     public static func fit(_ text: String, _ width: Int) -> String {
         let characters = Array(text)
         guard characters.count > width else { return text }
         guard width > 1 else { return String(characters.prefix(width)) }
-        let head = (width - 1) / 2
+        let head = (width - 1) / 3
         let tail = width - 1 - head
         return String(characters.prefix(head)) + "…" + String(characters.suffix(tail))
     }
