@@ -115,6 +115,8 @@ struct Demo: AsyncParsableCommand {
             let rows = SummaryOrder.worst.sorted(summary.rows())
             print("")
             print(SummaryTable(width: Terminal.columns(), colors: Terminal.wantsColors("auto")).render(rows, counts: summary.counts), terminator: "")
+        } else {
+            print("No spool (APIHEALTH_SPOOL_DIR=none): no per-endpoint table; it is read from the spool.")
         }
     }
 
