@@ -64,10 +64,17 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
+        // The per-endpoint summary both executables print (influx-tail --summary, the demo's closing
+        // table): aggregation, table and JSON rendering, and the spool follower.
+        .target(
+            name: "APIHealthSummary",
+            dependencies: ["LineProtocol", "APIHealth"],
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "influx-tail",
             dependencies: [
-                "LineProtocol", "APIHealth",
+                "LineProtocol", "APIHealth", "APIHealthSummary",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift6
@@ -75,7 +82,7 @@ let package = Package(
         .executableTarget(
             name: "apihealth-demo",
             dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "LoopbackHTTPServer",
+                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "APIHealthSummary", "LoopbackHTTPServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -125,7 +132,7 @@ let package = Package(
         ),
         .testTarget(
             name: "InfluxTailTests",
-            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            dependencies: ["LineProtocol", "APIHealth", "APIHealthSummary", "TestSupport", "LoopbackHTTPServer"],
             swiftSettings: strictSwift6
         ),
         .testTarget(

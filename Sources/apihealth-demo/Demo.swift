@@ -1,5 +1,6 @@
 import APIHealth
 import APIHealthMetrics
+import APIHealthSummary
 import ArgumentParser
 import CoreMetrics
 import Foundation
@@ -21,8 +22,21 @@ struct Demo: AsyncParsableCommand {
         commandName: "apihealth-demo",
         abstract: "Run an instrumented service against a local API and ship its health to InfluxDB.",
         discussion: """
+            While it runs on a terminal, a status line shows the time elapsed, requests, errors and points \
+            pending and written; at the end it prints the counters and one row per endpoint (the table \
+            influx-tail --summary prints for the spool).
+
             Without INFLUX_URL the lines stay pending in the spool: look at them with influx-tail.
-            With INFLUX_URL, INFLUX_ORG, INFLUX_BUCKET and INFLUX_TOKEN set, they are shipped there.
+
+            Environment:
+              INFLUX_URL           where to ship (http://host:8086); unset: keep pending
+              INFLUX_WRITE_API     v2 (default, /api/v2/write) or v1 (/write, InfluxDB 1.x)
+              INFLUX_ORG           v2: the organisation
+              INFLUX_BUCKET        v2: the bucket
+              INFLUX_TOKEN         the API token (or INFLUX_TOKEN_FILE, a file holding it)
+              INFLUX_DATABASE      v1: the database
+              APIHEALTH_SPOOL_DIR  the spool directory (none: pending lines in memory)
+
             SIGTERM and Ctrl-C stop the traffic and flush what is pending before exit.
             """
     )
@@ -61,6 +75,9 @@ struct Demo: AsyncParsableCommand {
         let agent = try APIHealthAgent(configuration: configuration, logger: logger)
         // Every swift-metrics Counter, Meter and Timer of this process goes out through the agent too.
         MetricsSystem.bootstrap(APIHealthMetricsFactory(agent: agent))
+        // Lines already in the spool were recorded by earlier runs: counted apart from this run's.
+        let leftovers = agent.metrics.pendingLines
+        let runStart = Int64(Date().timeIntervalSince1970 * 1e9)
         let server = try await LoopbackHTTPServer.start(threads: 2, handler: DemoAPI.handle)
         let counters = DemoCounters()
         let traffic = DemoTraffic(
@@ -68,7 +85,14 @@ struct Demo: AsyncParsableCommand {
             counters: counters, logger: logger)
         let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending in the spool)"
         print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
-        let progress = Task { await showProgress(counters: counters, agent: agent) }
+        let follower = try configuration.spool.map { SpoolFollower(reader: try SpoolReader(directory: $0.directory)) }
+        let aggregator = SummaryAggregator(
+            precision: configuration.precision, since: runStart,
+            requestMeasurement: configuration.measurement, parseFailureMeasurement: configuration.parseFailureMeasurement)
+        let status = DemoStatus(
+            counters: counters, agent: agent, total: duration, destination: configuration.destination?.redactedURL,
+            logger: logger)
+        let progress = Task { await status.run(follower: follower, aggregator: aggregator) }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [
@@ -79,42 +103,53 @@ struct Demo: AsyncParsableCommand {
                 logger: logger))
         try await group.run()
         progress.cancel()
+        var (finalFollower, summary) = await progress.value
         try await server.shutdown()
-        printSummary(counters: counters, agent: agent, configuration: configuration)
-    }
-
-    private func showProgress(counters: DemoCounters, agent: APIHealthAgent) async {
-        guard isatty(STDOUT_FILENO) == 1 else { return }
-        let start = ContinuousClock.now
-        while !Task.isCancelled {
-            let seen = counters.snapshot
-            let metrics = agent.metrics
-            let elapsed = (ContinuousClock.now - start).components.seconds
-            let line = "\r\(elapsed)s  requests \(seen.requests)  errors \(seen.errors)  parse failures \(seen.parseFailures)"
-                + "  written \(metrics.pointsWritten)  pending \(metrics.pendingLines)  dropped \(metrics.pointsDropped)   "
-            FileHandle.standardOutput.write(Data(line.utf8))
-            try? await Task.sleep(for: .milliseconds(250))
+        if var reader = finalFollower {
+            // What the agent wrote while shutting down (the last batch, its health point).
+            try? reader.poll(reportingTornTails: false) { segment in
+                for problem in segment.problems { summary.count(problem) }
+                for line in segment.lines { summary.add(line) }
+            }
+            finalFollower = reader
         }
-        FileHandle.standardOutput.write(Data("\n".utf8))
+        status.warnIfUnreachable()
+        printSummary(counters: counters, agent: agent, configuration: configuration, leftovers: leftovers)
+        if finalFollower != nil {
+            let rows = SummaryOrder.worst.sorted(summary.rows())
+            print("")
+            print(SummaryTable(width: Terminal.columns(), colors: Terminal.wantsColors("auto")).render(rows, counts: summary.counts), terminator: "")
+        } else {
+            print("No spool (APIHEALTH_SPOOL_DIR=none): no per-endpoint table; it is read from the spool.")
+        }
     }
 
-    private func printSummary(counters: DemoCounters, agent: APIHealthAgent, configuration: APIHealthConfiguration) {
+    private func printSummary(counters: DemoCounters, agent: APIHealthAgent, configuration: APIHealthConfiguration, leftovers: Int) {
         let seen = counters.snapshot
         let metrics = agent.metrics
-        print("""
+        // The agent sends what it found in the spool first, so what was written goes to leftovers first.
+        let earlierPending = max(0, min(metrics.pendingLines, leftovers - Int(clamping: metrics.pointsWritten)))
+        var text = """
             apihealth-demo summary
               requests         \(seen.requests)
               errors           \(seen.errors)
               parse failures   \(seen.parseFailures)
               points written   \(metrics.pointsWritten)
-              points pending   \(metrics.pendingLines)
+              points pending   \(metrics.pendingLines - earlierPending)
               points dropped   \(metrics.pointsDropped)
               points rejected  \(metrics.pointsRejected)
-            """)
+            """
+        if leftovers > 0 {
+            text += "\n  from earlier runs: \(leftovers) points were in the spool at start, \(earlierPending) still pending"
+        }
+        if configuration.destination != nil, metrics.pendingLines > 0, let error = metrics.lastError {
+            text += "\n  last error       \(error)"
+        }
+        print(text)
         if let spool = configuration.spool, metrics.pendingLines > 0 {
             print("Pending lines are in \(spool.directory.path). Look at them with:")
+            print("  swift run influx-tail --spool '\(spool.directory.path)' --summary")
             print("  swift run influx-tail --spool '\(spool.directory.path)' --format table -n 20")
-            print("  swift run influx-tail --spool '\(spool.directory.path)' --stats")
         }
     }
 }

@@ -1,4 +1,5 @@
 import APIHealth
+import APIHealthSummary
 import ArgumentParser
 import Foundation
 import LineProtocol
@@ -16,18 +17,35 @@ struct InfluxTail: ParsableCommand {
         commandName: "influx-tail",
         abstract: "Print the line protocol an APIHealth agent has recorded and not yet delivered.",
         discussion: """
-            Lines are printed oldest first, exactly as they will be sent.
+            Lines are printed in send order, exactly as they will be sent: a request is recorded when it completes, \
+            and its timestamp is when it started, so neighbouring timestamps can be out of order. \
+            --format table sorts the lines it prints by timestamp.
+
+            --summary prints one row per endpoint (host, path, method) from the pending apihealth_request lines: \
+            requests, errors, error %, p50/p95/p99 of duration_ms, the latest status, parse failures \
+            (apihealth_parse_failure lines) and p95 over the time covered (\(SummaryAggregator.sparklineSlots) slots \
+            on one time axis shared by every row, newest at the right). Percentiles are nearest-rank: the value at \
+            rank ceil(p/100 x n) of the sorted durations, exact up to \(SummaryAggregator.exactLimit) requests per \
+            endpoint and within 1 % past that. Rows are worst first (error %, then p99) unless --sort says \
+            otherwise. On a terminal, error % is yellow from \(Int(SummaryTable.errorPercentWarning)) % and red from \
+            \(Int(SummaryTable.errorPercentAlarm)) %, p99 yellow from \(Int(SummaryTable.p99Warning)) ms and red from \
+            \(Int(SummaryTable.p99Alarm)) ms. Torn, corrupt and foreign lines are counted in the footer. With -f \
+            the summary is redrawn every second (appended as a new snapshot when something changed, if stdout is \
+            not a terminal) until Ctrl-C or SIGTERM.
 
             Examples:
               influx-tail --spool ~/.local/state/apihealth/checkout
               influx-tail --service checkout -n 20 --format table
               influx-tail --service checkout -f --where module=payments --where status=500
               influx-tail --service checkout --format json | jq '.fields.duration_ms'
+              influx-tail --service checkout --summary -f
+              influx-tail --service checkout --summary --format json | jq .p99_ms
               influx-tail --service checkout --stats
               influx-tail --service checkout --rejected
 
-            Exit status: 0 on success, 1 on an error (missing spool, no permission, a corrupt
-            segment), 2 on bad usage.
+            Exit status: 0 on success (a summary that left lines out included), 1 on an error (missing spool, \
+            no permission, a corrupt segment), 2 on bad usage. With -f, a spool that does not exist yet is \
+            waited for.
             """
     )
 
@@ -45,14 +63,23 @@ struct InfluxTail: ParsableCommand {
     @Option(help: "The service whose default spool directory to read.")
     var service: String?
 
-    @Option(name: .customShort("n"), help: "Print only the last N lines.")
+    @Option(name: .customShort("n"), help: "Print only the last N lines (with --summary: the first N rows).")
     var last: Int?
 
-    @Flag(name: [.short, .long], help: "Keep printing lines as they are recorded.")
+    @Flag(name: [.short, .long], help: "Keep printing lines as they are recorded (with --summary: redraw every second).")
     var follow = false
 
-    @Option(help: "Output format: line, table or json.")
+    @Option(help: "Output format: line, table or json (--summary: table or json).")
     var format: Format = .line
+
+    @Flag(help: "One row per endpoint: requests, errors, percentiles, latest status, parse failures, p95 over time.")
+    var summary = false
+
+    @Option(help: "Summary order: worst (error %, then p99), requests, errors, p50, p95, p99 or endpoint.")
+    var sort: SummaryOrder = .worst
+
+    @Option(help: "Summary width in columns (default: the terminal's, else $COLUMNS, else 120).")
+    var width: Int?
 
     @Option(name: .customLong("where"), help: "Only lines with this tag value (tag=value); repeatable.")
     var filters: [String] = []
@@ -76,6 +103,8 @@ struct InfluxTail: ParsableCommand {
         }
         if stats && rejected { throw ValidationError("--stats and --rejected cannot be combined") }
         if follow && (stats || rejected) { throw ValidationError("--follow prints lines; it cannot be combined with --stats or --rejected") }
+        if summary && (stats || rejected) { throw ValidationError("--summary cannot be combined with --stats or --rejected") }
+        if let width, width < SummaryTable.minimumWidth { throw ValidationError("--width takes \(SummaryTable.minimumWidth) columns or more") }
     }
 
     static func main() {
@@ -88,33 +117,44 @@ struct InfluxTail: ParsableCommand {
         pthread_sigmask(SIG_UNBLOCK, &signals, nil)
         do {
             var command = try parseAsRoot()
+            if let tail = command as? InfluxTail, tail.summary && tail.follow {
+                // Before any thread starts, so every thread has them blocked: the redraw loop takes them
+                // with sigtimedwait and restores the terminal before it exits.
+                SignalWaiter.blockSignals()
+            }
             try command.run()
         } catch let failure as TailFailure {
             FileHandle.standardError.write(Data("influx-tail: \(failure.message)\n".utf8))
             Foundation.exit(1)
+        } catch is StopRequested {
+            Foundation.exit(0)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
                 exit(withError: error)
             }
+            // The message already ends with the usage and the hint to --help.
             FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
-            if code == .validationFailure {
-                FileHandle.standardError.write(Data("Run 'influx-tail --help' for usage.\n".utf8))
-                Foundation.exit(2)
-            }
+            if code == .validationFailure { Foundation.exit(2) }
             Foundation.exit(1)
         }
     }
 
     func run() throws {
         let directory = try spoolDirectory()
-        let reader: SpoolReader
-        do {
-            reader = try SpoolReader(directory: directory)
-        } catch {
-            throw TailFailure(message: "\(error)")
+        if summary {
+            try SummaryCommand(
+                directory: directory, follow: follow, json: format == .json, order: sort, rows: last, width: width,
+                colors: Terminal.wantsColors(color.rawValue), measurement: measurement,
+                tags: LineFilter(measurement: nil, tags: filters).tags.map { (key: $0.0, value: $0.1) }
+            ).run()
+            return
         }
-        let colors = color == .always || (color == .auto && isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil)
+        let reader = try Self.openReader(directory, waiting: follow) {
+            usleep(500_000)
+            return true
+        }
+        let colors = Terminal.wantsColors(color.rawValue)
         var printer = LinePrinter(format: format, precision: reader.precision, colors: colors)
         let filter = LineFilter(measurement: measurement, tags: filters)
         if stats {
@@ -127,11 +167,12 @@ struct InfluxTail: ParsableCommand {
         }
         var follower = SpoolFollower(reader: reader)
         var corrupt = false
-        let firstLines = try follower.poll(reportingTornTails: !follow)
+        let firstLines = try follower.pollReporting(tornTails: !follow)
         for problem in firstLines.problems {
             corrupt = true
             FileHandle.standardError.write(Data("influx-tail: \(LinePrinter.visible(problem.description))\n".utf8))
         }
+        Self.warnAboutUnknownTags(filter.tags.map(\.0), lines: firstLines.lines)
         var selected = firstLines.lines.filter { filter.matches($0) }
         if let last { selected = Array(selected.suffix(last)) }
         printer.printLines(selected)
@@ -139,7 +180,7 @@ struct InfluxTail: ParsableCommand {
         if follow {
             while true {
                 usleep(50_000)
-                let next = try follower.poll(reportingTornTails: false)
+                let next = try follower.pollReporting(tornTails: false)
                 for problem in next.problems {
                     FileHandle.standardError.write(Data("influx-tail: \(LinePrinter.visible(problem.description))\n".utf8))
                 }
@@ -148,6 +189,44 @@ struct InfluxTail: ParsableCommand {
             }
         }
         if corrupt { throw TailFailure(message: "the spool holds lines or entries that will not be sent (reported above)") }
+    }
+
+    /// Opens the spool; while following, a spool that does not exist yet is waited for (like `tail -F`),
+    /// calling `pause` between tries until it returns `false`.
+    static func openReader(_ directory: URL, waiting: Bool, pause: () -> Bool) throws -> SpoolReader {
+        var announced = false
+        while true {
+            do {
+                return try SpoolReader(directory: directory)
+            } catch where waiting && error.code == .missing {
+                if !announced {
+                    FileHandle.standardError.write(Data("influx-tail: no spool at \(directory.path) yet; waiting for it\n".utf8))
+                    announced = true
+                }
+                guard pause() else { throw StopRequested() }
+            } catch {
+                throw TailFailure(message: "\(error)")
+            }
+        }
+    }
+
+    /// Says once on stderr which `--where` keys no line has (only when there are lines to judge by).
+    static func warnAboutUnknownTags(_ keys: [String], lines: [[UInt8]]) {
+        guard !keys.isEmpty, !lines.isEmpty else { return }
+        var missing = Set(keys)
+        let parser = LineParser()
+        for line in lines where !missing.isEmpty {
+            guard let point = try? parser.parseLine(line) else { continue }
+            for tag in point.tags { missing.remove(tag.key) }
+        }
+        warnAboutUnknownTags(keys.filter { missing.contains($0) })
+    }
+
+    static func warnAboutUnknownTags(_ keys: [String]) {
+        var said = Set<String>()
+        for key in keys where said.insert(key).inserted {
+            FileHandle.standardError.write(Data("influx-tail: no line has a tag '\(LinePrinter.visible(key))'; --where \(LinePrinter.visible(key))=… matches nothing\n".utf8))
+        }
     }
 
     private func spoolDirectory() throws -> URL {
@@ -161,7 +240,7 @@ struct InfluxTail: ParsableCommand {
 
     private func printStats(_ reader: SpoolReader, printer: inout LinePrinter) throws {
         var follower = SpoolFollower(reader: reader)
-        let snapshot = try follower.poll(reportingTornTails: false)
+        let snapshot = try follower.pollReporting(tornTails: false)
         let rejectedBatches = (try? reader.rejected()) ?? []
         let summary = SpoolStats(lines: snapshot.lines, segments: follower.segmentCount, rejected: rejectedBatches, precision: reader.precision)
         printer.printStats(summary)
@@ -183,4 +262,20 @@ struct InfluxTail: ParsableCommand {
 /// An error with a message for the user; exit status 1.
 struct TailFailure: Error {
     var message: String
+}
+
+/// Ctrl-C or SIGTERM while waiting: a clean exit, status 0.
+struct StopRequested: Error {}
+
+extension SummaryOrder: ExpressibleByArgument {}
+
+extension SpoolFollower {
+    /// ``poll(reportingTornTails:)`` with a spool error turned into a message for the user.
+    mutating func pollReporting(tornTails: Bool) throws -> Poll {
+        do {
+            return try poll(reportingTornTails: tornTails)
+        } catch {
+            throw TailFailure(message: "\(error)")
+        }
+    }
 }

@@ -52,7 +52,18 @@ struct LinePrinter {
                 write(Self.json(point, precision: precision) + "\n")
             }
         case .table:
-            let points = lines.compactMap { try? LineParser(precision: precision).parseLine($0) }
+            // By timestamp (requests are recorded when they complete but stamped when they start);
+            // lines without a timestamp keep their place at the end, in send order.
+            let points = lines.compactMap { try? LineParser(precision: precision).parseLine($0) }.enumerated()
+                .sorted { a, b in
+                    switch (a.element.timestamp, b.element.timestamp) {
+                    case let (x?, y?): return x != y ? x < y : a.offset < b.offset
+                    case (.some, nil): return true
+                    case (nil, .some): return false
+                    case (nil, nil): return a.offset < b.offset
+                    }
+                }
+                .map(\.element)
             let rows = points.map { point in
                 [Self.time(point.timestamp), Self.visible(point.measurement), Self.tagText(point), Self.fieldText(point)]
             }

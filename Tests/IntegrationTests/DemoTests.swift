@@ -38,4 +38,87 @@ import Testing
         let inFlight = try await influx.query(#"SELECT last("value") FROM "demo_calls_in_flight" GROUP BY "module""#)
         #expect(inFlight.count == 3 && inFlight.allSatisfy { ($0.rows.first?["last"] as? NSNumber)?.doubleValue == 0 })
     }
+
+    /// The table at the end of the demo's output (from its header line on).
+    func closingTable(_ output: String) -> String? {
+        output.range(of: "METHOD  ENDPOINT").map { String(output[$0.lowerBound...]) }
+    }
+
+    func number(_ label: String, in output: String) -> Int? {
+        output.split(separator: "\n").first { $0.hasPrefix("  " + label) }.flatMap { Int($0.split(separator: " ").last ?? "") }
+    }
+
+    @Test func closingTableIsWhatInfluxTailSummaryPrintsForTheSameSpool() async throws {
+        let spool = temporaryDirectory("demo-table")
+        let environment = ["APIHEALTH_SPOOL_DIR": spool.path, "COLUMNS": "150", "INFLUX_URL": ""]
+        let demo = try await Child.run("apihealth-demo", ["--duration", "2", "--rate", "40"], environment: environment)
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
+        let tail = try await Child.run("influx-tail", ["--spool", spool.path, "--summary"], environment: environment)
+        #expect(tail.status == 0)
+        #expect(table == tail.stdout)
+        #expect(table.split(separator: "\n").count == 1 + 5 + 1, "header, the five endpoints, the footer")
+        let requests = try #require(number("requests", in: demo.stdout))
+        #expect(table.contains("\(requests) requests"), "every request is a row's request: \(table)")
+
+        // A second run on the same spool: the first run's points are leftovers, shown apart.
+        let pending = try #require(number("points pending", in: demo.stdout))
+        let again = try await Child.run("apihealth-demo", ["--duration", "1", "--rate", "40"], environment: environment)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.contains("from earlier runs: \(pending) points were in the spool at start, \(pending) still pending"))
+        let secondRequests = try #require(number("requests", in: again.stdout))
+        #expect(number("points pending", in: again.stdout) == secondRequests + (number("parse failures", in: again.stdout) ?? 0) + 1,
+            "this run's requests, parse failures and health point only")
+        let secondTable = try #require(closingTable(again.stdout))
+        #expect(secondTable.contains("\(secondRequests) requests"))
+        #expect(secondTable.contains("from earlier runs"))
+    }
+
+    @Test func aDestinationThatCannotBeReachedIsWarnedOnceWithTheReason() async throws {
+        let spool = temporaryDirectory("demo-dead")
+        let demo = try await Child.run(
+            "apihealth-demo", ["--duration", "2", "--rate", "20"],
+            environment: [
+                "APIHEALTH_SPOOL_DIR": spool.path, "INFLUX_URL": "http://127.0.0.1:9", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
+                "INFLUX_TOKEN": "t", "APIHEALTH_FLUSH_DELAY_MS": "300",
+            ])
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let warnings = demo.stderr.split(separator: "\n").filter { $0.contains("warning") && $0.contains("cannot send to http://127.0.0.1:9") }
+        #expect(warnings.count == 1, "\(demo.stderr)")
+        #expect(warnings.first?.contains("connect") == true, "says why: \(demo.stderr)")
+        #expect(number("points written", in: demo.stdout) == 0)
+    }
+
+    @Test func helpNamesEveryDestinationVariable() async throws {
+        let help = try await Child.run("apihealth-demo", ["--help"])
+        for name in ["INFLUX_URL", "INFLUX_WRITE_API", "INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_DATABASE", "APIHEALTH_SPOOL_DIR"] {
+            #expect(help.stdout.contains(name), "\(name)")
+        }
+    }
+
+    @Test func onATerminalAStatusLineShowsProgress() async throws {
+        let spool = temporaryDirectory("demo-pty")
+        let folder = temporaryDirectory("demo-pty-log")
+        let log = folder.appendingPathComponent("typescript")
+        let demo = try Child.binDirectory().appendingPathComponent("apihealth-demo").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-q", "-e", "-c", "'\(demo)' --duration 2 --rate 20", log.path]
+        var env = ProcessInfo.processInfo.environment
+        env["APIHEALTH_SPOOL_DIR"] = spool.path
+        env["INFLUX_URL"] = nil
+        env["TERM"] = "xterm"
+        process.environment = env
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let end = ContinuousClock.now + .seconds(30)
+        while process.isRunning && ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        let screen = String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self)
+        #expect(screen.contains("\r1s/2s  requests "), "\(screen.debugDescription)")
+        #expect(screen.contains("points pending") && screen.contains("written 0"))
+        #expect(screen.contains("METHOD  ENDPOINT"))
+    }
 }

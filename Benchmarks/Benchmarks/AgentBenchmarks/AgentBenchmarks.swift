@@ -209,6 +209,61 @@ let benchmarks: @Sendable () -> Void = {
             }
         }
 
+        // 1,000,000 request lines over 20 endpoints, about one in ten failed, spread over an hour.
+        let summarySpool = temporaryDirectory("summary")
+        let summaryLines = 1_000_000
+        Benchmark(
+            "influx-tail --summary of 1,000,000 pending lines (at most 3 s)",
+            configuration: .init(
+                metrics: [.wallClock, .peakMemoryResident], maxIterations: 5,
+                setup: {
+                    let agent = makeAgent(spool: summarySpool, pendingCap: 1 << 30)
+                    agent.start()
+                    let start = Date().addingTimeInterval(-3_600)
+                    for index in 0..<summaryLines {
+                        agent.record(
+                            RequestSample(
+                                method: index % 2 == 0 ? "GET" : "POST",
+                                url: URL(string: "https://api\(index % 5).example.com/v1/resource\(index / 2 % 2)/\(index % 7_919)")!,
+                                module: "checkout", startedAt: start.addingTimeInterval(Double(index) * 0.0036),
+                                duration: .microseconds(5_000 + (index * 7_919) % 400_000),
+                                statusCode: index % 10 == 0 ? 503 : 200, requestBytes: 312, responseBytes: 5_120,
+                                correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"))
+                    }
+                    wait { await agent.shutdown(deadline: .seconds(5)) }
+                },
+                teardown: { try? FileManager.default.removeItem(at: summarySpool) })
+        ) { benchmark in
+            for _ in benchmark.scaledIterations {
+                let output = temporaryDirectory("summary-out").appendingPathComponent("table")
+                FileManager.default.createFile(atPath: output.path, contents: nil)
+                guard let handle = FileHandle(forWritingAtPath: output.path) else { fatalError("cannot write \(output.path)") }
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: tail)
+                process.arguments = ["--spool", summarySpool.path, "--summary", "--format", "json"]
+                process.standardOutput = handle
+                let started = ContinuousClock.now
+                do {
+                    try process.run()
+                } catch {
+                    fatalError("influx-tail did not start: \(error)")
+                }
+                process.waitUntilExit()
+                let elapsed = ContinuousClock.now - started
+                try? handle.close()
+                precondition(process.terminationStatus == 0, "influx-tail --summary exited \(process.terminationStatus)")
+                let rows = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                    try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+                }
+                let requests = rows.reduce(0) { $0 + ($1["requests"] as? Int ?? 0) }
+                print("influx-tail --summary: \(requests) requests in \(rows.count) rows in \(elapsed)")
+                precondition(requests == summaryLines, "the summary counted \(requests) requests, not \(summaryLines)")
+                precondition(rows.count == 20, "\(rows.count) rows, not one per endpoint (20)")
+                precondition(elapsed <= .seconds(3), "the summary of \(summaryLines) lines took \(elapsed): more than 3 s")
+                try? FileManager.default.removeItem(at: output.deletingLastPathComponent())
+            }
+        }
+
         Benchmark(
             "influx-tail --follow shows a recorded line",
             configuration: .init(metrics: [.wallClock], maxDuration: .seconds(10), maxIterations: 50)

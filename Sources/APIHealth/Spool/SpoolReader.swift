@@ -187,7 +187,7 @@ public struct SpoolReader: Sendable {
                 break
             }
             // Checking lines is the costly part of reading a large segment: spread it over the cores.
-            let chunks = ranges.count >= 20_000 ? ProcessInfo.processInfo.activeProcessorCount : 1
+            let chunks = ranges.count >= 2_048 ? ProcessInfo.processInfo.activeProcessorCount : 1
             let verdicts = Locked([Int: LineParseError?]())
             // The buffer outlives concurrentPerform, which returns only when every chunk is done.
             let shared = ReadOnlyBytes(buffer: buffer, ranges: ranges)

@@ -1,0 +1,438 @@
+import APIHealth
+import Foundation
+import LineProtocol
+
+/// Folds spool lines into one row per endpoint (host, path, method): requests, errors, nearest-rank
+/// percentiles of `duration_ms`, the latest status, parse failures, and p95 per time slot.
+///
+/// ```swift
+/// var summary = SummaryAggregator(precision: reader.precision)
+/// for line in lines { summary.add(line) }
+/// let rows = SummaryOrder.worst.sorted(summary.rows())
+/// ```
+///
+/// Memory grows with the number of endpoints and distinct series, not with the number of lines: each
+/// endpoint keeps at most ``exactLimit`` durations, then a bounded sketch (within 1 %), and at most
+/// ``sparklineSlots`` small sketches for its latency over time.
+public struct SummaryAggregator: Sendable {
+    /// Durations kept exactly per endpoint; past this, percentiles come from a sketch within 1 %.
+    public static let exactLimit = 10_000
+    /// Time slots of the p95 sparkline. The slots share one time axis for every row: a slot starts one
+    /// second wide and doubles (merging pairs) whenever the time covered would need more slots.
+    public static let sparklineSlots = 16
+    /// Series remembered with their verdict; past this the memo starts again (lines still count).
+    private static let seriesMemoLimit = 65_536
+
+    public var measurementFilter: String?
+    public var tagFilters: [(key: String, value: String)]
+    /// Request and parse-failure lines timestamped before this (nanoseconds since the epoch) are only
+    /// counted in ``SummaryCounts/earlier``.
+    public var since: Int64?
+    public let precision: Precision
+    public let requestMeasurement: String
+    public let parseFailureMeasurement: String
+
+    public private(set) var counts = SummaryCounts()
+    /// Tag keys seen on any line: a `--where` naming a key outside this set matches nothing.
+    public private(set) var tagKeysSeen: Set<String> = []
+    /// Width of one sparkline slot in nanoseconds.
+    public private(set) var slotWidth: Int64 = 1_000_000_000
+    /// Absolute index (timestamp / slotWidth) of the oldest and newest slots holding a request.
+    private var firstSlot: Int64?
+    private var lastSlot: Int64?
+
+    private var endpoints: [Endpoint] = []
+    private var endpointIndex: [EndpointKey: Int] = [:]
+    /// What each series (measurement and tags, as written) is, so most lines are not parsed in full:
+    /// by a hash of the series bytes, then the bytes themselves.
+    private var series: [UInt64: [(key: [UInt8], verdict: Verdict)]] = [:]
+    private var seriesCount = 0
+
+    public init(
+        precision: Precision = .ns, measurement: String? = nil, tags: [(key: String, value: String)] = [], since: Int64? = nil,
+        requestMeasurement: String = PointSchema.Measurement.request,
+        parseFailureMeasurement: String = PointSchema.Measurement.parseFailure
+    ) {
+        self.precision = precision
+        self.measurementFilter = measurement
+        self.tagFilters = tags
+        self.since = since
+        self.requestMeasurement = requestMeasurement
+        self.parseFailureMeasurement = parseFailureMeasurement
+    }
+
+    private struct EndpointKey: Hashable, Sendable {
+        var host: String
+        var path: String
+        var method: String
+    }
+
+    private struct Endpoint: Sendable {
+        var key: EndpointKey
+        var requests = 0
+        var errors = 0
+        var parseFailures = 0
+        var durations = LatencyDigest(exactLimit: SummaryAggregator.exactLimit, relativeError: 0.01)
+        var lastStatus: String?
+        var lastTimestamp = Int64.min
+        var slots: [Int64: LatencyDigest] = [:]
+    }
+
+    private enum Verdict: Sendable {
+        case request(endpoint: Int, status: String)
+        case parseFailure(endpoint: Int)
+        case other
+        case foreign
+        case filteredOut
+    }
+
+    // MARK: - Adding lines
+
+    /// Counts one complete line (without its line end).
+    public mutating func add(_ line: [UInt8]) {
+        line.withUnsafeBufferPointer { add($0) }
+    }
+
+    /// Counts one complete line (without its line end).
+    public mutating func add(_ line: UnsafeBufferPointer<UInt8>) {
+        guard let keyEnd = Self.seriesEnd(line) else {
+            if !Self.isBlankOrComment(line) { counts.corrupt += 1 }
+            return
+        }
+        let key = UnsafeBufferPointer(rebasing: line[0..<keyEnd])
+        let hash = Self.hash(key)
+        let verdict: Verdict
+        if let known = series[hash]?.first(where: { Self.equal($0.key, key) }) {
+            verdict = known.verdict
+        } else {
+            guard let judged = judge(line) else { return }
+            verdict = judged
+            if seriesCount >= Self.seriesMemoLimit {
+                series.removeAll(keepingCapacity: true)
+                seriesCount = 0
+            }
+            series[hash, default: []].append((Array(key), judged))
+            seriesCount += 1
+        }
+        counts.lines += 1
+        switch verdict {
+        case .other: counts.otherMeasurements += 1
+        case .foreign: counts.foreign += 1
+        case .filteredOut: counts.filteredOut += 1
+        case .request(let index, let status):
+            let fields = Self.scanFields(line, from: keyEnd + 1, precision: precision)
+            guard fields.wellFormed, let duration = fields.duration else {
+                counts.foreign += 1
+                return
+            }
+            if let since, let timestamp = fields.timestamp, timestamp < since {
+                counts.earlier += 1
+                return
+            }
+            counts.requestLines += 1
+            let failed: Bool
+            if let errors = fields.errors {
+                failed = errors > 0
+            } else if let success = fields.success {
+                failed = !success
+            } else {
+                failed = status == "error" || (Int(status) ?? 0) >= 400
+            }
+            let slot = fields.timestamp.map { self.slot(for: $0) }
+            endpoints[index].requests += 1
+            if failed { endpoints[index].errors += 1 }
+            endpoints[index].durations.add(duration)
+            let timestamp = fields.timestamp ?? Int64.max
+            if timestamp >= endpoints[index].lastTimestamp {
+                endpoints[index].lastTimestamp = timestamp
+                endpoints[index].lastStatus = status
+            }
+            if let slot {
+                endpoints[index].slots[slot, default: Self.slotDigest()].add(duration)
+            }
+        case .parseFailure(let index):
+            let fields = Self.scanFields(line, from: keyEnd + 1, precision: precision)
+            guard fields.wellFormed else {
+                counts.foreign += 1
+                return
+            }
+            if let since, let timestamp = fields.timestamp, timestamp < since {
+                counts.earlier += 1
+                return
+            }
+            counts.parseFailureLines += 1
+            endpoints[index].parseFailures += Int(max(1, min(fields.count ?? 1, Int64(Int32.max))))
+        }
+    }
+
+    /// Counts a problem the spool reader reported (a torn or corrupt line, a skipped entry).
+    public mutating func count(_ problem: SpoolProblem) {
+        switch problem.kind {
+        case .tornLine: counts.torn += 1
+        case .corruptLine: counts.corrupt += 1
+        case .skippedEntry: counts.skippedEntries += 1
+        }
+    }
+
+    /// The `--where` keys no line read so far has.
+    public var unknownFilterKeys: [String] {
+        var unknown: [String] = []
+        for filter in tagFilters where !tagKeysSeen.contains(filter.key) && !unknown.contains(filter.key) {
+            unknown.append(filter.key)
+        }
+        return unknown
+    }
+
+    private static func slotDigest() -> LatencyDigest { LatencyDigest(exactLimit: 64, relativeError: 0.05) }
+
+    /// Parses the first line of a series in full and decides what its lines count as.
+    private mutating func judge(_ line: UnsafeBufferPointer<UInt8>) -> Verdict? {
+        let point: Point
+        do {
+            guard let parsed = try LineParser(precision: precision).parseLine(line) else { return nil }
+            point = parsed
+        } catch {
+            counts.corrupt += 1
+            return nil
+        }
+        for tag in point.tags { tagKeysSeen.insert(tag.key) }
+        if let measurementFilter, point.measurement != measurementFilter { return .filteredOut }
+        for filter in tagFilters where point.tag(filter.key) != filter.value { return .filteredOut }
+        let isRequest = point.measurement == requestMeasurement
+        guard isRequest || point.measurement == parseFailureMeasurement else { return .other }
+        guard let host = point.tag(PointSchema.Tag.host), let path = point.tag(PointSchema.Tag.path),
+            let method = point.tag(PointSchema.Tag.method)
+        else { return .foreign }
+        let key = EndpointKey(host: host, path: path, method: method)
+        let index: Int
+        if let known = endpointIndex[key] {
+            index = known
+        } else {
+            index = endpoints.count
+            endpoints.append(Endpoint(key: key))
+            endpointIndex[key] = index
+        }
+        if isRequest { return .request(endpoint: index, status: point.tag(PointSchema.Tag.status) ?? "?") }
+        return .parseFailure(endpoint: index)
+    }
+
+    /// The sparkline slot of `timestamp`, widening every slot (merging pairs) until the time covered fits.
+    private mutating func slot(for timestamp: Int64) -> Int64 {
+        var slot = Self.floorDivide(timestamp, slotWidth)
+        guard let first = firstSlot, let last = lastSlot else {
+            firstSlot = slot
+            lastSlot = slot
+            return slot
+        }
+        var low = min(first, slot)
+        var high = max(last, slot)
+        while high - low + 1 > Int64(Self.sparklineSlots) {
+            slotWidth = slotWidth.multipliedReportingOverflow(by: 2).overflow ? slotWidth : slotWidth * 2
+            low = Self.floorDivide(low, 2)
+            high = Self.floorDivide(high, 2)
+            slot = Self.floorDivide(timestamp, slotWidth)
+            for index in endpoints.indices where !endpoints[index].slots.isEmpty {
+                var merged: [Int64: LatencyDigest] = [:]
+                for (old, digest) in endpoints[index].slots { merged[Self.floorDivide(old, 2), default: Self.slotDigest()].merge(digest) }
+                endpoints[index].slots = merged
+            }
+        }
+        firstSlot = low
+        lastSlot = high
+        return slot
+    }
+
+    private static func floorDivide(_ value: Int64, _ divisor: Int64) -> Int64 {
+        let quotient = value / divisor
+        return (value % divisor != 0 && (value < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+
+    // MARK: - Rows
+
+    /// The start of the sparkline's first slot and the width of each, in nanoseconds since the epoch.
+    public var timeAxis: (start: Int64, slotWidth: Int64)? {
+        guard let lastSlot else { return nil }
+        return ((lastSlot - Int64(Self.sparklineSlots) + 1) &* slotWidth, slotWidth)
+    }
+
+    /// One row per endpoint with at least one request or parse failure, in no particular order.
+    public func rows() -> [SummaryRow] {
+        let slotRange: ClosedRange<Int64>? = lastSlot.map { ($0 - Int64(Self.sparklineSlots) + 1)...$0 }
+        return endpoints.compactMap { endpoint in
+            guard endpoint.requests > 0 || endpoint.parseFailures > 0 else { return nil }
+            let quantiles = endpoint.durations.percentiles([50, 95, 99])
+            let overTime: [Double?] =
+                slotRange.map { range in range.map { endpoint.slots[$0]?.percentile(95) } }
+                ?? Array(repeating: nil, count: Self.sparklineSlots)
+            return SummaryRow(
+                host: endpoint.key.host, path: endpoint.key.path, method: endpoint.key.method,
+                requests: endpoint.requests, errors: endpoint.errors, parseFailures: endpoint.parseFailures,
+                p50: quantiles[0], p95: quantiles[1], p99: quantiles[2], percentilesExact: endpoint.durations.isExact,
+                lastStatus: endpoint.lastStatus, p95OverTime: overTime)
+        }
+    }
+
+    // MARK: - Reading a line without parsing it in full
+
+    /// The end of the measurement and tags (the first unescaped space), or `nil` for a blank or
+    /// comment line or one without a field set.
+    static func seriesEnd(_ line: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard let first = line.first, first != UInt8(ascii: "#") else { return nil }
+        var index = 0
+        while index < line.count {
+            switch line[index] {
+            case UInt8(ascii: " "): return index > 0 ? index : nil
+            case UInt8(ascii: "\\"):
+                // As the parser reads it: a backslash escapes the next byte unless that is a backslash.
+                index += index + 1 < line.count && line[index + 1] == UInt8(ascii: "\\") ? 1 : 2
+            default: index += 1
+            }
+        }
+        return nil
+    }
+
+    static func isBlankOrComment(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let first = line.first else { return true }
+        if first == UInt8(ascii: "#") { return true }
+        return line.allSatisfy { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r") }
+    }
+
+    struct ScannedFields {
+        var wellFormed = true
+        var duration: Double?
+        var errors: Int64?
+        var success: Bool?
+        var count: Int64?
+        /// Nanoseconds since the epoch.
+        var timestamp: Int64?
+    }
+
+    /// FNV-1a over eight bytes at a time, with a shift to spread the high bits.
+    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        let raw = UnsafeRawBufferPointer(bytes)
+        var index = 0
+        while index + 8 <= raw.count {
+            hash = (hash ^ raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) &* 0x100_0000_01b3
+            hash ^= hash >> 29
+            index += 8
+        }
+        while index < raw.count {
+            hash = (hash ^ UInt64(raw[index])) &* 0x100_0000_01b3
+            index += 1
+        }
+        return hash
+    }
+
+    static func equal(_ stored: [UInt8], _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard stored.count == bytes.count else { return false }
+        return stored.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+    }
+
+    /// Whether `key` is the field name `name` (names of ``PointSchema/Field``, as literals so the hot
+    /// loop reads no globals).
+    private static func isKey(_ key: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+        key.count == name.utf8CodeUnitCount && memcmp(key.baseAddress!, name.utf8Start, key.count) == 0
+    }
+
+    /// The fields the summary needs and the timestamp, read from the field set starting at `start`.
+    static func scanFields(_ line: UnsafeBufferPointer<UInt8>, from start: Int, precision: Precision) -> ScannedFields {
+        var result = ScannedFields()
+        var end = line.count
+        if end > 0 && line[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        var index = start
+        while index < end {
+            let keyStart = index
+            while index < end && line[index] != UInt8(ascii: "=") {
+                index += line[index] == UInt8(ascii: "\\") && !(index + 1 < end && line[index + 1] == UInt8(ascii: "\\")) ? 2 : 1
+            }
+            guard index < end else {
+                result.wellFormed = false
+                return result
+            }
+            let key = UnsafeBufferPointer(rebasing: line[keyStart..<index])
+            index += 1
+            let valueStart = index
+            if index < end && line[index] == UInt8(ascii: "\"") {
+                index += 1
+                while index < end && line[index] != UInt8(ascii: "\"") { index += line[index] == UInt8(ascii: "\\") ? 2 : 1 }
+                index += 1
+            } else {
+                while index < end && line[index] != UInt8(ascii: ",") && line[index] != UInt8(ascii: " ") { index += 1 }
+            }
+            let value = UnsafeBufferPointer(rebasing: line[valueStart..<min(index, end)])
+            if isKey(key, "duration_ms") {
+                result.duration = number(value)
+            } else if isKey(key, "errors") {
+                result.errors = number(value).map { Int64($0) }
+            } else if isKey(key, "success") {
+                result.success = boolean(value)
+            } else if isKey(key, "count") {
+                result.count = number(value).map { Int64(max(min($0, 1e18), -1e18)) }
+            }
+            guard index < end else { break }
+            if line[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            // A space: the timestamp follows, if anything does.
+            while index < end && (line[index] == UInt8(ascii: " ") || line[index] == UInt8(ascii: "\t")) { index += 1 }
+            var digitsEnd = index
+            while digitsEnd < end && line[digitsEnd] != UInt8(ascii: " ") && line[digitsEnd] != UInt8(ascii: "\t") { digitsEnd += 1 }
+            if digitsEnd > index, let raw = integer(UnsafeBufferPointer(rebasing: line[index..<digitsEnd])) {
+                let (scaled, overflow) = raw.multipliedReportingOverflow(by: precision.nanosecondsPerUnit)
+                result.timestamp = overflow ? (raw < 0 ? Int64.min : Int64.max) : scaled
+            }
+            break
+        }
+        return result
+    }
+
+    /// A float, integer (`i`) or unsigned (`u`) field value as a double; `nil` for strings and booleans.
+    private static func number(_ value: UnsafeBufferPointer<UInt8>) -> Double? {
+        guard var last = value.last else { return nil }
+        var length = value.count
+        if last == UInt8(ascii: "i") || last == UInt8(ascii: "u") {
+            length -= 1
+            guard length > 0 else { return nil }
+            last = value[length - 1]
+        }
+        guard length < 64, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) || last == UInt8(ascii: ".") else { return nil }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: length + 1) { text -> Double? in
+            for offset in 0..<length { text[offset] = CChar(bitPattern: value[offset]) }
+            text[length] = 0
+            var stop: UnsafeMutablePointer<CChar>?
+            let parsed = strtod(text.baseAddress!, &stop)
+            guard let stop, stop == text.baseAddress! + length else { return nil }
+            return parsed
+        }
+    }
+
+    private static func integer(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var index = 0
+        var negative = false
+        if text.first == UInt8(ascii: "-") {
+            negative = true
+            index = 1
+        }
+        guard index < text.count else { return nil }
+        var value: Int64 = 0
+        while index < text.count {
+            let digit = Int64(text[index]) - 48
+            guard (0...9).contains(digit) else { return nil }
+            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times.addingReportingOverflow(digit)
+            guard !overflow1 && !overflow2 else { return nil }
+            value = sum
+            index += 1
+        }
+        return negative ? -value : value
+    }
+
+    private static func boolean(_ value: UnsafeBufferPointer<UInt8>) -> Bool? {
+        guard let first = value.first else { return nil }
+        if first == UInt8(ascii: "t") || first == UInt8(ascii: "T") { return true }
+        if first == UInt8(ascii: "f") || first == UInt8(ascii: "F") { return false }
+        return nil
+    }
+}

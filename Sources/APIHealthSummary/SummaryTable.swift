@@ -1,0 +1,260 @@
+import Foundation
+
+/// Renders summary rows as a fixed-width table (for a terminal or a log) or as JSON lines.
+///
+/// ```swift
+/// let table = SummaryTable(width: 100, colors: false)
+/// print(table.render(SummaryOrder.worst.sorted(summary.rows()), counts: summary.counts), terminator: "")
+/// ```
+///
+/// Every line of the table fits in `width` columns: with less room, the least important columns are
+/// left out (sparkline, parse failures, p50, last status, errors, p95, in that order) and the endpoint
+/// is shortened with an ellipsis after its first third.
+public struct SummaryTable: Sendable {
+    public var width: Int
+    public var colors: Bool
+    /// Error % at or above which the cell is yellow, and red.
+    public static let errorPercentWarning = 1.0
+    public static let errorPercentAlarm = 5.0
+    /// p99 milliseconds at or above which the cell is yellow, and red.
+    public static let p99Warning = 500.0
+    public static let p99Alarm = 1_000.0
+    /// The narrowest table: method, a shortened endpoint, requests, error % and p99.
+    public static let minimumWidth = 32
+
+    public init(width: Int, colors: Bool) {
+        self.width = max(width, Self.minimumWidth)
+        self.colors = colors
+    }
+
+    private enum Column: CaseIterable {
+        case method, endpoint, requests, errors, errorPercent, p50, p95, p99, last, parse, sparkline
+
+        var title: String {
+            switch self {
+            case .method: return "METHOD"
+            case .endpoint: return "ENDPOINT"
+            case .requests: return "REQS"
+            case .errors: return "ERRS"
+            case .errorPercent: return "ERR%"
+            case .p50: return "P50ms"
+            case .p95: return "P95ms"
+            case .p99: return "P99ms"
+            case .last: return "LAST"
+            case .parse: return "PARSE"
+            case .sparkline: return "P95 OVER TIME"
+            }
+        }
+
+        /// Left out first when the width is short: higher goes first.
+        var dropOrder: Int? {
+            switch self {
+            case .sparkline: return 6
+            case .parse: return 5
+            case .p50: return 4
+            case .last: return 3
+            case .errors: return 2
+            case .p95: return 1
+            case .method, .endpoint, .requests, .errorPercent, .p99: return nil
+            }
+        }
+
+        var alignsRight: Bool { self != .method && self != .endpoint && self != .sparkline && self != .last }
+    }
+
+    /// The shortest the endpoint column gets before columns are left out.
+    private static let endpointMinimum = 16
+
+    /// The table: a header, one line per row, and the footer. Ends with a line end.
+    public func render(_ rows: [SummaryRow], counts: SummaryCounts, title: String? = nil) -> String {
+        let cells = rows.map { row -> [Column: String] in
+            [
+                .method: Self.visible(row.method), .endpoint: Self.visible(row.endpoint), .requests: String(row.requests), .errors: String(row.errors),
+                .errorPercent: Self.percent(row.errorPercent, requests: row.requests),
+                .p50: Self.milliseconds(row.p50), .p95: Self.milliseconds(row.p95), .p99: Self.milliseconds(row.p99),
+                .last: row.lastStatus.map(Self.visible) ?? "-", .parse: String(row.parseFailures), .sparkline: Self.sparkline(row.p95OverTime),
+            ]
+        }
+        var widths: [Column: Int] = [:]
+        for column in Column.allCases {
+            widths[column] = cells.reduce(column.title.count) { max($0, $1[column]?.count ?? 0) }
+        }
+        widths[.sparkline] = max(SummaryAggregator.sparklineSlots, Column.sparkline.title.count)
+        var shown = Column.allCases
+        func total(_ columns: [Column], endpoint: Int) -> Int {
+            columns.reduce(0) { $0 + ($1 == .endpoint ? endpoint : widths[$1] ?? 0) } + 2 * (columns.count - 1)
+        }
+        let droppable = Column.allCases.compactMap { column in column.dropOrder.map { (column, $0) } }
+            .sorted { $0.1 > $1.1 }.map(\.0)
+        for column in droppable where total(shown, endpoint: Self.endpointMinimum) > width {
+            shown.removeAll { $0 == column }
+        }
+        let endpointWidth = max(4, min(widths[.endpoint] ?? 0, width - total(shown, endpoint: 0)))
+        widths[.endpoint] = endpointWidth
+
+        var out = ""
+        if let title { out += paint(Self.fit(Self.visible(title), width), "1") + "\n" }
+        out += paint(line(shown.map { ($0, $0.title) }, widths: widths), "1;4") + "\n"
+        for (row, cell) in zip(rows, cells) {
+            out += line(shown.map { ($0, cell[$0] ?? "") }, widths: widths, row: row) + "\n"
+        }
+        if rows.isEmpty { out += Self.fit("(no apihealth_request lines to summarise)", width) + "\n" }
+        for footer in Self.footer(counts, width: width) { out += paint(footer, "2") + "\n" }
+        return out
+    }
+
+    private func line(_ cells: [(Column, String)], widths: [Column: Int], row: SummaryRow? = nil) -> String {
+        var parts: [String] = []
+        for (column, text) in cells {
+            let width = widths[column] ?? 0
+            let fitted = column == .endpoint ? Self.fit(text, width) : text
+            let padding = String(repeating: " ", count: max(0, width - fitted.count))
+            var cell = column.alignsRight ? padding + fitted : fitted + padding
+            if let row, colors { cell = highlight(cell, column: column, row: row) }
+            parts.append(cell)
+        }
+        var joined = parts.joined(separator: "  ")
+        while joined.last == " " { joined.removeLast() }
+        return joined
+    }
+
+    private func highlight(_ cell: String, column: Column, row: SummaryRow) -> String {
+        switch column {
+        case .errorPercent:
+            if row.errorPercent >= Self.errorPercentAlarm { return paint(cell, "1;31") }
+            if row.errorPercent >= Self.errorPercentWarning { return paint(cell, "33") }
+        case .p99:
+            if let p99 = row.p99, p99 >= Self.p99Alarm { return paint(cell, "1;31") }
+            if let p99 = row.p99, p99 >= Self.p99Warning { return paint(cell, "33") }
+        case .sparkline: return paint(cell, "36")
+        case .method: return paint(cell, "2")
+        default: break
+        }
+        return cell
+    }
+
+    private func paint(_ text: String, _ code: String) -> String {
+        colors ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+    }
+
+    /// `text` cut to `width` columns with an ellipsis after its first third, so the start of the host
+    /// and most of the end of the path stay readable.
+    public static func fit(_ text: String, _ width: Int) -> String {
+        let characters = Array(text)
+        guard characters.count > width else { return text }
+        guard width > 1 else { return String(characters.prefix(width)) }
+        let head = (width - 1) / 3
+        let tail = width - 1 - head
+        return String(characters.prefix(head)) + "…" + String(characters.suffix(tail))
+    }
+
+    static func milliseconds(_ value: Double?) -> String {
+        guard let value else { return "-" }
+        if value < 10 { return String(format: "%.2f", value) }
+        if value < 100 { return String(format: "%.1f", value) }
+        if value < 100_000 { return String(format: "%.0f", value) }
+        return String(format: "%.0fs", value / 1_000)
+    }
+
+    static func percent(_ value: Double, requests: Int) -> String {
+        guard requests > 0 else { return "-" }
+        if value == 0 || value == 100 { return String(format: "%.0f", value) }
+        return String(format: "%.1f", value)
+    }
+
+    static let blocks: [Character] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
+
+    /// One block per slot, scaled from zero to the row's highest p95; a space where there was no request.
+    public static func sparkline(_ values: [Double?]) -> String {
+        let highest = values.compactMap { $0 }.max() ?? 0
+        return String(values.map { value -> Character in
+            guard let value else { return " " }
+            guard highest > 0 else { return blocks[0] }
+            let level = Int((value / highest * Double(blocks.count)).rounded(.up)) - 1
+            return blocks[min(max(level, 0), blocks.count - 1)]
+        })
+    }
+
+    /// What was read besides the rows, packed into lines of at most `width` columns.
+    public static func footer(_ counts: SummaryCounts, width: Int) -> [String] {
+        var items = ["\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures"]
+        if counts.otherMeasurements > 0 { items.append("\(counts.otherMeasurements) other measurements") }
+        if counts.filteredOut > 0 { items.append("\(counts.filteredOut) filtered out") }
+        if counts.earlier > 0 { items.append("\(counts.earlier) from earlier runs") }
+        var skipped = "skipped: \(counts.torn) torn, \(counts.corrupt) corrupt, \(counts.foreign) foreign"
+        if counts.skippedEntries > 0 { skipped += ", \(counts.skippedEntries) entries not read" }
+        items.append(skipped)
+        var lines: [String] = []
+        var current = ""
+        for item in items {
+            if current.isEmpty {
+                current = item
+            } else if current.count + 3 + item.count > width {
+                lines.append(current)
+                current = item
+            } else {
+                current += " · " + item
+            }
+        }
+        if !current.isEmpty { lines.append(current) }
+        return lines.map { fit($0, width) }
+    }
+
+    // MARK: - JSON
+
+    /// One JSON object per row, one per line.
+    public static func json(_ rows: [SummaryRow], slotWidth: Int64?) -> String {
+        var out = ""
+        for row in rows {
+            let series = row.p95OverTime.map { $0.map(number) ?? "null" }.joined(separator: ",")
+            out += "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
+                + "\"requests\":\(row.requests),\"errors\":\(row.errors),\"error_percent\":\(number(row.errorPercent)),"
+                + "\"p50_ms\":\(row.p50.map(number) ?? "null"),\"p95_ms\":\(row.p95.map(number) ?? "null"),"
+                + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.percentilesExact ? "\"exact\"" : "\"sketch\""),"
+                + "\"last_status\":\(row.lastStatus.map(string) ?? "null"),\"parse_failures\":\(row.parseFailures),"
+                + "\"p95_over_time_ms\":[\(series)],\"slot_seconds\":\(slotWidth.map { number(Double($0) / 1e9) } ?? "null")}\n"
+        }
+        return out
+    }
+
+    static func number(_ value: Double) -> String {
+        guard value.isFinite else { return "null" }
+        if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+
+    /// `text` with control characters (C0, DEL, C1) written as `\u{NN}`, so a tag value cannot drive the
+    /// terminal.
+    public static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                result += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    static func string(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                    result += String(format: "\\u%04x", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+}

@@ -1,0 +1,80 @@
+import APIHealth
+import APIHealthSummary
+import Foundation
+import Logging
+
+/// The demo's status line on a terminal, its warning when the destination cannot be reached, and the
+/// per-endpoint summary of what it writes to the spool while it runs.
+final class DemoStatus: @unchecked Sendable {
+    let counters: DemoCounters
+    let agent: APIHealthAgent
+    /// Seconds of traffic asked for.
+    let total: Double
+    let destination: String?
+    let logger: Logger
+    /// Guards `warned`. (NSLock: `Synchronization.Mutex` needs macOS 15, the package supports macOS 13.)
+    private let lock = NSLock()
+    private var warned = false
+
+    init(counters: DemoCounters, agent: APIHealthAgent, total: Double, destination: String?, logger: Logger) {
+        self.counters = counters
+        self.agent = agent
+        self.total = total
+        self.destination = destination
+        self.logger = logger
+    }
+
+    /// Until cancelled: the status line four times a second (on a terminal only) and the spool's new
+    /// lines into `aggregator` once a second. Returns both for the final poll and table.
+    func run(follower: SpoolFollower?, aggregator: SummaryAggregator) async -> (SpoolFollower?, SummaryAggregator) {
+        var follower = follower
+        var aggregator = aggregator
+        let onTerminal = Terminal.isTerminal
+        let start = ContinuousClock.now
+        var tick = 0
+        while !Task.isCancelled {
+            warnIfUnreachable(clearingLine: onTerminal)
+            if tick % 4 == 0, var reader = follower {
+                try? reader.poll(reportingTornTails: false) { segment in
+                    for problem in segment.problems { aggregator.count(problem) }
+                    for line in segment.lines { aggregator.add(line) }
+                }
+                follower = reader
+            }
+            if onTerminal { Terminal.write("\r" + line(elapsed: ContinuousClock.now - start) + "\u{1B}[K") }
+            tick += 1
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        if onTerminal { Terminal.write("\r\u{1B}[K") }
+        return (follower, aggregator)
+    }
+
+    /// The status line, cut to the terminal's width.
+    func line(elapsed: Duration) -> String {
+        let seen = counters.snapshot
+        let metrics = agent.metrics
+        let text = "\(elapsed.components.seconds)s/\(Int(total))s  requests \(seen.requests)  errors \(seen.errors)"
+            + "  parse failures \(seen.parseFailures)  points pending \(metrics.pendingLines)  written \(metrics.pointsWritten)"
+        return String(text.prefix(max(10, Terminal.columns() - 1)))
+    }
+
+    /// Says once, at warning level, that the destination cannot be reached and why: when sending has
+    /// failed and nothing has been written yet. Returns whether it said so now.
+    @discardableResult
+    func warnIfUnreachable(clearingLine: Bool = false) -> Bool {
+        let metrics = agent.metrics
+        guard let destination, metrics.pointsWritten == 0, metrics.retries > 0 || metrics.pointsRejected > 0,
+            let error = metrics.lastError
+        else { return false }
+        let first = lock.withLock {
+            defer { warned = true }
+            return !warned
+        }
+        guard first else { return false }
+        if clearingLine { Terminal.write("\r\u{1B}[K") }
+        logger.warning(
+            "cannot send to \(destination): \(error); points stay pending in the spool",
+            metadata: ["apihealth.destination": "\(destination)"])
+        return true
+    }
+}
