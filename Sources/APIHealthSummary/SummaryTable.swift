@@ -238,7 +238,9 @@ public struct SummaryTable: Sendable {
         return result
     }
 
-    static func string(_ text: String) -> String {
+    /// `text` as a JSON string: quotes, backslashes and control characters escaped (so a spool line can
+    /// never drive a terminal through JSON output either).
+    package static func string(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

@@ -1,4 +1,5 @@
 import APIHealth
+import APIHealthSummary
 import Foundation
 import LineProtocol
 
@@ -168,25 +169,7 @@ struct LinePrinter {
             + "\"types\":{\(types.joined(separator: ","))}}"
     }
 
-    static func jsonString(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
-                    result += String(format: "\\u%04x", scalar.value)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return result + "\""
-    }
+    static func jsonString(_ text: String) -> String { SummaryTable.string(text) }
 
     mutating func printStats(_ stats: SpoolStats) {
         if format == .json {
