@@ -4,7 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// What is seen of one AsyncHTTPClient request until it ends; records one ``RequestSample`` when it
 /// does: at the end of the body, at an error, or when the caller drops the response unfinished.
@@ -29,7 +29,7 @@ final class RequestObservation: Sendable {
     }
 
     /// Guards what has been seen so far.
-    private let progress: Mutex<Progress>
+    private let progress: NIOLockedValueBox<Progress>
 
     init(agent: APIHealthAgent, module: String, method: String, url: String, requestHeaders: HTTPHeaders, requestBytes: UInt64?) {
         self.agent = agent
@@ -37,7 +37,7 @@ final class RequestObservation: Sendable {
         self.method = method
         self.url = url
         self.requestHeaders = requestHeaders
-        self.progress = Mutex(Progress(requestBytes: requestBytes))
+        self.progress = NIOLockedValueBox(Progress(requestBytes: requestBytes))
     }
 
     deinit {
@@ -47,7 +47,7 @@ final class RequestObservation: Sendable {
 
     func receivedHead(status: Int, headers: HTTPHeaders, redirects: Int?) {
         let now = ContinuousClock.now
-        progress.withLock { state in
+        progress.withLockedValue { state in
             if state.timeToFirstByte == nil { state.timeToFirstByte = now - started }
             state.status = status
             state.responseHeaders = headers
@@ -57,15 +57,15 @@ final class RequestObservation: Sendable {
 
     /// A response head arrived (a redirect's or the final one's): one more than the redirects followed.
     func visitedURL() {
-        progress.withLock { $0.visits += 1 }
+        progress.withLockedValue { $0.visits += 1 }
     }
 
     func sent(_ bytes: Int) {
-        progress.withLock { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) }
+        progress.withLockedValue { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) }
     }
 
     func received(_ bytes: Int) {
-        progress.withLock { $0.responseBytes += UInt64(bytes) }
+        progress.withLockedValue { $0.responseBytes += UInt64(bytes) }
     }
 
     func finish() { end(error: nil) }
@@ -74,7 +74,7 @@ final class RequestObservation: Sendable {
     /// (a URL it cannot use): then nothing is recorded, as nothing was sent.
     func fail(_ error: any Error) {
         if Self.refusedBeforeStarting(error) {
-            progress.withLock { $0.recorded = true }
+            progress.withLockedValue { $0.recorded = true }
             return
         }
         end(error: error)
@@ -82,7 +82,7 @@ final class RequestObservation: Sendable {
 
     private func end(error: (any Error)?) {
         let duration = ContinuousClock.now - started
-        guard let state = progress.withLock({ state -> Progress? in
+        guard let state = progress.withLockedValue({ state -> Progress? in
             if state.recorded { return nil }
             state.recorded = true
             return state
@@ -110,12 +110,12 @@ final class RequestObservation: Sendable {
 
     /// URLs parsed lately, by their string: services call the same URLs again and again, and parsing
     /// one costs more than the rest of the observation. Cleared when it reaches 1,024 entries.
-    private static let parsed = Mutex([String: URL]())
+    private static let parsed = NIOLockedValueBox([String: URL]())
 
     static func parsedURL(_ string: String) -> URL? {
-        if let cached = parsed.withLock({ $0[string] }) { return cached }
+        if let cached = parsed.withLockedValue({ $0[string] }) { return cached }
         guard let url = URL(string: string) else { return nil }
-        parsed.withLock { cache in
+        parsed.withLockedValue { cache in
             if cache.count >= 1_024 { cache.removeAll(keepingCapacity: true) }
             cache[string] = url
         }

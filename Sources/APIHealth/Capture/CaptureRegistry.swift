@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -49,7 +48,7 @@ final class CaptureRegistry: Sendable {
     }
 
     /// Guards the registrations and the hook classes.
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The registration behind a hook class, if its agent is still alive.
     func registration(for hook: AnyClass) -> Registration? {

@@ -41,7 +41,7 @@ final class EndpointLearner: Sendable {
     private let maximumTemplates: Int
     private let overflowPath: String
     /// Guards the trees and the templates in use; all of it is only ever read and changed under it.
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// - Parameters:
     ///   - threshold: Distinct literal values at one position under one prefix past which it
@@ -52,7 +52,7 @@ final class EndpointLearner: Sendable {
         self.maximumTemplates = maximumTemplates
         self.maximumNodes = max(maximumTemplates, 1) * 20
         self.overflowPath = overflowPath
-        self.state = Mutex(State())
+        self.state = Locked(State())
     }
 
     /// Paths that fell past the cap.
