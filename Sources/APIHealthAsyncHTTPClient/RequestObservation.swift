@@ -87,7 +87,7 @@ final class RequestObservation: Sendable {
             state.recorded = true
             return state
         }) else { return }
-        guard let url = Self.parsedURL(url), url.host != nil else { return }
+        guard let url = URL(string: url), url.host != nil else { return }
         var sample = RequestSample(
             method: method, url: url, module: module, startedAt: startedAt, duration: duration,
             statusCode: error == nil ? state.status : nil, requestBytes: state.requestBytes ?? 0,
@@ -106,20 +106,6 @@ final class RequestObservation: Sendable {
             if let value = responseHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
         }
         return nil
-    }
-
-    /// URLs parsed lately, by their string: services call the same URLs again and again, and parsing
-    /// one costs more than the rest of the observation. Cleared when it reaches 1,024 entries.
-    private static let parsed = NIOLockedValueBox([String: URL]())
-
-    static func parsedURL(_ string: String) -> URL? {
-        if let cached = parsed.withLockedValue({ $0[string] }) { return cached }
-        guard let url = URL(string: string) else { return nil }
-        parsed.withLockedValue { cache in
-            if cache.count >= 1_024 { cache.removeAll(keepingCapacity: true) }
-            cache[string] = url
-        }
-        return url
     }
 
     static func refusedBeforeStarting(_ error: any Error) -> Bool {
