@@ -351,7 +351,7 @@ private func copyName(_ bytes: UnsafeBufferPointer<UInt8>, _ position: NamePosit
 /// room (twice the bytes and two quotes) and the length. Returns `false` (with `writer` wherever it got
 /// to) for a value with a line break, which the careful path replaces.
 @inline(__always)
-private func copyStringValue(_ bytes: UnsafeBufferPointer<UInt8>, into writer: inout ByteWriter) -> Bool {
+func copyStringValue(_ bytes: UnsafeBufferPointer<UInt8>, into writer: inout ByteWriter) -> Bool {
     writer.append(UInt8(ascii: "\""))
     if copyChecking(bytes, to: writer, stringSpecials) {
         writer.advance(by: bytes.count)

@@ -17,6 +17,8 @@ public enum LineProtocolError: Error, Sendable, Hashable {
     /// The `adjustingTimestamp` closure declined the point (the agent does when the point's series has
     /// no free instant near its time).
     case timestampDeclined
+    /// A ``FieldKey`` cannot be made of this name: the encoder would drop or repair it.
+    case unwritableFieldKey(String)
 }
 
 extension LineProtocolError: CustomStringConvertible {
@@ -30,6 +32,7 @@ extension LineProtocolError: CustomStringConvertible {
         case .keyTooLong(let length):
             return "series key, field key and 4 bytes take \(length) bytes, over InfluxDB's \(LineEncoder.maximumKeyLength)"
         case .timestampDeclined: return "no timestamp was given for the point's series (its instants are taken)"
+        case .unwritableFieldKey(let name): return "the field key \"\(name)\" is empty, reserved or needs repair"
         }
     }
 }

@@ -13,13 +13,18 @@ import FoundationNetworking
 // counts under callgrind (scripts/callgrind-capture):
 //   capture-probe urlsession|urlsession-instrumented|ahc|ahc-instrumented COUNT
 // It checks that an instrumented run recorded exactly one sample per request (exit 2 otherwise).
+//   capture-probe record COUNT
+// records COUNT samples (each one millisecond after the last) into a memory-only agent, and checks
+// that every one became a line.
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let count = Int(arguments[2]) else {
-    FileHandle.standardError.write(Data("usage: capture-probe urlsession|urlsession-instrumented|ahc|ahc-instrumented COUNT\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: capture-probe urlsession|urlsession-instrumented|ahc|ahc-instrumented COUNT\n".utf8)
+    )
     exit(64)
 }
 let mode = arguments[1]
-let instrumented = mode.hasSuffix("-instrumented")
+let instrumented = mode.hasSuffix("-instrumented") || mode == "record"
 
 var configuration = APIHealthConfiguration(serviceName: "capture-probe")
 configuration.spool = nil
@@ -33,40 +38,63 @@ do {
 }
 
 let finished = DispatchSemaphore(value: 0)
-Task.detached {
-    do {
-        let server = try await LoopbackHTTPServer.start(threads: 1) { _ in .json(200, #"{"id":1,"name":"Ada"}"#) }
-        let url = server.baseURL + "/users/1"
-        if mode.hasPrefix("urlsession") {
-            let sessionConfiguration = URLSessionConfiguration.ephemeral
-            if instrumented { agent.instrument(sessionConfiguration, module: "probe") }
-            let session = URLSession(configuration: sessionConfiguration)
-            let request = URLRequest(url: URL(string: url)!)
-            for _ in 0..<count { _ = try await session.data(for: request) }
-        } else {
-            let client = HTTPClient(eventLoopGroupProvider: .singleton)
-            let request = HTTPClientRequest(url: url)
-            for _ in 0..<count {
-                let response =
-                    instrumented
-                    ? try await client.execute(request, timeout: .seconds(10), recordingTo: agent, module: "probe")
-                    : try await client.execute(request, timeout: .seconds(10))
-                _ = try await response.body.collect(upTo: 1 << 16)
-            }
-            try await client.shutdown()
-        }
-        try await server.shutdown()
-    } catch {
-        FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
-        exit(1)
+if mode == "record" {
+    let sample = RequestSample(
+        method: "GET",
+        url: URL(string: "https://api.example.com/users/8271/orders")!,
+        module: "checkout",
+        startedAt: Date(timeIntervalSince1970: 1_700_000_000),
+        duration: .microseconds(12_345),
+        statusCode: 200,
+        requestBytes: 312,
+        responseBytes: 5_120,
+        timeToFirstByte: .microseconds(8_250),
+        correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"
+    )
+    for index in 0..<count {
+        var next = sample
+        next.startedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000)
+        agent.record(next)
     }
     finished.signal()
+} else {
+    Task.detached {
+        do {
+            let server = try await LoopbackHTTPServer.start(threads: 1) { _ in .json(200, #"{"id":1,"name":"Ada"}"#) }
+            let url = server.baseURL + "/users/1"
+            if mode.hasPrefix("urlsession") {
+                let sessionConfiguration = URLSessionConfiguration.ephemeral
+                if instrumented { agent.instrument(sessionConfiguration, module: "probe") }
+                let session = URLSession(configuration: sessionConfiguration)
+                let request = URLRequest(url: URL(string: url)!)
+                for _ in 0..<count { _ = try await session.data(for: request) }
+            } else {
+                let client = HTTPClient(eventLoopGroupProvider: .singleton)
+                let request = HTTPClientRequest(url: url)
+                for _ in 0..<count {
+                    let response =
+                        instrumented
+                        ? try await client.execute(request, timeout: .seconds(10), recordingTo: agent, module: "probe")
+                        : try await client.execute(request, timeout: .seconds(10))
+                    _ = try await response.body.collect(upTo: 1 << 16)
+                }
+                try await client.shutdown()
+            }
+            try await server.shutdown()
+        } catch {
+            FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
+            exit(1)
+        }
+        finished.signal()
+    }
 }
 finished.wait()
 let recorded = agent.metrics.pointsRecorded
 let expected = instrumented ? UInt64(count) : 0
 guard recorded == expected else {
-    FileHandle.standardError.write(Data("capture-probe: recorded \(recorded) samples for \(count) requests (expected \(expected))\n".utf8))
+    FileHandle.standardError.write(
+        Data("capture-probe: recorded \(recorded) samples for \(count) requests (expected \(expected))\n".utf8)
+    )
     exit(2)
 }
 print("capture-probe: \(mode) \(count) requests, \(recorded) samples recorded")

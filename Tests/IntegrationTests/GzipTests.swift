@@ -17,10 +17,19 @@ import Testing
         return lines
     }
 
-    @Test(arguments: [0, 1, 6, 9])
-    func systemGunzipDecodesEveryLevel(level: Int) throws {
+    /// The test script installs libdeflate (and says so): then batches must be compressed by it.
+    @Test func libdeflateIsUsedWhereTheSystemHasIt() {
+        if ProcessInfo.processInfo.environment["APIHEALTH_EXPECT_LIBDEFLATE"] == "1" {
+            #expect(Gzip.implementation == .libdeflate, "libdeflate is installed but was not loaded")
+        }
+        #expect(Gzip.Implementation.allCases.contains(Gzip.implementation))
+    }
+
+    @Test(arguments: [0, 1, 6, 9], Gzip.Implementation.allCases)
+    func systemGunzipDecodesEveryLevel(level: Int, implementation: Gzip.Implementation) throws {
         let input = try Self.sampleLines(2_000)
-        let compressed = try Gzip.compress(input, level: level)
+        var compressed: [UInt8] = []
+        try Gzip.compress(input, level: level, using: implementation, into: &compressed)
         #expect(compressed.starts(with: [0x1F, 0x8B, 0x08]), "an RFC 1952 member starts with its magic and deflate")
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("apihealth-\(UUID()).gz")
         try Data(compressed).write(to: file)
@@ -48,7 +57,24 @@ import Testing
         #expect(throws: Gzip.Failure.self) { try Gzip.decompress(cut) }
     }
 
-    @Test func victoriaMetricsAcceptsTheGzipBody() async throws {
+    @Test(arguments: Gzip.Implementation.allCases)
+    func influxDB1AcceptsTheGzipBody(implementation: Gzip.Implementation) async throws {
+        let influx = try await InfluxDB1.freshDatabase("gzip")
+        var lines: [UInt8] = []
+        for index in 0..<500 {
+            try LineEncoder().encode(
+                Point(measurement: "gzip", tags: [Point.Tag("n", "\(index)")], fields: [Point.Field("v", .float(Double(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000)),
+                into: &lines)
+        }
+        let reply = try await influx.write(lines, gzip: implementation)
+        #expect(reply.status == 204, "\(reply.text)")
+        let rows = try await influx.query("SELECT count(v) FROM gzip")
+        #expect(rows.first?.values.first?.last as? Int == 500, "\(rows)")
+    }
+
+    @Test(arguments: Gzip.Implementation.allCases)
+    func victoriaMetricsAcceptsTheGzipBody(implementation: Gzip.Implementation) async throws {
         let victoria = try VictoriaMetrics()
         let measurement = "gzip_\(UInt32.random(in: 0...UInt32.max))"
         let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
@@ -59,7 +85,7 @@ import Testing
                     timestamp: Timestamp(nanosecondsSinceEpoch: now)),
                 into: &lines)
         }
-        let reply = try await victoria.write(lines)
+        let reply = try await victoria.write(lines, gzip: implementation)
         #expect(reply.status == 204, "\(reply.text)")
         var exported: [VictoriaMetrics.Series] = []
         for _ in 0..<50 where exported.count < 500 {

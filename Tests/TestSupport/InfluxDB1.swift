@@ -17,8 +17,11 @@ public struct InfluxDB1: Sendable {
     }
 
     /// POSTs line protocol to `/write`, gzipped. Returns the status and body.
-    public func write(_ lines: [UInt8], precision: String = "ns") async throws -> HTTP.Reply {
-        let body = try Gzip.compress(lines, level: 6)
+    public func write(
+        _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
+    ) async throws -> HTTP.Reply {
+        var body: [UInt8] = []
+        try Gzip.compress(lines, level: 6, using: implementation, into: &body)
         return try await HTTP.send(
             "POST",
             HTTP.url(base, "/write", [("db", database), ("precision", precision)]),

@@ -11,8 +11,11 @@ public struct VictoriaMetrics: Sendable {
     }
 
     /// POSTs gzipped line protocol to `/api/v2/write`.
-    public func write(_ lines: [UInt8], precision: String = "ns") async throws -> HTTP.Reply {
-        let body = try Gzip.compress(lines, level: 6)
+    public func write(
+        _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
+    ) async throws -> HTTP.Reply {
+        var body: [UInt8] = []
+        try Gzip.compress(lines, level: 6, using: implementation, into: &body)
         return try await HTTP.send(
             "POST",
             HTTP.url(base, "/api/v2/write", [("org", "apihealth"), ("bucket", "tests"), ("precision", precision)]),

@@ -117,7 +117,7 @@ public final class APIHealthAgent: Sendable, Service {
         switch series {
         case .success(let series):
             pending.record(series: series, timestamp: Timestamp(date: sample.startedAt), now: clock.now) { fields in
-                schema.appendFields(of: sample, to: &fields)
+                schema.writeFields(of: sample, to: &fields)
             }
         case .failure:
             pending.countInvalid()

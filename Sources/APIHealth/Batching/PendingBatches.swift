@@ -37,8 +37,6 @@ final class PendingBatches: Sendable {
         var pendingBytes = 0
         var metrics = AgentMetrics()
         var recentInstants: RecentInstants
-        /// Reused for each sample's fields.
-        var fieldScratch: [Point.Field] = []
         var isClosed = false
         var spool: SpoolDirectory?
         /// The first spool failure not yet reported to the agent's logger.
@@ -89,25 +87,24 @@ final class PendingBatches: Sendable {
     /// Encodes `point` into the open batch. Returns `false` if it was refused or dropped (counted).
     @discardableResult
     func record(_ point: Point, now: Duration) -> Bool {
-        append(now: now) { bytes, instants, _ throws(LineProtocolError) in
+        append(now: now) { bytes, instants throws(LineProtocolError) in
             try encoder.encode(point, into: &bytes) { seriesKey, timestamp in
                 instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
             }
         }
     }
 
-    /// Encodes one line of a prerendered series into the open batch, as ``record(_:now:)`` does.
-    /// `makeFields` fills an emptied array that is kept between calls, so recording allocates nothing.
+    /// Encodes one line of a prerendered series into the open batch, as ``record(_:now:)`` does, with
+    /// the fields `writeFields` adds (it may be called twice for a line longer than 1 KiB).
     @discardableResult
     func record(
-        series: RequestSeries, timestamp: Timestamp, now: Duration, fields makeFields: (inout [Point.Field]) -> Void
+        series: RequestSeries, timestamp: Timestamp, now: Duration, fields writeFields: (inout FieldWriter) -> Void
     ) -> Bool {
-        append(now: now) { bytes, instants, fields throws(LineProtocolError) in
-            fields.removeAll(keepingCapacity: true)
-            makeFields(&fields)
-            return try encoder.encode(fields: fields, timestamp: timestamp, series: series.key, into: &bytes) { _, timestamp in
-                instants.claim(series: series.id, timestamp: timestamp)
-            }
+        append(now: now) { bytes, instants throws(LineProtocolError) in
+            try encoder.encode(
+                series: series.key, timestamp: timestamp, into: &bytes,
+                adjustingTimestamp: { _, timestamp in instants.claim(series: series.id, timestamp: timestamp) },
+                fields: writeFields)
         }
     }
 
@@ -124,7 +121,7 @@ final class PendingBatches: Sendable {
     /// Runs `encode` on the open batch's bytes (opening one if needed), then counts, seals and caps.
     private func append(
         now: Duration,
-        _ encode: (inout [UInt8], inout RecentInstants, inout [Point.Field]) throws(LineProtocolError) -> LineEncoder.Repairs
+        _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
     ) -> Bool {
         var wake = false
         let accepted = state.withLock { state -> Bool in
@@ -149,7 +146,7 @@ final class PendingBatches: Sendable {
             let before = bytes.count
             let repairs: LineEncoder.Repairs
             do {
-                repairs = try encode(&bytes, &state.recentInstants, &state.fieldScratch)
+                repairs = try encode(&bytes, &state.recentInstants)
             } catch {
                 state.batches[last].bytes = bytes
                 // A declined timestamp: the series has no free instant near the point's time.

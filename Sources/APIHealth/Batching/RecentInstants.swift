@@ -16,7 +16,7 @@ struct RecentInstants {
     private var current = InstantTable()
     private var previous = InstantTable()
     /// The latest instant claimed per series in either generation.
-    private var latest: [Int: Int64] = [:]
+    private var latest = LatestInstants()
     /// Whether `latest` covers every instant remembered (it does not for one generation after it
     /// was forgotten).
     private var latestIsComplete = true
@@ -52,7 +52,7 @@ struct RecentInstants {
         if current.count >= Self.generationSize { startGeneration() }
         let limit = timestamp.addingReportingOverflow(maximumNudge).overflow ? Int64.max : timestamp + maximumNudge
         var candidate = timestamp
-        let last = latest[series]
+        let last = latest.value(for: series)
         if !latestIsComplete || candidate <= last ?? Int64.min {
             var steps = 0
             while isTaken(series, candidate) {
@@ -68,7 +68,7 @@ struct RecentInstants {
             }
         }
         current.insert(InstantTable.fingerprint(series, candidate))
-        if candidate > last ?? Int64.min { latest[series] = candidate }
+        if candidate > last ?? Int64.min { latest.set(candidate, for: series) }
         return candidate
     }
 
@@ -80,9 +80,64 @@ struct RecentInstants {
         // `latest` grows with the number of series. Past a generation's worth it is forgotten; until
         // the generation it did not see is dropped too, every point searches the generations.
         if latest.count >= Self.generationSize {
-            latest.removeAll(keepingCapacity: true)
+            latest.removeAll()
             latestIsComplete = false
         }
+    }
+}
+
+/// The latest instant per series, in open addressing (the series identities are hashes already), grown
+/// by doubling while at most half full.
+private struct LatestInstants {
+    private var series: [Int] = []
+    private var instants: [Int64] = []
+    /// Whether each slot holds a series (a series identity may be any `Int`, zero included).
+    private var used: [Bool] = []
+    private(set) var count = 0
+
+    func value(for key: Int) -> Int64? {
+        if count == 0 { return nil }
+        let mask = series.count - 1
+        var slot = key & mask
+        while used[slot] {
+            if series[slot] == key { return instants[slot] }
+            slot = (slot + 1) & mask
+        }
+        return nil
+    }
+
+    mutating func set(_ instant: Int64, for key: Int) {
+        if (count + 1) * 2 > series.count { grow() }
+        let mask = series.count - 1
+        var slot = key & mask
+        while used[slot] {
+            if series[slot] == key {
+                instants[slot] = instant
+                return
+            }
+            slot = (slot + 1) & mask
+        }
+        used[slot] = true
+        series[slot] = key
+        instants[slot] = instant
+        count += 1
+    }
+
+    private mutating func grow() {
+        let old = (series, instants, used)
+        let capacity = max(64, series.count * 2)
+        series = Array(repeating: 0, count: capacity)
+        instants = Array(repeating: 0, count: capacity)
+        used = Array(repeating: false, count: capacity)
+        count = 0
+        for slot in old.2.indices where old.2[slot] { set(old.1[slot], for: old.0[slot]) }
+    }
+
+    mutating func removeAll() {
+        series = []
+        instants = []
+        used = []
+        count = 0
     }
 }
 

@@ -9,9 +9,10 @@ final class RequestSchema: Sendable {
     private let excludedHosts: Set<String>
     /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
     /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
-    /// again. Cleared when it grows past 4,096, and when the learner learns a position (which changes
-    /// the templates of some URLs once).
-    private let rendered = Locked((learned: UInt64(0), series: [URL: [RequestSeries]]()))
+    /// again. Emptied when the learner learns a position (which changes the templates of some URLs once).
+    private let rendered = Locked(SeriesCache())
+    /// The request fields' keys, checked and escaped once.
+    private let keys = RequestFieldKeys()
     private static let statusClasses = (0...9).map { "\($0)xx" }
     private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
 
@@ -60,14 +61,9 @@ final class RequestSchema: Sendable {
     /// measurement cannot be written.
     func series(for sample: RequestSample) -> Result<RequestSeries, LineProtocolError>? {
         let learned = learner.positionsLearned
-        let cached = rendered.withLock { cache -> RequestSeries? in
-            if cache.learned != learned {
-                cache.series.removeAll(keepingCapacity: true)
-                cache.learned = learned
-                return nil
-            }
-            return cache.series[sample.url]?.first(where: { $0.isSeries(of: sample) })
-        }
+        let url = sample.url.absoluteString
+        let hash = SeriesCache.hash(url, statusCode: sample.statusCode)
+        let cached = rendered.withLock { cache in cache.series(for: sample, url: url, hash: hash, learned: learned) }
         if let cached { return .success(cached) }
         guard !isExcluded(sample.url) else { return nil }
         let host = Self.hostTag(sample.url)
@@ -82,14 +78,7 @@ final class RequestSchema: Sendable {
         }
         // An overflowed path is not cached: it is counted each time.
         if path != configuration.capture.overflowPath {
-            rendered.withLock { cache in
-                guard cache.learned == learned else { return }
-                if cache.series.count >= 4_096 { cache.series.removeAll(keepingCapacity: true) }
-                var variants = cache.series[sample.url] ?? []
-                if variants.count >= 64 { variants.removeAll() }
-                variants.append(series)
-                cache.series[sample.url] = variants
-            }
+            rendered.withLock { cache in cache.insert(series, url: url, hash: hash, learned: learned) }
         }
         return .success(series)
     }
@@ -104,25 +93,24 @@ final class RequestSchema: Sendable {
         ]
     }
 
-    /// Appends the request's fields, in the documented order.
-    func appendFields(of sample: RequestSample, to fields: inout [Point.Field]) {
-        typealias F = PointSchema.Field
-        fields.append(Point.Field(F.durationMilliseconds, .float(sample.duration.milliseconds)))
-        if let value = sample.timeToFirstByte { fields.append(Point.Field(F.timeToFirstByteMilliseconds, .float(value.milliseconds))) }
-        if let value = sample.domainLookup { fields.append(Point.Field(F.domainLookupMilliseconds, .float(value.milliseconds))) }
-        if let value = sample.connect { fields.append(Point.Field(F.connectMilliseconds, .float(value.milliseconds))) }
-        if let value = sample.secureConnection { fields.append(Point.Field(F.secureConnectionMilliseconds, .float(value.milliseconds))) }
-        fields.append(Point.Field(F.requestBytes, .uint(sample.requestBytes)))
-        fields.append(Point.Field(F.responseBytes, .uint(sample.responseBytes)))
-        if let code = sample.statusCode { fields.append(Point.Field(F.statusCode, .int(Int64(code)))) }
+    /// Writes the request's fields, in the documented order.
+    func writeFields(of sample: RequestSample, to fields: inout FieldWriter) {
+        fields.add(keys.duration, sample.duration.milliseconds)
+        if let value = sample.timeToFirstByte { fields.add(keys.timeToFirstByte, value.milliseconds) }
+        if let value = sample.domainLookup { fields.add(keys.domainLookup, value.milliseconds) }
+        if let value = sample.connect { fields.add(keys.connect, value.milliseconds) }
+        if let value = sample.secureConnection { fields.add(keys.secureConnection, value.milliseconds) }
+        fields.add(keys.requestBytes, unsigned: sample.requestBytes)
+        fields.add(keys.responseBytes, unsigned: sample.responseBytes)
+        if let code = sample.statusCode { fields.add(keys.statusCode, Int64(code)) }
         let succeeded = sample.error == nil && (sample.statusCode ?? 600) < 400
-        fields.append(Point.Field(F.success, .bool(succeeded)))
-        fields.append(Point.Field(F.errors, .int(succeeded ? 0 : 1)))
-        if let error = sample.error { fields.append(Point.Field(F.error, .string(error.description))) }
-        if let id = sample.correlationID { fields.append(Point.Field(F.correlationID, .string(id))) }
-        if let count = sample.redirectCount { fields.append(Point.Field(F.redirects, .int(Int64(count)))) }
-        if let value = sample.networkProtocol { fields.append(Point.Field(F.networkProtocol, .string(value))) }
-        if let value = sample.reusedConnection { fields.append(Point.Field(F.reusedConnection, .bool(value))) }
+        fields.add(keys.success, succeeded)
+        fields.add(keys.errors, Int64(succeeded ? 0 : 1))
+        if let error = sample.error { fields.add(keys.error, error.description) }
+        if let id = sample.correlationID { fields.add(keys.correlationID, id) }
+        if let count = sample.redirectCount { fields.add(keys.redirects, Int64(count)) }
+        if let value = sample.networkProtocol { fields.add(keys.networkProtocol, value) }
+        if let value = sample.reusedConnection { fields.add(keys.reusedConnection, value) }
     }
 
     /// The parse-failure point for a response that could not be decoded.
@@ -149,7 +137,7 @@ final class RequestSchema: Sendable {
 
 /// A request series rendered once (measurement and tags, escaped and sorted), with the identity
 /// timestamp de-duplication knows it by, and the parts of a sample besides its URL it stands for.
-struct RequestSeries: Sendable {
+final class RequestSeries: Sendable {
     let key: SeriesKey
     let id: Int
     let method: String
@@ -167,6 +155,109 @@ struct RequestSeries: Sendable {
     /// Whether `sample` (whose URL it was rendered for) belongs to this series.
     func isSeries(of sample: RequestSample) -> Bool {
         statusCode == sample.statusCode && method == sample.method && module == sample.module
+    }
+}
+
+/// The keys of the request fields (``PointSchema/requestFields``), checked and escaped once.
+struct RequestFieldKeys: Sendable {
+    typealias F = PointSchema.Field
+    // PointSchema's names are plain lowercase words: making their keys cannot fail (the tests write them all).
+    let duration = try! FieldKey(F.durationMilliseconds)
+    let timeToFirstByte = try! FieldKey(F.timeToFirstByteMilliseconds)
+    let domainLookup = try! FieldKey(F.domainLookupMilliseconds)
+    let connect = try! FieldKey(F.connectMilliseconds)
+    let secureConnection = try! FieldKey(F.secureConnectionMilliseconds)
+    let requestBytes = try! FieldKey(F.requestBytes)
+    let responseBytes = try! FieldKey(F.responseBytes)
+    let statusCode = try! FieldKey(F.statusCode)
+    let success = try! FieldKey(F.success)
+    let errors = try! FieldKey(F.errors)
+    let error = try! FieldKey(F.error)
+    let correlationID = try! FieldKey(F.correlationID)
+    let redirects = try! FieldKey(F.redirects)
+    let networkProtocol = try! FieldKey(F.networkProtocol)
+    let reusedConnection = try! FieldKey(F.reusedConnection)
+}
+
+/// The rendered series of recent URLs: a set-associative table (1,024 sets of 4) indexed by a hash of
+/// the URL's text and the status, so a sample finds its series by hashing its URL once with a cheap
+/// word-at-a-time hash and comparing the few entries of one set.
+struct SeriesCache {
+    static let sets = 1_024
+    static let ways = 4
+    /// The learner's count of learned positions the entries were rendered under.
+    private var learned: UInt64 = 0
+    /// Each entry's hash (0: empty), apart from the entries so a lookup reads one cache line.
+    private var hashes: [UInt64] = []
+    private var entries: [(url: String, series: RequestSeries)?] = []
+    /// Which way of a full set is replaced next.
+    private var victim = 0
+
+    /// A nonzero hash of `url`'s UTF-8 and `statusCode`.
+    static func hash(_ url: String, statusCode: Int?) -> UInt64 {
+        var url = url
+        let seed = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: Int64(statusCode ?? -1))
+        let hash = url.withUTF8 { bytes -> UInt64 in
+            guard let base = bytes.baseAddress else { return seed }
+            let raw = UnsafeRawPointer(base)
+            var hash = seed ^ UInt64(bytes.count)
+            var offset = 0
+            while offset + 8 <= bytes.count {
+                hash = mix(hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset += 8
+            }
+            var tail: UInt64 = 0
+            var shift: UInt64 = 0
+            while offset < bytes.count {
+                tail |= UInt64(bytes[offset]) << shift
+                shift += 8
+                offset += 1
+            }
+            return mix(hash ^ tail)
+        }
+        return hash == 0 ? 1 : hash
+    }
+
+    @inline(__always)
+    private static func mix(_ value: UInt64) -> UInt64 {
+        var z = value &* 0xBF58_476D_1CE4_E5B9
+        z ^= z >> 31
+        return z &* 0x94D0_49BB_1331_11EB
+    }
+
+    mutating func series(for sample: RequestSample, url: String, hash: UInt64, learned: UInt64) -> RequestSeries? {
+        guard learned == self.learned, !hashes.isEmpty else {
+            if learned != self.learned { removeAll(learned: learned) }
+            return nil
+        }
+        let first = (Int(truncatingIfNeeded: hash) & (Self.sets - 1)) * Self.ways
+        for slot in first..<(first + Self.ways) where hashes[slot] == hash {
+            if let entry = entries[slot], entry.url == url, entry.series.isSeries(of: sample) { return entry.series }
+        }
+        return nil
+    }
+
+    mutating func insert(_ series: RequestSeries, url: String, hash: UInt64, learned: UInt64) {
+        guard learned == self.learned else { return }
+        if hashes.isEmpty {
+            hashes = Array(repeating: 0, count: Self.sets * Self.ways)
+            entries = Array(repeating: nil, count: Self.sets * Self.ways)
+        }
+        let first = (Int(truncatingIfNeeded: hash) & (Self.sets - 1)) * Self.ways
+        var slot = first + victim
+        for candidate in first..<(first + Self.ways) where hashes[candidate] == 0 {
+            slot = candidate
+            break
+        }
+        if slot == first + victim { victim = (victim + 1) % Self.ways }
+        hashes[slot] = hash
+        entries[slot] = (url, series)
+    }
+
+    private mutating func removeAll(learned: UInt64) {
+        self.learned = learned
+        hashes = []
+        entries = []
     }
 }
 

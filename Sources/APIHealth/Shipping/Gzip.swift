@@ -1,12 +1,32 @@
 import CZlib
 
-/// Gzip (RFC 1952) compression with the system zlib, as the write API's `Content-Encoding: gzip` expects.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Gzip (RFC 1952) compression, as the write API's `Content-Encoding: gzip` expects.
+///
+/// Batches are compressed with libdeflate when the system has it (Debian's `libdeflate0`, Homebrew's
+/// `libdeflate`), loaded when first needed, and with zlib otherwise: libdeflate compresses a whole
+/// buffer at once, about 1.5 times as fast as zlib at level 1, into output of the same size or
+/// smaller. Both write standard gzip that every server and `gunzip` read. Decompression is zlib's.
 ///
 /// ```swift
 /// let body = try Gzip.compress(lines, level: 1)
 /// request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
 /// ```
 public enum Gzip {
+    /// The library that compresses.
+    public enum Implementation: String, Sendable, CaseIterable {
+        case libdeflate
+        case zlib
+    }
+
+    /// What ``compress(_:level:)`` uses here: libdeflate when the system has it, else zlib.
+    public static var implementation: Implementation { Libdeflate.shared == nil ? .zlib : .libdeflate }
+
     /// What zlib reported when it could not do its work.
     public struct Failure: Error, Sendable, Hashable, CustomStringConvertible {
         public var code: Int32
@@ -26,11 +46,28 @@ public enum Gzip {
 
     /// Appends one complete gzip member holding `input` to `output`.
     public static func compress(_ input: [UInt8], level: Int, into output: inout [UInt8]) throws(Failure) {
+        try compress(input, level: level, using: implementation, into: &output)
+    }
+
+    /// Appends one complete gzip member holding `input` to `output`, compressed by `implementation`
+    /// (zlib when libdeflate is asked for but missing, and for level 0).
+    ///
+    /// ```swift
+    /// var body: [UInt8] = []
+    /// try Gzip.compress(lines, level: 1, using: .zlib, into: &body)
+    /// ```
+    public static func compress(
+        _ input: [UInt8], level: Int, using implementation: Implementation, into output: inout [UInt8]
+    ) throws(Failure) {
+        let clamped = min(max(level, levels.lowerBound), levels.upperBound)
+        if implementation == .libdeflate, clamped > 0, let library = Libdeflate.shared {
+            try library.compress(input, level: clamped, into: &output)
+            return
+        }
         var stream = z_stream()
-        let clamped = Int32(min(max(level, levels.lowerBound), levels.upperBound))
         // windowBits 15 + 16 asks zlib for a gzip header and trailer instead of a zlib wrapper.
         var status = deflateInit2_(
-            &stream, clamped, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+            &stream, Int32(clamped), Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
             Int32(MemoryLayout<z_stream>.size))
         guard status == Z_OK else { throw Failure(code: status, operation: "deflateInit2") }
         defer { deflateEnd(&stream) }
@@ -84,5 +121,68 @@ public enum Gzip {
         }
         guard status == Z_STREAM_END else { throw Failure(code: status, operation: "inflate (truncated input)") }
         return output
+    }
+}
+
+/// libdeflate's whole-buffer gzip compressor, looked up in the system's shared library at run time, so
+/// the package builds without its headers and runs without it (falling back to zlib).
+final class Libdeflate: Sendable {
+    private typealias AllocateCompressor = @convention(c) (Int32) -> OpaquePointer?
+    private typealias FreeCompressor = @convention(c) (OpaquePointer?) -> Void
+    private typealias CompressBound = @convention(c) (OpaquePointer?, Int) -> Int
+    private typealias Compress = @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?, Int) -> Int
+
+    private let allocateCompressor: AllocateCompressor
+    private let freeCompressor: FreeCompressor
+    private let compressBound: CompressBound
+    private let gzipCompress: Compress
+
+    /// The system's libdeflate, or `nil` when it has none.
+    static let shared: Libdeflate? = Libdeflate()
+
+    private static let libraryNames = [
+        "libdeflate.so.0", "libdeflate.so", "libdeflate.0.dylib", "/opt/homebrew/lib/libdeflate.0.dylib",
+        "/usr/local/lib/libdeflate.0.dylib",
+    ]
+
+    private init?() {
+        guard let handle = Self.libraryNames.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_LOCAL) }).first else { return nil }
+        func symbol<Function>(_ name: String, as type: Function.Type) -> Function? {
+            dlsym(handle, name).map { unsafeBitCast($0, to: type) }
+        }
+        guard let allocate = symbol("libdeflate_alloc_compressor", as: AllocateCompressor.self),
+            let free = symbol("libdeflate_free_compressor", as: FreeCompressor.self),
+            let bound = symbol("libdeflate_gzip_compress_bound", as: CompressBound.self),
+            let compress = symbol("libdeflate_gzip_compress", as: Compress.self)
+        else {
+            dlclose(handle)
+            return nil
+        }
+        // The library stays loaded for the life of the process.
+        allocateCompressor = allocate
+        freeCompressor = free
+        compressBound = bound
+        gzipCompress = compress
+    }
+
+    /// Appends one gzip member holding `input`, at `level` (1–9).
+    func compress(_ input: [UInt8], level: Int, into output: inout [UInt8]) throws(Gzip.Failure) {
+        guard let compressor = allocateCompressor(Int32(level)) else {
+            throw Gzip.Failure(code: -4, operation: "libdeflate_alloc_compressor")
+        }
+        defer { freeCompressor(compressor) }
+        let bound = compressBound(compressor, input.count)
+        let start = output.count
+        output.append(contentsOf: repeatElement(0, count: bound))
+        let written = input.withUnsafeBytes { source in
+            output.withUnsafeMutableBytes { destination in
+                gzipCompress(compressor, source.baseAddress, source.count, destination.baseAddress! + start, bound)
+            }
+        }
+        guard written > 0 else {
+            output.removeSubrange(start...)
+            throw Gzip.Failure(code: -5, operation: "libdeflate_gzip_compress")
+        }
+        output.removeSubrange((start + written)...)
     }
 }

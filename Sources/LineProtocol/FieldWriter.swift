@@ -1,0 +1,305 @@
+/// A field key checked and escaped once, for lines whose fields a ``FieldWriter`` writes.
+///
+/// A service that writes the same fields on every line (the agent's request points do) names them
+/// once; each line then copies the escaped key instead of checking and escaping it again.
+///
+/// ```swift
+/// let duration = try FieldKey("duration_ms")
+/// try encoder.encode(series: series, timestamp: now, into: &buffer) { fields in
+///     fields.add(duration, 12.5)
+/// }
+/// ```
+public struct FieldKey: Sendable, Hashable {
+    /// The key as given.
+    public let name: String
+    /// The key as written, escaped.
+    let escaped: [UInt8]
+    /// One bit chosen by the key's bytes: two keys with different bits are different keys, so a
+    /// writer only compares keys whose bits meet.
+    let mark: UInt64
+
+    /// Checks `name` once.
+    ///
+    /// - Throws: ``LineProtocolError/unwritableFieldKey(_:)`` for a key the encoder would drop or
+    ///   repair: empty, starting with `_`, `time`, or holding a backslash or a control character
+    ///   InfluxDB cannot store.
+    public init(_ name: String) throws(LineProtocolError) {
+        guard LineEncoder.isWritableKey(name, .fieldKey), !LineEncoder.needsRepair(name, .fieldKey) else {
+            throw .unwritableFieldKey(name)
+        }
+        self.name = name
+        let escaped = ByteWriter.collect(bound: nameBound(name)) { appendName(name, .fieldKey, into: &$0) }
+        self.escaped = escaped
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in escaped { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        self.mark = 1 << (hash >> 58)
+    }
+
+    public static func == (lhs: FieldKey, rhs: FieldKey) -> Bool { lhs.escaped == rhs.escaped }
+    public func hash(into hasher: inout Hasher) { hasher.combine(escaped) }
+}
+
+/// Writes the fields of one line, in the order they are added, for
+/// ``LineEncoder/encode(series:timestamp:into:adjustingTimestamp:fields:)``.
+///
+/// Values get the encoder's documented treatment: a NaN or infinite float leaves its field out, a
+/// string is cut at ``LineEncoder/maximumStringBytes`` and its line breaks become U+FFFD, an unsigned
+/// value over `Int64.max` is clamped when the encoder writes unsigned values as signed, and a field
+/// whose key is too long to follow the series key is left out; each is counted in the line's
+/// ``LineEncoder/Repairs``. A key added twice to one line keeps its first value; the later ones are
+/// left out and counted as dropped fields.
+///
+/// ```swift
+/// try encoder.encode(series: series, timestamp: now, into: &buffer) { fields in
+///     fields.add(durationKey, 12.5)
+///     fields.add(statusKey, Int64(200))
+///     fields.add(errorKey, "timed out")
+/// }
+/// ```
+public struct FieldWriter: ~Copyable {
+    var writer: ByteWriter
+    /// Where the first field starts.
+    let fieldsStart: Int
+    let seriesBytes: Int
+    let writesUnsignedAsSigned: Bool
+    /// Fields written.
+    private(set) var count = 0
+    /// The marks of the keys written.
+    private var seen: UInt64 = 0
+    /// Room the fields added so far need at most (written or not): the size of the second attempt
+    /// when the first one's room ran out.
+    private(set) var needed = 0
+    /// The room ran out: nothing more is written, only measured.
+    private(set) var overflowed = false
+    var repairs = LineEncoder.Repairs()
+    /// The shortest series key + field key + 4 of a field left out for passing the key length limit.
+    private(set) var shortestTooLong = Int.max
+
+    init(writer: ByteWriter, seriesBytes: Int, writesUnsignedAsSigned: Bool) {
+        self.writer = writer
+        self.fieldsStart = writer.count
+        self.seriesBytes = seriesBytes
+        self.writesUnsignedAsSigned = writesUnsignedAsSigned
+    }
+
+    /// A float field (`12.5`). NaN and ±infinity leave the field out.
+    public mutating func add(_ key: FieldKey, _ value: Double) {
+        guard value.isFinite else {
+            repairs.droppedFields += 1
+            return
+        }
+        guard startField(key, valueRoom: 32) else { return }
+        appendFloat(value, into: &writer)
+    }
+
+    /// A signed integer field (`42i`).
+    public mutating func add(_ key: FieldKey, _ value: Int64) {
+        guard startField(key, valueRoom: 21) else { return }
+        appendDecimal(value, into: &writer)
+        writer.append(UInt8(ascii: "i"))
+    }
+
+    /// An unsigned integer field (`42u`, or `42i` when the encoder writes unsigned values as signed).
+    public mutating func add(_ key: FieldKey, unsigned value: UInt64) {
+        guard startField(key, valueRoom: 21) else { return }
+        if writesUnsignedAsSigned {
+            if value > UInt64(Int64.max) { repairs.clampedUnsigned += 1 }
+            appendDecimal(min(value, UInt64(Int64.max)), into: &writer)
+            writer.append(UInt8(ascii: "i"))
+        } else {
+            appendDecimal(value, into: &writer)
+            writer.append(UInt8(ascii: "u"))
+        }
+    }
+
+    /// A boolean field (`true`, `false`).
+    public mutating func add(_ key: FieldKey, _ value: Bool) {
+        guard startField(key, valueRoom: 5) else { return }
+        if value {
+            writer.append(UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e"))
+        } else {
+            writer.append(UInt8(ascii: "f"))
+            writer.append(UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"))
+        }
+    }
+
+    /// A string field (`"timed out"`), escaped.
+    public mutating func add(_ key: FieldKey, _ value: String) {
+        withUTF8Bytes(value) { bytes in
+            // A line break becomes the three bytes of U+FFFD.
+            guard startField(key, valueRoom: 3 * min(bytes.count, LineEncoder.maximumStringBytes) + 2) else { return }
+            let valueStart = writer.count
+            if bytes.count <= LineEncoder.maximumStringBytes, copyStringValue(bytes, into: &writer) { return }
+            writer.rewind(to: valueStart)
+            let outcome = appendStringValue(value, limit: LineEncoder.maximumStringBytes, into: &writer)
+            if outcome.truncated { repairs.truncatedStrings += 1 }
+            if outcome.replacedLineBreaks { repairs.replacedLineBreaks += 1 }
+        }
+    }
+
+    /// Writes `,key=` (or `key=` for the first field) when the field may be written and fits with a
+    /// value of at most `valueRoom` bytes; `false` when it is left out (counted) or does not fit.
+    @inline(__always)
+    private mutating func startField(_ key: FieldKey, valueRoom: Int) -> Bool {
+        let keyLength = seriesBytes + key.escaped.count + 4
+        guard keyLength <= LineEncoder.maximumKeyLength else {
+            repairs.droppedFields += 1
+            shortestTooLong = min(shortestTooLong, keyLength)
+            return false
+        }
+        let room = 1 + key.escaped.count + 1 + valueRoom
+        needed += room
+        if overflowed || !writer.hasRoom(room) {
+            overflowed = true
+            return false
+        }
+        if seen & key.mark != 0 && hasWritten(key) {
+            repairs.droppedFields += 1
+            return false
+        }
+        seen |= key.mark
+        if count > 0 { writer.append(UInt8(ascii: ",")) }
+        key.escaped.withUnsafeBufferPointer { writer.append(contentsOf: $0) }
+        writer.append(UInt8(ascii: "="))
+        count += 1
+        return true
+    }
+
+    /// Whether `key` is among the fields written, read back from the line: keys end at the first
+    /// unescaped `=`, string values are quoted with `"` and `\` escaped, other values hold no comma.
+    private func hasWritten(_ key: FieldKey) -> Bool {
+        let base = writer.base
+        let end = writer.count
+        var index = fieldsStart
+        while index < end {
+            let keyStart = index
+            while base[index] != UInt8(ascii: "=") { index += base[index] == UInt8(ascii: "\\") ? 2 : 1 }
+            let found = key.escaped.withUnsafeBufferPointer { escaped in
+                escaped.count == index - keyStart
+                    && memcmpEqual(UnsafeBufferPointer(start: base + keyStart, count: index - keyStart), escaped)
+            }
+            if found { return true }
+            index += 1
+            if base[index] == UInt8(ascii: "\"") {
+                index += 1
+                while base[index] != UInt8(ascii: "\"") { index += base[index] == UInt8(ascii: "\\") ? 2 : 1 }
+                index += 1
+            } else {
+                while index < end && base[index] != UInt8(ascii: ",") { index += 1 }
+            }
+            index += 1
+        }
+        return false
+    }
+}
+
+extension LineEncoder {
+    /// Appends one line for a prerendered series, with the fields `writeFields` adds: the fastest way
+    /// to write many lines with the same fields, as nothing but the values is checked per line.
+    ///
+    /// `adjust` may change the timestamp (or decline the line) before anything is written, as in
+    /// ``encode(fields:timestamp:series:into:adjustingTimestamp:)``. `writeFields` may be called twice
+    /// for one line (again with more room, for a line longer than 1 KiB): it must add the same fields.
+    ///
+    /// ```swift
+    /// let duration = try FieldKey("duration_ms")
+    /// let series = try SeriesKey(measurement: "apihealth_request", tags: [Point.Tag("host", "api.example.com")])
+    /// try encoder.encode(series: series, timestamp: Timestamp(date: Date()), into: &buffer) { fields in
+    ///     fields.add(duration, 12.5)
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``LineProtocolError/noFields`` when no field was written,
+    ///   ``LineProtocolError/keyTooLong(_:)`` when every field's key was too long for the series key,
+    ///   ``LineProtocolError/timestampDeclined`` when `adjust` declined it.
+    @discardableResult
+    public func encode(
+        series: SeriesKey,
+        timestamp: Timestamp?,
+        into buffer: inout [UInt8],
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64? = { $1 },
+        fields writeFields: (inout FieldWriter) -> Void
+    ) throws(LineProtocolError) -> Repairs {
+        var value: Int64?
+        if let timestamp {
+            guard let given = timestamp.value(in: precision) else { throw .timestampOutOfRange(timestamp, precision) }
+            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, given) }) else { throw .timestampDeclined }
+            value = adjusted
+        }
+        // Short lines are written on the stack and copied once; a longer one gets the room it measured.
+        let first = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.stackLineBytes) { scratch in
+            var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: Self.stackLineBytes)
+            let outcome = writeLine(series: series, timestamp: value, into: &writer, writeFields)
+            if case .written = outcome {
+                buffer.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: writer.count))
+            }
+            return outcome
+        }
+        let outcome: LineOutcome
+        if case .needsRoom(let room) = first {
+            outcome = ByteWriter.writing(into: &buffer, bound: room) { writer in
+                writeLine(series: series, timestamp: value, into: &writer, writeFields)
+            }
+        } else {
+            outcome = first
+        }
+        switch outcome {
+        case .written(let repairs): return series.repairs + repairs
+        case .failed(let error): throw error
+        case .needsRoom:
+            // The second attempt had the room the first one measured: `writeFields` added other fields.
+            throw .noFields
+        }
+    }
+
+    private enum LineOutcome {
+        case written(Repairs)
+        case failed(LineProtocolError)
+        case needsRoom(Int)
+    }
+
+    /// Writes the series, the fields and the timestamp; on anything but `.written`, `writer` is back
+    /// where it started.
+    private func writeLine(
+        series: SeriesKey, timestamp: Int64?, into writer: inout ByteWriter, _ writeFields: (inout FieldWriter) -> Void
+    ) -> LineOutcome {
+        let lineStart = writer.count
+        let seriesBytes = series.bytes.count
+        // Series, space, and the timestamp's space, 20 digits and sign, and the line feed.
+        let fixedRoom = seriesBytes + 1 + 23
+        let seriesFits = writer.hasRoom(fixedRoom)
+        if seriesFits {
+            series.bytes.withUnsafeBufferPointer { writer.append(contentsOf: $0) }
+            writer.append(UInt8(ascii: " "))
+        }
+        // Without room for the series, the fields are only measured.
+        let fieldsEnd = seriesFits ? writer.end - 23 : writer.count
+        var fields = FieldWriter(
+            writer: ByteWriter(base: writer.base, count: writer.count, end: fieldsEnd), seriesBytes: seriesBytes,
+            writesUnsignedAsSigned: writesUnsignedAsSigned)
+        writeFields(&fields)
+        if !seriesFits || fields.overflowed {
+            writer.rewind(to: lineStart)
+            return .needsRoom(fixedRoom + fields.needed)
+        }
+        if fields.count == 0 {
+            writer.rewind(to: lineStart)
+            return .failed(fields.shortestTooLong == Int.max ? .noFields : .keyTooLong(fields.shortestTooLong))
+        }
+        writer.advance(by: fields.writer.count - writer.count)
+        if let timestamp {
+            writer.append(UInt8(ascii: " "))
+            appendDecimal(timestamp, into: &writer)
+        }
+        writer.append(UInt8(ascii: "\n"))
+        return .written(fields.repairs)
+    }
+}
+
+extension LineEncoder.Repairs {
+    static func + (lhs: LineEncoder.Repairs, rhs: LineEncoder.Repairs) -> LineEncoder.Repairs {
+        var sum = lhs
+        sum += rhs
+        return sum
+    }
+}
