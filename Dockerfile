@@ -8,7 +8,7 @@ COPY Tests ./Tests
 RUN swift build -c release --product apihealth-demo && cp "$(swift build -c release --show-bin-path)/apihealth-demo" /apihealth-demo
 
 FROM swift:6.1-bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends zlib1g ca-certificates curl && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends zlib1g libdeflate0 ca-certificates curl && rm -rf /var/lib/apt/lists/*
 COPY --from=build /apihealth-demo /usr/local/bin/apihealth-demo
 ENV APIHEALTH_SPOOL_DIR=/var/lib/apihealth
 VOLUME /var/lib/apihealth

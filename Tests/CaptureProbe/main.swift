@@ -51,8 +51,8 @@ if mode == "record" {
         timeToFirstByte: .microseconds(8_250),
         correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"
     )
+    var next = sample
     for index in 0..<count {
-        var next = sample
         next.startedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000)
         agent.record(next)
     }

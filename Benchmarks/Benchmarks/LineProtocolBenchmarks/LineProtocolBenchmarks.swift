@@ -58,6 +58,32 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("encode point (prerendered series key and field keys, FieldWriter)", configuration: .init(scalingFactor: .kilo)) {
+        benchmark in
+        let encoder = LineEncoder(precision: .ns)
+        let series = try SeriesKey(measurement: "apihealth_request", tags: tags)
+        let keys = try fields.map { try FieldKey($0.key) }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(4_096)
+        var expected: [UInt8] = []
+        try encoder.encode(fields: fields, timestamp: timestamp, series: series, into: &expected)
+        for _ in benchmark.scaledIterations {
+            buffer.removeAll(keepingCapacity: true)
+            try encoder.encode(series: series, timestamp: timestamp, into: &buffer) { writer in
+                writer.add(keys[0], 12.345678)
+                writer.add(keys[1], 8.25)
+                writer.add(keys[2], 4.095678)
+                writer.add(keys[3], Int64(200))
+                writer.add(keys[4], Int64(312))
+                writer.add(keys[5], Int64(5_120))
+                writer.add(keys[6], "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55")
+                writer.add(keys[7], true)
+            }
+            blackHole(buffer.count)
+        }
+        precondition(buffer == expected, "the FieldWriter line differs from the fields path's")
+    }
+
     Benchmark("parse line", configuration: .init(scalingFactor: .kilo)) { benchmark in
         var line: [UInt8] = []
         try LineEncoder().encode(point, into: &line)
@@ -69,19 +95,25 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     let lines = batch(lines: 5_000)
-    for level in [1, 6] {
-        let compressed = try! Gzip.compress(lines, level: level)
-        let ratio = Double(lines.count) / Double(compressed.count)
-        Benchmark(
-            "gzip 5000-line batch level \(level) (\(lines.count) B in, ratio \(Int(ratio * 10) / 10).\(Int(ratio * 10) % 10))",
-            configuration: .init(metrics: [.wallClock, .cpuTotal, .throughput, .mallocCountTotal])
-        ) { benchmark in
-            var output: [UInt8] = []
-            output.reserveCapacity(lines.count)
-            for _ in benchmark.scaledIterations {
-                output.removeAll(keepingCapacity: true)
-                try Gzip.compress(lines, level: level, into: &output)
-                blackHole(output.count)
+    for implementation in Gzip.Implementation.allCases {
+        for level in [1, 6] {
+            var compressed: [UInt8] = []
+            try! Gzip.compress(lines, level: level, using: implementation, into: &compressed)
+            // Where the system has no libdeflate, Gzip falls back to zlib: say so rather than mislabel it.
+            let used = implementation == .libdeflate && Gzip.implementation == .zlib ? "zlib (no libdeflate here)" : implementation.rawValue
+            precondition(try! Gzip.decompress(compressed) == lines, "\(used) level \(level) does not round-trip")
+            let ratio = Double(lines.count) / Double(compressed.count)
+            Benchmark(
+                "gzip 5000-line batch, \(used) level \(level) (\(lines.count) B in, ratio \(Int(ratio * 10) / 10).\(Int(ratio * 10) % 10))",
+                configuration: .init(metrics: [.wallClock, .cpuTotal, .throughput, .mallocCountTotal])
+            ) { benchmark in
+                var output: [UInt8] = []
+                output.reserveCapacity(lines.count)
+                for _ in benchmark.scaledIterations {
+                    output.removeAll(keepingCapacity: true)
+                    try Gzip.compress(lines, level: level, using: implementation, into: &output)
+                    blackHole(output.count)
+                }
             }
         }
     }

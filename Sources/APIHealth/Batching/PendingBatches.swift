@@ -49,12 +49,17 @@ final class PendingBatches: Sendable {
             if !spoolFailureReported && unreportedSpoolFailure == nil { unreportedSpoolFailure = "\(error)" }
         }
 
-        /// Seals batch `index` and gives back the room reserved for it to grow: a sealed batch holds
-        /// exactly its bytes, so pending memory follows the pending cap.
+        /// Seals batch `index` and gives back the room reserved for it to grow when that is more than
+        /// an eighth of its bytes (a batch sealed by its size has little left; one sealed early, by
+        /// the flush delay, has most of it), so pending memory follows the pending cap.
         mutating func seal(_ index: Int) {
             guard !batches[index].isSealed else { return }
             batches[index].isSealed = true
-            batches[index].bytes = exactCopy(batches[index].bytes[...])
+            let bytes = batches[index].bytes
+            if bytes.capacity - bytes.count > bytes.count / 8 {
+                batches[index].bytes = []
+                batches[index].bytes = exactCopy(bytes[...])
+            }
         }
     }
 
