@@ -38,6 +38,45 @@ do {
 }
 
 let finished = DispatchSemaphore(value: 0)
+if mode == "pipeline" {
+    // COUNT samples recorded, gzipped and written to the VictoriaMetrics at APIHEALTH_PROBE_VICTORIA_URL.
+    guard let victoria = ProcessInfo.processInfo.environment["APIHEALTH_PROBE_VICTORIA_URL"].flatMap(URL.init(string:)) else {
+        FileHandle.standardError.write(Data("capture-probe: pipeline needs APIHEALTH_PROBE_VICTORIA_URL\n".utf8))
+        exit(64)
+    }
+    var shipping = configuration
+    shipping.destination = InfluxDestination(url: victoria, api: .v2(organization: "o", bucket: "b"))
+    shipping.batching.flushDelay = .milliseconds(100)
+    let shipper: APIHealthAgent
+    do {
+        shipper = try APIHealthAgent(configuration: shipping, logger: Logger(label: "capture-probe"))
+    } catch {
+        FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
+        exit(3)
+    }
+    shipper.start()
+    var next = RequestSample(
+        method: "GET", url: URL(string: "https://api.example.com/users/8271/orders")!, module: "checkout",
+        startedAt: Date(timeIntervalSince1970: 1_700_000_000), duration: .microseconds(12_345), statusCode: 200,
+        requestBytes: 312, responseBytes: 5_120, timeToFirstByte: .microseconds(8_250),
+        correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55")
+    for index in 0..<count {
+        next.startedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000_000)
+        shipper.record(next)
+    }
+    Task.detached {
+        await shipper.shutdown(deadline: .seconds(60))
+        finished.signal()
+    }
+    finished.wait()
+    let written = shipper.metrics.pointsWritten
+    guard written >= UInt64(count), shipper.metrics.pendingLines == 0 else {
+        FileHandle.standardError.write(Data("capture-probe: \(written) of \(count) points written\n".utf8))
+        exit(2)
+    }
+    print("capture-probe: pipeline \(count) points written")
+    exit(0)
+}
 if mode == "record" {
     let sample = RequestSample(
         method: "GET",

@@ -24,6 +24,8 @@ func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20)
     configuration.batching.maximumPendingBytes = pendingCap
     configuration.batching.flushDelay = .milliseconds(100)
     configuration.retry.initialDelay = .milliseconds(100)
+    // Only the agent's last health point, at shutdown, among the benchmarks' points.
+    configuration.selfMetricsInterval = .seconds(3_600)
     return try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
 }
 
@@ -52,34 +54,41 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput], maxDuration: .seconds(3), maxIterations: 1_000_000)
 
-    // Each sample one microsecond after the last (as many requests are): none shares an instant, so
-    // every one is encoded and stored, none nudged or declined; the run fails otherwise.
-    Benchmark("record sample (memory only)", configuration: .init(scalingFactor: .kilo)) { benchmark in
-        let agent = makeAgent(spool: nil)
-        var next = sample
-        var recorded = 0
-        for _ in benchmark.scaledIterations {
-            next.startedAt = instant(recorded)
-            agent.record(next)
-            recorded += 1
+    // One agent per benchmark, made in its setup and kept between iterations, so what is timed is
+    // `record` in a warm agent (not making one). Each sample is one microsecond after the last (as
+    // many requests are): none shares an instant, so every one is encoded and stored, none nudged or
+    // declined; the run fails otherwise.
+    for spooled in [false, true] {
+        let run = RecordRun()
+        Benchmark(
+            spooled ? "record sample (with spool write-through)" : "record sample (memory only)",
+            configuration: .init(
+                scalingFactor: .kilo,
+                setup: {
+                    run.spool = spooled ? temporaryDirectory("record") : nil
+                    run.agent = makeAgent(spool: run.spool)
+                    if spooled { run.agent?.start() }
+                },
+                teardown: {
+                    if let agent = run.agent { wait { await agent.shutdown(deadline: .seconds(5)) } }
+                    if let spool = run.spool { try? FileManager.default.removeItem(at: spool) }
+                    run.agent = nil
+                })
+        ) { benchmark in
+            guard let agent = run.agent else { fatalError("no agent: the setup did not run") }
+            var next = sample
+            var recorded = run.recorded
+            let before = agent.metrics.pointsRecorded
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                next.startedAt = instant(recorded)
+                agent.record(next)
+                recorded += 1
+            }
+            benchmark.stopMeasurement()
+            expectRecorded(agent, recorded - run.recorded, since: before)
+            run.recorded = recorded
         }
-        expectRecorded(agent, recorded)
-    }
-
-    Benchmark("record sample (with spool write-through)", configuration: .init(scalingFactor: .kilo)) { benchmark in
-        let spool = temporaryDirectory("record")
-        let agent = makeAgent(spool: spool)
-        agent.start()
-        var next = sample
-        var recorded = 0
-        for _ in benchmark.scaledIterations {
-            next.startedAt = instant(recorded)
-            agent.record(next)
-            recorded += 1
-        }
-        expectRecorded(agent, recorded)
-        wait { await agent.shutdown(deadline: .seconds(1)) }
-        try? FileManager.default.removeItem(at: spool)
     }
 
     Benchmark(
@@ -157,6 +166,38 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // The same comparison with plain and instrumented requests alternating in one loop, so both
+    // see the same machine at the same moment: each request is timed alone, and at the end the
+    // medians of each kind and their difference are printed. The benchmark's own figure is one pair.
+    // (Both kinds plain, the medians differ by up to 4 µs: the noise floor of this comparison.)
+    let pairs = PairTimes()
+    Benchmark(
+        "GET small response, plain and instrumented AsyncHTTPClient alternating (one pair per iteration)",
+        configuration: .init(
+            metrics: [.wallClock, .cpuTotal], maxDuration: .seconds(60), maxIterations: 10_000,
+            teardown: { pairs.report("AsyncHTTPClient") })
+    ) { benchmark in
+        let request = HTTPClientRequest(url: server.url() + "/users/1")
+        let recordedBefore = getAgent.metrics.pointsRecorded
+        let iterations = benchmark.scaledIterations.count
+        // Plain, instrumented, instrumented, plain, …: neither kind always goes first.
+        let instrumentedFirst = pairs.instrumentedFirst()
+        wait {
+            for index in 0..<(2 * iterations) {
+                let recording = (index % 2 == 0) == instrumentedFirst
+                let started = ContinuousClock.now
+                let response =
+                    recording
+                    ? try! await httpClient.execute(request, timeout: .seconds(10), recordingTo: getAgent, module: "bench")
+                    : try! await httpClient.execute(request, timeout: .seconds(10))
+                blackHole(try! await response.body.collect(upTo: 1 << 16))
+                pairs.add(ContinuousClock.now - started, instrumented: recording)
+            }
+        }
+        let recorded = getAgent.metrics.pointsRecorded - recordedBefore
+        precondition(recorded == UInt64(iterations), "recorded \(recorded) samples for \(iterations) instrumented requests")
+    }
+
     if let victoria = ProcessInfo.processInfo.environment["APIHEALTH_BENCH_VICTORIA_URL"].flatMap(URL.init(string:)) {
         // The whole agent against gzip alone, in one run: CPU per point of recording, batching,
         // gzipping and posting 200,000 points to VictoriaMetrics, over the CPU gzip alone takes for
@@ -179,6 +220,7 @@ let benchmarks: @Sendable () -> Void = {
             var gzipCPU = Duration.zero
             var pipelineCPU = Duration.zero
             var pipelineWall = Duration.zero
+            var recordCPU = Duration.zero
             for _ in benchmark.scaledIterations {
                 let gzipStarted = processCPUTime()
                 var body: [UInt8] = []
@@ -193,21 +235,25 @@ let benchmarks: @Sendable () -> Void = {
                 let started = ContinuousClock.now
                 let cpuStarted = processCPUTime()
                 agent.start()
+                let recordStarted = threadCPUTime()
                 for point in samples { agent.record(point) }
+                recordCPU += threadCPUTime() - recordStarted
                 wait { await agent.shutdown(deadline: .seconds(60)) }
                 pipelineCPU += processCPUTime() - cpuStarted
                 pipelineWall += ContinuousClock.now - started
                 let metrics = agent.metrics
+                // The points and the agent's last health point.
                 precondition(
-                    metrics.pointsWritten == UInt64(points) && metrics.pendingLines == 0,
-                    "\(metrics.pointsWritten) of \(points) points written, \(metrics.pendingLines) pending")
+                    metrics.pointsWritten == UInt64(points) + 1 && metrics.pendingLines == 0 && metrics.pointsDropped == 0,
+                    "\(metrics.pointsWritten) of \(points) points and a health point written, \(metrics.pendingLines) pending")
             }
             let runs = Double(benchmark.scaledIterations.count)
             let perPoint = pipelineCPU / (Int(runs) * points)
             let gzipPerPoint = gzipCPU / (Int(runs) * points)
+            let recordPerPoint = recordCPU / (Int(runs) * points)
             let rate = Double(points) * runs / (Double(pipelineWall.components.seconds) + Double(pipelineWall.components.attoseconds) / 1e18)
             print(
-                "pipeline (\(Gzip.implementation.rawValue)): CPU per point \(perPoint), gzip level 1 of its line \(gzipPerPoint), "
+                "pipeline (\(Gzip.implementation.rawValue)): CPU per point \(perPoint) (recording \(recordPerPoint)), gzip level 1 of its line \(gzipPerPoint), "
                     + "ratio \(String(format: "%.2f", ratioOf(perPoint, gzipPerPoint))); \(Int(rate)) points/s into VictoriaMetrics")
         }
     }
@@ -312,7 +358,7 @@ let benchmarks: @Sendable () -> Void = {
         ) { benchmark in
             for _ in benchmark.scaledIterations {
                 let output = temporaryDirectory("summary-out").appendingPathComponent("table")
-                FileManager.default.createFile(atPath: output.path, contents: nil)
+                _ = FileManager.default.createFile(atPath: output.path, contents: nil)
                 guard let handle = FileHandle(forWritingAtPath: output.path) else { fatalError("cannot write \(output.path)") }
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: tail)
@@ -370,11 +416,56 @@ let benchmarks: @Sendable () -> Void = {
     }
 }
 
-/// Fails the run unless `agent` stored exactly `count` points (none declined, dropped or refused).
-func expectRecorded(_ agent: APIHealthAgent, _ count: Int) {
+/// Request times of the alternating benchmark, by kind.
+final class PairTimes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var plain: [Duration] = []
+    private var instrumented: [Duration] = []
+    private var turns = 0
+
+    /// Whether the next pair starts with the instrumented request (every other pair).
+    func instrumentedFirst() -> Bool {
+        lock.withLock {
+            turns += 1
+            return turns % 2 == 0
+        }
+    }
+
+    func add(_ time: Duration, instrumented isInstrumented: Bool) {
+        lock.withLock {
+            if isInstrumented { instrumented.append(time) } else { plain.append(time) }
+        }
+    }
+
+    /// Prints both medians and the difference, and forgets them.
+    func report(_ client: String) {
+        lock.withLock {
+            guard !plain.isEmpty, !instrumented.isEmpty else { return }
+            let plainMedian = plain.sorted()[plain.count / 2]
+            let instrumentedMedian = instrumented.sorted()[instrumented.count / 2]
+            print(
+                "\(client), \(instrumented.count) requests of each kind, alternating: median plain \(plainMedian), instrumented "
+                    + "\(instrumentedMedian), added \(instrumentedMedian - plainMedian) "
+                    + "(\(String(format: "%+.2f", (ratioOf(instrumentedMedian, plainMedian) - 1) * 100)) %)")
+            plain = []
+            instrumented = []
+        }
+    }
+}
+
+/// An agent kept between a benchmark's iterations, and how many samples it has been given.
+final class RecordRun: @unchecked Sendable {
+    var agent: APIHealthAgent?
+    var spool: URL?
+    var recorded = 0
+}
+
+/// Fails the run unless `agent` stored exactly `count` points since it had stored `before` (none
+/// declined, dropped or refused).
+func expectRecorded(_ agent: APIHealthAgent, _ count: Int, since before: UInt64 = 0) {
     let metrics = agent.metrics
     precondition(
-        metrics.pointsRecorded == UInt64(count) && metrics.pointsInvalid == 0,
+        metrics.pointsRecorded - before == UInt64(count) && metrics.pointsInvalid == 0,
         "recorded \(metrics.pointsRecorded) of \(count) samples (\(metrics.pointsInvalid) invalid, \(metrics.pointsDropped) dropped)")
 }
 
@@ -388,19 +479,34 @@ func agentLines(_ samples: [RequestSample]) -> [[UInt8]] {
     for point in samples { agent.record(point) }
     wait { await agent.shutdown(deadline: .seconds(10)) }
     let files = ((try? FileManager.default.contentsOfDirectory(atPath: spool.path)) ?? []).filter { $0.hasSuffix(".lp") }.sorted()
-    let batches = files.compactMap { FileManager.default.contents(atPath: spool.appendingPathComponent($0).path).map(Array.init) }
-    let lines = batches.reduce(0) { $0 + $1.count { $0 == UInt8(ascii: "\n") } }
-    precondition(lines == samples.count, "the spool holds \(lines) lines for \(samples.count) samples")
+    // The request lines only (not the agent's health point), batch by batch.
+    var lines = 0
+    let batches = files.compactMap { name -> [UInt8]? in
+        guard let contents = FileManager.default.contents(atPath: spool.appendingPathComponent(name).path) else { return nil }
+        var batch: [UInt8] = []
+        for line in contents.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("apihealth_request,".utf8)) {
+            batch += line
+            batch.append(UInt8(ascii: "\n"))
+            lines += 1
+        }
+        return batch
+    }
+    precondition(lines == samples.count, "the spool holds \(lines) request lines for \(samples.count) samples")
     return batches
 }
 
-/// CPU time (user and system) this process has used.
+/// CPU time the calling thread has used.
+func threadCPUTime() -> Duration {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return .seconds(Int64(time.tv_sec)) + .nanoseconds(Int64(time.tv_nsec))
+}
+
+/// CPU time (user and system, every thread) this process has used.
 func processCPUTime() -> Duration {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF, &usage)
-    let micros = (Int64(usage.ru_utime.tv_sec) + Int64(usage.ru_stime.tv_sec)) * 1_000_000
-        + Int64(usage.ru_utime.tv_usec) + Int64(usage.ru_stime.tv_usec)
-    return .microseconds(micros)
+    var time = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+    return .seconds(Int64(time.tv_sec)) + .nanoseconds(Int64(time.tv_nsec))
 }
 
 func ratioOf(_ lhs: Duration, _ rhs: Duration) -> Double {
