@@ -254,28 +254,37 @@ func appendFloat(_ value: Double, into buffer: inout ByteWriter) {
         let (whole, fraction) = micros.magnitude.quotientAndRemainder(dividingBy: 1_000_000)
         appendDecimal(whole, into: &buffer)
         buffer.append(UInt8(ascii: "."))
-        if fraction == 0 {
-            buffer.append(UInt8(ascii: "0"))
-            return
-        }
-        var digits = fraction
-        var width = 6
-        while digits % 10 == 0 {
-            digits /= 10
-            width -= 1
-        }
-        var leadingZeros = width - decimalWidth(digits)
-        while leadingZeros > 0 {
-            buffer.append(UInt8(ascii: "0"))
-            leadingZeros -= 1
-        }
-        appendDecimal(digits, into: &buffer)
+        appendMillionths(fraction, into: &buffer)
         return
     }
     let text = value.description
     withUTF8Bytes(text) { bytes in
         buffer.append(contentsOf: bytes)
     }
+}
+
+/// Writes `fraction` (below 10⁶) as the digits after a decimal point: six digits without their
+/// trailing zeros (`345000` → `345`, `5` → `000005`), or `0` for zero. The six are written two at a
+/// time, then the zeros at the end are taken back.
+@inline(__always)
+func appendMillionths(_ fraction: UInt64, into buffer: inout ByteWriter) {
+    if fraction == 0 {
+        buffer.append(UInt8(ascii: "0"))
+        return
+    }
+    let pairs = digitPairs.utf8Start
+    let (high, low) = fraction.quotientAndRemainder(dividingBy: 10_000)
+    let (middle, last) = low.quotientAndRemainder(dividingBy: 100)
+    let start = buffer.count
+    let first = Int(truncatingIfNeeded: high) &* 2
+    let second = Int(truncatingIfNeeded: middle) &* 2
+    let third = Int(truncatingIfNeeded: last) &* 2
+    buffer.append(pairs[first], pairs[first &+ 1], pairs[second], pairs[second &+ 1])
+    buffer.append(pairs[third])
+    buffer.append(pairs[third &+ 1])
+    var end = start + 6
+    while buffer.base[end - 1] == UInt8(ascii: "0") { end -= 1 }
+    buffer.rewind(to: end)
 }
 
 @inline(__always)
@@ -321,6 +330,17 @@ struct ByteWriter {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
         (base + count).update(from: source, count: bytes.count)
         count += bytes.count
+    }
+
+    /// Stores all three words at the end and counts the first `count` bytes of them as written; the
+    /// caller has checked there is room for all 24.
+    @inline(__always)
+    mutating func append(words: (UInt64, UInt64, UInt64), count length: Int) {
+        let destination = UnsafeMutableRawPointer(base + count)
+        destination.storeBytes(of: words.0, as: UInt64.self)
+        destination.storeBytes(of: words.1, toByteOffset: 8, as: UInt64.self)
+        destination.storeBytes(of: words.2, toByteOffset: 16, as: UInt64.self)
+        count += length
     }
 
     /// Forgets everything written after `position`.

@@ -14,6 +14,8 @@ public struct FieldKey: Sendable, Hashable {
     public let name: String
     /// The key as written, escaped.
     let escaped: [UInt8]
+    /// The first 24 bytes of `escaped`, zero-padded: a key that fits is copied as three words.
+    let words: (UInt64, UInt64, UInt64)
     /// One bit chosen by the key's bytes: two keys with different bits are different keys, so a
     /// writer only compares keys whose bits meet.
     let mark: UInt64
@@ -30,10 +32,18 @@ public struct FieldKey: Sendable, Hashable {
         self.name = name
         let escaped = ByteWriter.collect(bound: nameBound(name)) { appendName(name, .fieldKey, into: &$0) }
         self.escaped = escaped
+        var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &words) { words in
+            escaped.withUnsafeBytes { words.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(FieldKey.wordBytes))) }
+        }
+        self.words = words
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
         for byte in escaped { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
         self.mark = 1 << (hash >> 58)
     }
+
+    /// How many bytes `words` holds.
+    static let wordBytes = 24
 
     public static func == (lhs: FieldKey, rhs: FieldKey) -> Bool { lhs.escaped == rhs.escaped }
     public func hash(into hasher: inout Hasher) { hasher.combine(escaped) }
@@ -92,6 +102,28 @@ public struct FieldWriter: ~Copyable {
         appendFloat(value, into: &writer)
     }
 
+    /// A float field given as a whole number of millionths: `12345678` is written `12.345678`, as
+    /// `add(key, 12.345678)` writes it, without going through floating point. A duration in whole
+    /// nanoseconds, given as millionths, is written in milliseconds.
+    ///
+    /// ```swift
+    /// fields.add(durationKey, millionths: 12_345_678)  // duration_ms=12.345678
+    /// ```
+    public mutating func add(_ key: FieldKey, millionths value: Int64) {
+        // Below 2⁴³ millionths (about 100 days in nanoseconds) the float's shortest text is exactly
+        // these digits; past it, the float path decides.
+        guard value.magnitude < 1 << 43 else {
+            add(key, Double(value) / 1_000_000)
+            return
+        }
+        guard startField(key, valueRoom: 32) else { return }
+        if value < 0 { writer.append(UInt8(ascii: "-")) }
+        let (whole, fraction) = value.magnitude.quotientAndRemainder(dividingBy: 1_000_000)
+        appendDecimal(whole, into: &writer)
+        writer.append(UInt8(ascii: "."))
+        appendMillionths(fraction, into: &writer)
+    }
+
     /// A signed integer field (`42i`).
     public mutating func add(_ key: FieldKey, _ value: Int64) {
         guard startField(key, valueRoom: 21) else { return }
@@ -147,9 +179,11 @@ public struct FieldWriter: ~Copyable {
             shortestTooLong = min(shortestTooLong, keyLength)
             return false
         }
-        let room = 1 + key.escaped.count + 1 + valueRoom
+        let length = key.escaped.count
+        let room = 1 + length + 1 + valueRoom
         needed += room
-        if overflowed || !writer.hasRoom(room) {
+        // The key's three words are stored whole, so up to 24 bytes past it must be room too.
+        if overflowed || !writer.hasRoom(room + FieldKey.wordBytes) {
             overflowed = true
             return false
         }
@@ -159,7 +193,11 @@ public struct FieldWriter: ~Copyable {
         }
         seen |= key.mark
         if count > 0 { writer.append(UInt8(ascii: ",")) }
-        key.escaped.withUnsafeBufferPointer { writer.append(contentsOf: $0) }
+        if length <= FieldKey.wordBytes {
+            writer.append(words: key.words, count: length)
+        } else {
+            key.escaped.withUnsafeBufferPointer { writer.append(contentsOf: $0) }
+        }
         writer.append(UInt8(ascii: "="))
         count += 1
         return true
@@ -280,7 +318,7 @@ extension LineEncoder {
         writeFields(&fields)
         if !seriesFits || fields.overflowed {
             writer.rewind(to: lineStart)
-            return .needsRoom(fixedRoom + fields.needed)
+            return .needsRoom(fixedRoom + fields.needed + FieldKey.wordBytes)
         }
         if fields.count == 0 {
             writer.rewind(to: lineStart)

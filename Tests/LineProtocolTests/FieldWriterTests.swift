@@ -96,6 +96,33 @@ import Testing
         }
     }
 
+    /// Millionths are written exactly as the float they stand for, on both sides of 2⁴³ (where the
+    /// writer hands over to the float path) and of 2⁵³.
+    @Test func millionthsAreWrittenAsTheirFloat() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededGenerator(state: seed)
+        let series = try SeriesKey(measurement: "m")
+        let key = try FieldKey("duration_ms")
+        var values: [Int64] = [0, 1, -1, 5, 10, 999_999, 1_000_000, 1_000_001, 12_345_678, 12_345_000, -12_345_000, .max, .min + 1]
+        for offset in -3...3 {
+            values += [(1 << 53) + Int64(offset), -(1 << 53) + Int64(offset), (1 << 43) + Int64(offset), -(1 << 43) + Int64(offset)]
+        }
+        for _ in 0..<20_000 {
+            let magnitude = Int64.random(in: 0...(1 << Int64.random(in: 0...62, using: &random)), using: &random)
+            values.append(Bool.random(using: &random) ? magnitude : -magnitude)
+        }
+        for value in values {
+            var viaMillionths: [UInt8] = []
+            var viaFloat: [UInt8] = []
+            try LineEncoder().encode(series: series, timestamp: nil, into: &viaMillionths) { $0.add(key, millionths: value) }
+            try LineEncoder().encode(series: series, timestamp: nil, into: &viaFloat) { $0.add(key, Double(value) / 1_000_000) }
+            guard viaMillionths == viaFloat else {
+                Issue.record("seed \(seed), \(value): \(String(decoding: viaMillionths, as: UTF8.self)) vs \(String(decoding: viaFloat, as: UTF8.self))")
+                return
+            }
+        }
+    }
+
     @Test func aKeyAddedTwiceKeepsItsFirstValue() throws {
         let series = try SeriesKey(measurement: "m")
         let first = try FieldKey("a=b")

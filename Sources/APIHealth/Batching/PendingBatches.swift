@@ -134,7 +134,7 @@ final class PendingBatches: Sendable {
                 state.metrics.pointsDropped += 1
                 return false
             }
-            if state.batches.last?.isSealed ?? true {
+            if state.batches.isEmpty || state.batches[state.batches.count - 1].isSealed {
                 let segment = String(format: "%020llu", state.nextSequence)
                 state.nextSequence += 1
                 // Room for a full batch and the line that overflows it, so a batch is never copied

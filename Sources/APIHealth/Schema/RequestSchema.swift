@@ -95,11 +95,11 @@ final class RequestSchema: Sendable {
 
     /// Writes the request's fields, in the documented order.
     func writeFields(of sample: RequestSample, to fields: inout FieldWriter) {
-        fields.add(keys.duration, sample.duration.milliseconds)
-        if let value = sample.timeToFirstByte { fields.add(keys.timeToFirstByte, value.milliseconds) }
-        if let value = sample.domainLookup { fields.add(keys.domainLookup, value.milliseconds) }
-        if let value = sample.connect { fields.add(keys.connect, value.milliseconds) }
-        if let value = sample.secureConnection { fields.add(keys.secureConnection, value.milliseconds) }
+        Self.addMilliseconds(sample.duration, keys.duration, to: &fields)
+        if let value = sample.timeToFirstByte { Self.addMilliseconds(value, keys.timeToFirstByte, to: &fields) }
+        if let value = sample.domainLookup { Self.addMilliseconds(value, keys.domainLookup, to: &fields) }
+        if let value = sample.connect { Self.addMilliseconds(value, keys.connect, to: &fields) }
+        if let value = sample.secureConnection { Self.addMilliseconds(value, keys.secureConnection, to: &fields) }
         fields.add(keys.requestBytes, unsigned: sample.requestBytes)
         fields.add(keys.responseBytes, unsigned: sample.responseBytes)
         if let code = sample.statusCode { fields.add(keys.statusCode, Int64(code)) }
@@ -111,6 +111,16 @@ final class RequestSchema: Sendable {
         if let count = sample.redirectCount { fields.add(keys.redirects, Int64(count)) }
         if let value = sample.networkProtocol { fields.add(keys.networkProtocol, value) }
         if let value = sample.reusedConnection { fields.add(keys.reusedConnection, value) }
+    }
+
+    /// A duration as a float field in milliseconds, from its whole nanoseconds in integers.
+    @inline(__always)
+    private static func addMilliseconds(_ duration: Duration, _ key: FieldKey, to fields: inout FieldWriter) {
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *), let attoseconds = Int64(exactly: duration.attoseconds) {
+            fields.add(key, millionths: attoseconds / 1_000_000_000)
+        } else {
+            fields.add(key, duration.milliseconds)
+        }
     }
 
     /// The parse-failure point for a response that could not be decoded.

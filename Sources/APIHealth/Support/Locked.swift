@@ -5,7 +5,9 @@ import Foundation
 /// `@unchecked Sendable` because the lock, not the type system, serialises every access to `state`.
 final class Locked<State>: @unchecked Sendable {
     private let lock = NSLock()
-    private var state: State
+    /// Exclusive access is the lock's to enforce: the runtime's own check would only repeat it on
+    /// every access.
+    @exclusivity(unchecked) private var state: State
 
     init(_ state: State) {
         self.state = state
