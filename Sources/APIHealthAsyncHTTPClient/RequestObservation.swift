@@ -87,7 +87,7 @@ final class RequestObservation: Sendable {
             state.recorded = true
             return state
         }) else { return }
-        guard let url = URL(string: url), url.host != nil else { return }
+        guard let url = Self.parsedURL(url) else { return }
         var sample = RequestSample(
             method: method, url: url, module: module, startedAt: startedAt, duration: duration,
             statusCode: error == nil ? state.status : nil, requestBytes: state.requestBytes ?? 0,
@@ -106,6 +106,21 @@ final class RequestObservation: Sendable {
             if let value = responseHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
         }
         return nil
+    }
+
+    /// URLs with a host parsed lately, by their text: services call the same URLs again and again,
+    /// and parsing one costs more than recording its sample (about 6,000 instructions against 500
+    /// for this lookup). Emptied when it reaches 1,024 entries.
+    private static let parsed = NIOLockedValueBox([String: URL]())
+
+    static func parsedURL(_ text: String) -> URL? {
+        if let url = parsed.withLockedValue({ $0[text] }) { return url }
+        guard let url = URL(string: text), url.host != nil else { return nil }
+        parsed.withLockedValue { cache in
+            if cache.count >= 1_024 { cache.removeAll(keepingCapacity: true) }
+            cache[text] = url
+        }
+        return url
     }
 
     static func refusedBeforeStarting(_ error: any Error) -> Bool {
