@@ -89,6 +89,16 @@ struct User: Decodable {
         #expect(agent.pendingPoints().map { $0.tag("host") } == ["api.example.com", "influx.example.com:9000"])
     }
 
+    @Test func excludedHostsMatchWhateverTheCaseAndByPortWhenGivenOne() throws {
+        let agent = try Self.agent { $0.capture.excludedHosts = ["Internal.Example.com", "other.example.com:8443"] }
+        agent.record(Self.sample("https://INTERNAL.example.com/x"))
+        agent.record(Self.sample("https://internal.example.com:9000/x"))
+        agent.record(Self.sample("https://Other.Example.com:8443/x"))
+        agent.record(Self.sample("https://other.example.com:9443/x"))
+        agent.record(Self.sample("https://other.example.com/x"))
+        #expect(agent.pendingPoints().map { $0.tag("host") } == ["other.example.com:9443", "other.example.com"])
+    }
+
     @Test func twoPointsOfOneSeriesNeverShareATimestamp() throws {
         let agent = try Self.agent { $0.precision = .ms }
         let instant = Date(timeIntervalSince1970: 1_700_000_000.123)

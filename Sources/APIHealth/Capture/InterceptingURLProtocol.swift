@@ -49,7 +49,9 @@ class InterceptingURLProtocol: URLProtocol {
     private let loading = Locked(Loading.notStarted)
 
     override class func canInit(with request: URLRequest) -> Bool {
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+        guard let url = request.url, let scheme = url.scheme,
+            scheme == "https" || scheme == "http" || ["http", "https"].contains(scheme.lowercased())
+        else {
             return false
         }
         if URLProtocol.property(forKey: handledKey, in: request) != nil { return false }

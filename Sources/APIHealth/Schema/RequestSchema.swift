@@ -7,6 +7,9 @@ final class RequestSchema: Sendable {
     private let templater: PathTemplater
     private let learner: EndpointLearner
     private let excludedHosts: Set<String>
+    /// The host names of `excludedHosts` (each entry whole, and without a `:port` suffix): a request
+    /// whose host is not among them is not excluded, which most requests learn without their host tag.
+    private let excludedHostNames: Set<String>
     /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
     /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
     /// again. Emptied when the learner learns a position (which changes the templates of some URLs once).
@@ -27,6 +30,13 @@ final class RequestSchema: Sendable {
         // The destination is excluded by host and port, so other services on its host are still seen.
         if let destination = configuration.destination { excluded.insert(Self.hostTag(destination.url)) }
         self.excludedHosts = excluded
+        var names = excluded
+        for entry in excluded {
+            if let colon = entry.lastIndex(of: ":"), entry[entry.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber }) {
+                names.insert(String(entry[..<colon]))
+            }
+        }
+        self.excludedHostNames = names
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
@@ -38,8 +48,11 @@ final class RequestSchema: Sendable {
     }
 
     func isExcluded(_ url: URL) -> Bool {
-        guard let host = url.host?.lowercased() else { return true }
-        return excludedHosts.contains(host) || excludedHosts.contains(Self.hostTag(url))
+        guard let host = url.host else { return true }
+        if excludedHostNames.isEmpty { return false }
+        let name = host.lowercased()
+        guard excludedHostNames.contains(name) else { return false }
+        return excludedHosts.contains(name) || excludedHosts.contains(Self.hostTag(url))
     }
 
     /// The templated path (a user rule's, else a learned one), or the overflow value once the cap of
