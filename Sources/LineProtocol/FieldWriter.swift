@@ -34,7 +34,9 @@ public struct FieldKey: Sendable, Hashable {
         self.escaped = escaped
         var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
         withUnsafeMutableBytes(of: &words) { words in
-            escaped.withUnsafeBytes { words.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(FieldKey.wordBytes))) }
+            escaped.withUnsafeBytes {
+                words.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(FieldKey.wordBytes)))
+            }
         }
         self.words = words
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
@@ -261,7 +263,9 @@ extension LineEncoder {
         var value: Int64?
         if let timestamp {
             guard let given = timestamp.value(in: precision) else { throw .timestampOutOfRange(timestamp, precision) }
-            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, given) }) else { throw .timestampDeclined }
+            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, given) }) else {
+                throw .timestampDeclined
+            }
             value = adjusted
         }
         // Short lines are written on the stack and copied once; a longer one gets the room it measured.
@@ -299,7 +303,10 @@ extension LineEncoder {
     /// Writes the series, the fields and the timestamp; on anything but `.written`, `writer` is back
     /// where it started.
     private func writeLine(
-        series: SeriesKey, timestamp: Int64?, into writer: inout ByteWriter, _ writeFields: (inout FieldWriter) -> Void
+        series: SeriesKey,
+        timestamp: Int64?,
+        into writer: inout ByteWriter,
+        _ writeFields: (inout FieldWriter) -> Void
     ) -> LineOutcome {
         let lineStart = writer.count
         let seriesBytes = series.bytes.count
@@ -313,8 +320,10 @@ extension LineEncoder {
         // Without room for the series, the fields are only measured.
         let fieldsEnd = seriesFits ? writer.end - 23 : writer.count
         var fields = FieldWriter(
-            writer: ByteWriter(base: writer.base, count: writer.count, end: fieldsEnd), seriesBytes: seriesBytes,
-            writesUnsignedAsSigned: writesUnsignedAsSigned)
+            writer: ByteWriter(base: writer.base, count: writer.count, end: fieldsEnd),
+            seriesBytes: seriesBytes,
+            writesUnsignedAsSigned: writesUnsignedAsSigned
+        )
         writeFields(&fields)
         if !seriesFits || fields.overflowed {
             writer.rewind(to: lineStart)

@@ -7,7 +7,10 @@ import Testing
 @Suite struct FieldWriterTests {
     /// Encodes `fields` both ways after `series`; returns the two outcomes as text.
     func bothWays(
-        _ fields: [Point.Field], series: SeriesKey, timestamp: Timestamp?, encoder: LineEncoder
+        _ fields: [Point.Field],
+        series: SeriesKey,
+        timestamp: Timestamp?,
+        encoder: LineEncoder
     ) -> (written: String, expected: String) {
         var viaWriter: [UInt8] = Array("previous\n".utf8)
         var viaFields = viaWriter
@@ -75,7 +78,10 @@ import Testing
             [Point.Field("s", .string(String(repeating: "é", count: 40_000)))],
             [Point.Field("s", .string(String(repeating: "a\n", count: 700)))],
             (0..<200).map { Point.Field("field_\($0)", .float(Double($0) + 0.25)) },
-            [Point.Field("a", .int(1)), Point.Field("b", .string(String(repeating: "z", count: 1_000))), Point.Field("c", .bool(false))],
+            [
+                Point.Field("a", .int(1)), Point.Field("b", .string(String(repeating: "z", count: 1_000))),
+                Point.Field("c", .bool(false)),
+            ],
         ]
         for fields in cases {
             for timestamp in [nil, Timestamp(nanosecondsSinceEpoch: -9_000_000_000_000_000_000)] {
@@ -91,7 +97,12 @@ import Testing
         let fields = [Point.Field("a", .int(1)), Point.Field("long_key", .float(2.5)), Point.Field("mid", .bool(true))]
         for length in (LineEncoder.maximumKeyLength - 14)...(LineEncoder.maximumKeyLength - 3) {
             let series = try SeriesKey(measurement: String(repeating: "m", count: length))
-            let (written, expected) = bothWays(fields, series: series, timestamp: Timestamp(seconds: 1), encoder: LineEncoder())
+            let (written, expected) = bothWays(
+                fields,
+                series: series,
+                timestamp: Timestamp(seconds: 1),
+                encoder: LineEncoder()
+            )
             #expect(written == expected, "series of \(length) bytes")
         }
     }
@@ -103,9 +114,14 @@ import Testing
         var random = SeededGenerator(state: seed)
         let series = try SeriesKey(measurement: "m")
         let key = try FieldKey("duration_ms")
-        var values: [Int64] = [0, 1, -1, 5, 10, 999_999, 1_000_000, 1_000_001, 12_345_678, 12_345_000, -12_345_000, .max, .min + 1]
+        var values: [Int64] = [
+            0, 1, -1, 5, 10, 999_999, 1_000_000, 1_000_001, 12_345_678, 12_345_000, -12_345_000, .max, .min + 1,
+        ]
         for offset in -3...3 {
-            values += [(1 << 53) + Int64(offset), -(1 << 53) + Int64(offset), (1 << 43) + Int64(offset), -(1 << 43) + Int64(offset)]
+            values += [
+                (1 << 53) + Int64(offset), -(1 << 53) + Int64(offset), (1 << 43) + Int64(offset),
+                -(1 << 43) + Int64(offset),
+            ]
         }
         for _ in 0..<20_000 {
             let magnitude = Int64.random(in: 0...(1 << Int64.random(in: 0...62, using: &random)), using: &random)
@@ -114,10 +130,16 @@ import Testing
         for value in values {
             var viaMillionths: [UInt8] = []
             var viaFloat: [UInt8] = []
-            try LineEncoder().encode(series: series, timestamp: nil, into: &viaMillionths) { $0.add(key, millionths: value) }
-            try LineEncoder().encode(series: series, timestamp: nil, into: &viaFloat) { $0.add(key, Double(value) / 1_000_000) }
+            try LineEncoder().encode(series: series, timestamp: nil, into: &viaMillionths) {
+                $0.add(key, millionths: value)
+            }
+            try LineEncoder().encode(series: series, timestamp: nil, into: &viaFloat) {
+                $0.add(key, Double(value) / 1_000_000)
+            }
             guard viaMillionths == viaFloat else {
-                Issue.record("seed \(seed), \(value): \(String(decoding: viaMillionths, as: UTF8.self)) vs \(String(decoding: viaFloat, as: UTF8.self))")
+                Issue.record(
+                    "seed \(seed), \(value): \(String(decoding: viaMillionths, as: UTF8.self)) vs \(String(decoding: viaFloat, as: UTF8.self))"
+                )
                 return
             }
         }

@@ -57,7 +57,10 @@ public enum Gzip {
     /// try Gzip.compress(lines, level: 1, using: .zlib, into: &body)
     /// ```
     public static func compress(
-        _ input: [UInt8], level: Int, using implementation: Implementation, into output: inout [UInt8]
+        _ input: [UInt8],
+        level: Int,
+        using implementation: Implementation,
+        into output: inout [UInt8]
     ) throws(Failure) {
         let clamped = min(max(level, levels.lowerBound), levels.upperBound)
         if implementation == .libdeflate, clamped > 0, let library = Libdeflate.shared {
@@ -67,8 +70,15 @@ public enum Gzip {
         var stream = z_stream()
         // windowBits 15 + 16 asks zlib for a gzip header and trailer instead of a zlib wrapper.
         var status = deflateInit2_(
-            &stream, Int32(clamped), Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
-            Int32(MemoryLayout<z_stream>.size))
+            &stream,
+            Int32(clamped),
+            Z_DEFLATED,
+            15 + 16,
+            8,
+            Z_DEFAULT_STRATEGY,
+            ZLIB_VERSION,
+            Int32(MemoryLayout<z_stream>.size)
+        )
         guard status == Z_OK else { throw Failure(code: status, operation: "deflateInit2") }
         defer { deflateEnd(&stream) }
 
@@ -114,7 +124,8 @@ public enum Gzip {
             }
             output.append(contentsOf: chunk[0..<(chunk.count - Int(stream.avail_out))])
             if status == Z_STREAM_END {
-                if consumed < input.count { inflateReset(&stream) } else { break }
+                guard consumed < input.count else { break }
+                inflateReset(&stream)
             } else if status != Z_OK {
                 throw Failure(code: status, operation: "inflate")
             }
@@ -130,7 +141,8 @@ final class Libdeflate: Sendable {
     private typealias AllocateCompressor = @convention(c) (Int32) -> OpaquePointer?
     private typealias FreeCompressor = @convention(c) (OpaquePointer?) -> Void
     private typealias CompressBound = @convention(c) (OpaquePointer?, Int) -> Int
-    private typealias Compress = @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?, Int) -> Int
+    private typealias Compress =
+        @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?, Int) -> Int
 
     private let allocateCompressor: AllocateCompressor
     private let freeCompressor: FreeCompressor
@@ -146,7 +158,9 @@ final class Libdeflate: Sendable {
     ]
 
     private init?() {
-        guard let handle = Self.libraryNames.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_LOCAL) }).first else { return nil }
+        guard let handle = Self.libraryNames.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_LOCAL) }).first else {
+            return nil
+        }
         func symbol<Function>(_ name: String, as type: Function.Type) -> Function? {
             dlsym(handle, name).map { unsafeBitCast($0, to: type) }
         }
