@@ -29,37 +29,44 @@ let instrumented = mode.hasSuffix("-instrumented") || mode == "record"
 var configuration = APIHealthConfiguration(serviceName: "capture-probe")
 configuration.spool = nil
 configuration.batching.maximumPendingBytes = 1 << 30
-let agent: APIHealthAgent
-do {
-    agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "capture-probe"))
-} catch {
-    FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
-    exit(3)
+func makeAgent(_ configuration: APIHealthConfiguration) -> APIHealthAgent {
+    do {
+        return try APIHealthAgent(configuration: configuration, logger: Logger(label: "capture-probe"))
+    } catch {
+        FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
+        exit(3)
+    }
 }
+let agent = makeAgent(configuration)
+
+/// The sample the `record` and `pipeline` modes record, one millisecond or microsecond apart.
+let probeSample = RequestSample(
+    method: "GET",
+    url: URL(string: "https://api.example.com/users/8271/orders")!,
+    module: "checkout",
+    startedAt: Date(timeIntervalSince1970: 1_700_000_000),
+    duration: .microseconds(12_345),
+    statusCode: 200,
+    requestBytes: 312,
+    responseBytes: 5_120,
+    timeToFirstByte: .microseconds(8_250),
+    correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"
+)
 
 let finished = DispatchSemaphore(value: 0)
 if mode == "pipeline" {
     // COUNT samples recorded, gzipped and written to the VictoriaMetrics at APIHEALTH_PROBE_VICTORIA_URL.
-    guard let victoria = ProcessInfo.processInfo.environment["APIHEALTH_PROBE_VICTORIA_URL"].flatMap(URL.init(string:)) else {
+    guard let victoria = ProcessInfo.processInfo.environment["APIHEALTH_PROBE_VICTORIA_URL"].flatMap(URL.init(string:))
+    else {
         FileHandle.standardError.write(Data("capture-probe: pipeline needs APIHEALTH_PROBE_VICTORIA_URL\n".utf8))
         exit(64)
     }
     var shipping = configuration
     shipping.destination = InfluxDestination(url: victoria, api: .v2(organization: "o", bucket: "b"))
     shipping.batching.flushDelay = .milliseconds(100)
-    let shipper: APIHealthAgent
-    do {
-        shipper = try APIHealthAgent(configuration: shipping, logger: Logger(label: "capture-probe"))
-    } catch {
-        FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
-        exit(3)
-    }
+    let shipper = makeAgent(shipping)
     shipper.start()
-    var next = RequestSample(
-        method: "GET", url: URL(string: "https://api.example.com/users/8271/orders")!, module: "checkout",
-        startedAt: Date(timeIntervalSince1970: 1_700_000_000), duration: .microseconds(12_345), statusCode: 200,
-        requestBytes: 312, responseBytes: 5_120, timeToFirstByte: .microseconds(8_250),
-        correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55")
+    var next = probeSample
     for index in 0..<count {
         next.startedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000_000)
         shipper.record(next)
@@ -78,19 +85,7 @@ if mode == "pipeline" {
     exit(0)
 }
 if mode == "record" {
-    let sample = RequestSample(
-        method: "GET",
-        url: URL(string: "https://api.example.com/users/8271/orders")!,
-        module: "checkout",
-        startedAt: Date(timeIntervalSince1970: 1_700_000_000),
-        duration: .microseconds(12_345),
-        statusCode: 200,
-        requestBytes: 312,
-        responseBytes: 5_120,
-        timeToFirstByte: .microseconds(8_250),
-        correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"
-    )
-    var next = sample
+    var next = probeSample
     for index in 0..<count {
         next.startedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000)
         agent.record(next)

@@ -102,10 +102,6 @@ extension Duration {
 
     /// Whole nanoseconds over 10⁶, so the encoder writes it as the short decimal it is (`12.345678`).
     var milliseconds: Double {
-        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *), let attoseconds = Int64(exactly: attoseconds) {
-            // Under about nine seconds: whole nanoseconds in 64-bit integers, no 128-bit division.
-            return Double(attoseconds / 1_000_000_000) / 1_000_000
-        }
         let (seconds, attoseconds) = components
         let (nanoseconds, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         let (total, overflow2) = nanoseconds.addingReportingOverflow(attoseconds / 1_000_000_000)
