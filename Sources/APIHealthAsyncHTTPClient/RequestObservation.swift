@@ -31,7 +31,14 @@ final class RequestObservation: Sendable {
     /// Guards what has been seen so far.
     private let progress: NIOLockedValueBox<Progress>
 
-    init(agent: APIHealthAgent, module: String, method: String, url: String, requestHeaders: HTTPHeaders, requestBytes: UInt64?) {
+    init(
+        agent: APIHealthAgent,
+        module: String,
+        method: String,
+        url: String,
+        requestHeaders: HTTPHeaders,
+        requestBytes: UInt64?
+    ) {
         self.agent = agent
         self.module = module
         self.method = method
@@ -80,32 +87,33 @@ final class RequestObservation: Sendable {
         end(error: error)
     }
 
+    /// Ends the sample; the agent builds and records it later, off the caller's path.
     private func end(error: (any Error)?) {
         let duration = ContinuousClock.now - started
-        guard let state = progress.withLockedValue({ state -> Progress? in
-            if state.recorded { return nil }
-            state.recorded = true
-            return state
-        }) else { return }
-        guard let url = Self.parsedURL(url) else { return }
-        var sample = RequestSample(
-            method: method, url: url, module: module, startedAt: startedAt, duration: duration,
-            statusCode: error == nil ? state.status : nil, requestBytes: state.requestBytes ?? 0,
-            responseBytes: state.responseBytes, timeToFirstByte: state.timeToFirstByte, redirectCount: state.redirects ?? max(state.visits - 1, 0))
-        if let error { sample.error = Self.transportError(error) }
-        sample.correlationID = correlationID(responseHeaders: state.responseHeaders)
-        agent.record(sample)
-    }
-
-    private func correlationID(responseHeaders: HTTPHeaders) -> String? {
-        let names = agent.configuration.capture.correlationHeaders
-        for name in names {
-            if let value = requestHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
-        }
-        for name in names {
-            if let value = responseHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
-        }
-        return nil
+        guard
+            let state = progress.withLockedValue({ state -> Progress? in
+                if state.recorded { return nil }
+                state.recorded = true
+                return state
+            })
+        else { return }
+        let ended = EndedRequest(
+            method: method,
+            url: url,
+            module: module,
+            startedAt: startedAt,
+            duration: duration,
+            statusCode: error == nil ? state.status : nil,
+            requestBytes: state.requestBytes ?? 0,
+            responseBytes: state.responseBytes,
+            timeToFirstByte: state.timeToFirstByte,
+            redirects: state.redirects ?? max(state.visits - 1, 0),
+            error: error.map(Self.transportError),
+            requestHeaders: requestHeaders,
+            responseHeaders: state.responseHeaders,
+            correlationHeaders: agent.configuration.capture.correlationHeaders
+        )
+        agent.recordLater { ended.sample() }
     }
 
     /// URLs with a host parsed lately, by their text: services call the same URLs again and again,
@@ -149,5 +157,54 @@ final class RequestObservation: Sendable {
             return .init(domain: NSURLErrorDomain, code: NSURLErrorCannotConnectToHost)
         }
         return .init(error)
+    }
+}
+
+/// What was seen of a request when it ended, from which its sample is built.
+struct EndedRequest: Sendable {
+    let method: String
+    let url: String
+    let module: String
+    let startedAt: Date
+    let duration: Duration
+    let statusCode: Int?
+    let requestBytes: UInt64
+    let responseBytes: UInt64
+    let timeToFirstByte: Duration?
+    let redirects: Int
+    let error: RequestSample.TransportError?
+    let requestHeaders: HTTPHeaders
+    let responseHeaders: HTTPHeaders
+    let correlationHeaders: [String]
+
+    /// The request's sample; `nil` for a URL without a host.
+    func sample() -> RequestSample? {
+        guard let url = RequestObservation.parsedURL(url) else { return nil }
+        var sample = RequestSample(
+            method: method,
+            url: url,
+            module: module,
+            startedAt: startedAt,
+            duration: duration,
+            statusCode: statusCode,
+            requestBytes: requestBytes,
+            responseBytes: responseBytes,
+            timeToFirstByte: timeToFirstByte,
+            redirectCount: redirects
+        )
+        sample.error = error
+        sample.correlationID = correlationID()
+        return sample
+    }
+
+    /// The first non-empty value of the configured headers, the request's before the response's.
+    private func correlationID() -> String? {
+        for name in correlationHeaders {
+            if let value = requestHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
+        }
+        for name in correlationHeaders {
+            if let value = responseHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
+        }
+        return nil
     }
 }

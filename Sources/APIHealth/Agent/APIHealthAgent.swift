@@ -49,13 +49,18 @@ public final class APIHealthAgent: Sendable, Service {
     ///
     /// Throws ``APIHealthConfiguration/Error`` for bad settings and ``SpoolError`` when the spool
     /// directory cannot be used (another agent holds it, no permission).
-    public init(configuration: APIHealthConfiguration, logger: Logger, clock: any AgentClock = SystemAgentClock()) throws {
+    public init(
+        configuration: APIHealthConfiguration,
+        logger: Logger,
+        clock: any AgentClock = SystemAgentClock()
+    ) throws {
         try configuration.validate()
         for notice in configuration.notices { logger.warning("APIHealth configuration: \(notice)") }
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
-        self.schema = RequestSchema(configuration: configuration)
+        let schema = RequestSchema(configuration: configuration)
+        self.schema = schema
         self.correlationHeaderNames = configuration.capture.correlationHeaders
         var spool: SpoolDirectory?
         if configuration.isEnabled, let options = configuration.spool {
@@ -63,20 +68,21 @@ public final class APIHealthAgent: Sendable, Service {
         }
         var encoder = LineEncoder(precision: configuration.precision)
         if case .v1 = configuration.destination?.api { encoder.writesUnsignedAsSigned = true }
-        let pending = PendingBatches(batching: configuration.batching, encoder: encoder, spool: spool)
+        let pending = PendingBatches(batching: configuration.batching, encoder: encoder, spool: spool, schema: schema)
         self.pending = pending
         if let spool {
             let problems = try pending.restore(from: spool.reader())
             if let first = problems.first {
                 logger.warning(
-                    "Left parts of the spool out", metadata: ["apihealth.spool.problems": "\(problems.count)", "apihealth.spool.problem": "\(first)"])
+                    "Left parts of the spool out",
+                    metadata: ["apihealth.spool.problems": "\(problems.count)", "apihealth.spool.problem": "\(first)"]
+                )
             }
             for problem in problems.dropFirst() {
                 logger.debug("Left a part of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
             }
         }
         let selfMetrics = Locked<Duration?>(nil)
-        let schema = self.schema
         let intakeOpen = Locked(true)
         let uncaptured = Locked<UInt64>(0)
         let metricsOverflowed = Locked<UInt64>(0)
@@ -90,7 +96,10 @@ public final class APIHealthAgent: Sendable, Service {
             return metrics
         }
         self.shipper = Shipper(
-            pending: pending, configuration: configuration, clock: clock, logger: logger,
+            pending: pending,
+            configuration: configuration,
+            clock: clock,
+            logger: logger,
             onIdle: { now in
                 guard configuration.isEnabled else { return }
                 let due = selfMetrics.withLock { last -> Bool in
@@ -104,24 +113,37 @@ public final class APIHealthAgent: Sendable, Service {
                 }
                 guard due else { return }
                 intakeOpen.withLock { open in
-                    if open { pending.record(Self.selfMetricsPoint(metrics(), schema: schema, configuration: configuration), now: now) }
+                    if open {
+                        pending.record(
+                            Self.selfMetricsPoint(metrics(), schema: schema, configuration: configuration),
+                            now: now
+                        )
+                    }
                 }
-            })
+            }
+        )
     }
 
     // MARK: Recording
 
     /// Records one request. Safe from any thread; never blocks on I/O.
     public func record(_ sample: RequestSample) {
-        guard configuration.isEnabled, let series = schema.series(for: sample) else { return }
-        switch series {
-        case .success(let series):
-            pending.record(series: series, timestamp: Timestamp(date: sample.startedAt), now: clock.now) { fields in
-                schema.writeFields(of: sample, to: &fields)
-            }
-        case .failure:
-            pending.countInvalid()
-        }
+        guard configuration.isEnabled else { return }
+        pending.record(sample, now: clock.now)
+    }
+
+    /// Records the sample `makeSample` builds, later and on another thread: within a few
+    /// milliseconds, and always before the agent's metrics, pending lines, flushes or shutdown see
+    /// what is pending. For capture on the caller's own path (AsyncHTTPClient's), where building and
+    /// encoding a sample would add to every request's time. `makeSample` returns `nil` to record
+    /// nothing.
+    ///
+    /// ```swift
+    /// agent.recordLater { RequestSample(method: "GET", url: url, module: "billing", startedAt: start, duration: elapsed) }
+    /// ```
+    package func recordLater(_ makeSample: @escaping @Sendable () -> RequestSample?) {
+        guard configuration.isEnabled else { return }
+        pending.deferRecord(now: clock.now, makeSample)
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
@@ -142,13 +164,23 @@ public final class APIHealthAgent: Sendable, Service {
     /// agent.recordParseFailure(for: request, response: response, error: error, module: "feed")
     /// ```
     public func recordParseFailure(
-        for request: URLRequest, response: URLResponse?, error: any Error, module: String, data: Data? = nil
+        for request: URLRequest,
+        response: URLResponse?,
+        error: any Error,
+        module: String,
+        data: Data? = nil
     ) {
         guard configuration.isEnabled, let url = request.url ?? response?.url else { return }
         let (kind, codingPath) = ParseFailureKind.classify(error, data: data)
         let point = schema.parseFailurePoint(
-            url: url, method: request.httpMethod ?? "GET", module: module,
-            statusCode: (response as? HTTPURLResponse)?.statusCode, kind: kind, codingPath: codingPath, at: Date())
+            url: url,
+            method: request.httpMethod ?? "GET",
+            module: module,
+            statusCode: (response as? HTTPURLResponse)?.statusCode,
+            kind: kind,
+            codingPath: codingPath,
+            at: Date()
+        )
         if let point { pending.record(point, now: clock.now) }
     }
 
@@ -198,12 +230,21 @@ public final class APIHealthAgent: Sendable, Service {
     public func instrument(_ configuration: URLSessionConfiguration, module: String) {
         guard self.configuration.isEnabled else { return }
         let hook = CaptureRegistry.shared.hook(
-            for: configuration, module: module, recorder: CaptureRecorder(agent: self), identity: self)
-        configuration.protocolClasses = [hook] + (configuration.protocolClasses ?? []).filter { !($0 is InterceptingURLProtocol.Type) }
+            for: configuration,
+            module: module,
+            recorder: CaptureRecorder(agent: self),
+            identity: self
+        )
+        configuration.protocolClasses =
+            [hook] + (configuration.protocolClasses ?? []).filter { !($0 is InterceptingURLProtocol.Type) }
     }
 
     /// Hooks `configuration` as ``instrument(_:module:)`` does.
-    @available(*, deprecated, message: "Bodies now pass through exactly as URLSession delivers them; use instrument(_:module:)")
+    @available(
+        *,
+        deprecated,
+        message: "Bodies now pass through exactly as URLSession delivers them; use instrument(_:module:)"
+    )
     public func instrument(_ configuration: URLSessionConfiguration, module: String, streamsResponseBodies: Bool) {
         instrument(configuration, module: module)
     }
@@ -272,8 +313,14 @@ public final class APIHealthAgent: Sendable, Service {
     private func runClaimed() async {
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Bool.self) { group in
-                group.addTask { await self.shipper.run(); return true }
-                group.addTask { await self.writeThroughLoop(); return true }
+                group.addTask {
+                    await self.shipper.run()
+                    return true
+                }
+                group.addTask {
+                    await self.writeThroughLoop()
+                    return true
+                }
                 group.addTask {
                     // Bounds the drain: once shutdown has begun, the loops get until its deadline.
                     for await _ in self.shutdownBegan.stream { break }
@@ -293,7 +340,8 @@ public final class APIHealthAgent: Sendable, Service {
         if !pending.isDrained && configuration.destination != nil {
             logger.info(
                 "APIHealth stopped with lines pending; they stay in the spool",
-                metadata: ["apihealth.pending.lines": "\(pending.metrics.pendingLines)"])
+                metadata: ["apihealth.pending.lines": "\(pending.metrics.pendingLines)"]
+            )
         }
         releaseSpool()
         lifecycle.withLock { $0 = .finished }
@@ -387,12 +435,18 @@ public final class APIHealthAgent: Sendable, Service {
     /// Writes what is left to the spool and lets go of it, warning once if points are lost.
     private func releaseSpool() {
         let lost = pending.releaseSpool { [logger] failure in
-            logger.warning("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
+            logger.warning(
+                "Writing to the spool failed; points stay in memory",
+                metadata: ["apihealth.error": "\(failure)"]
+            )
         }
         if lost > 0 {
             logger.warning(
                 "APIHealth exits with points that are neither delivered nor in the spool",
-                metadata: ["apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(pending.metrics.spoolWriteErrors)"])
+                metadata: [
+                    "apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(pending.metrics.spoolWriteErrors)",
+                ]
+            )
         }
     }
 
@@ -409,7 +463,10 @@ public final class APIHealthAgent: Sendable, Service {
     private func writeThroughLoop() async {
         while !Task.isCancelled {
             pending.writeThrough { [logger] failure in
-                logger.warning("Writing to the spool failed; points stay in memory", metadata: ["apihealth.error": "\(failure)"])
+                logger.warning(
+                    "Writing to the spool failed; points stay in memory",
+                    metadata: ["apihealth.error": "\(failure)"]
+                )
             }
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
@@ -418,12 +475,19 @@ public final class APIHealthAgent: Sendable, Service {
         pending.writeThrough { _ in }
     }
 
-    static func selfMetricsPoint(_ metrics: AgentMetrics, schema: RequestSchema, configuration: APIHealthConfiguration) -> Point {
+    static func selfMetricsPoint(
+        _ metrics: AgentMetrics,
+        schema: RequestSchema,
+        configuration: APIHealthConfiguration
+    ) -> Point {
         typealias F = PointSchema.AgentField
         var fields: [Point.Field] = [
-            Point.Field(F.pointsRecorded, .uint(metrics.pointsRecorded)), Point.Field(F.pointsInvalid, .uint(metrics.pointsInvalid)),
-            Point.Field(F.pointsRepaired, .uint(metrics.pointsRepaired)), Point.Field(F.pointsWritten, .uint(metrics.pointsWritten)),
-            Point.Field(F.pointsDropped, .uint(metrics.pointsDropped)), Point.Field(F.pointsRejected, .uint(metrics.pointsRejected)),
+            Point.Field(F.pointsRecorded, .uint(metrics.pointsRecorded)),
+            Point.Field(F.pointsInvalid, .uint(metrics.pointsInvalid)),
+            Point.Field(F.pointsRepaired, .uint(metrics.pointsRepaired)),
+            Point.Field(F.pointsWritten, .uint(metrics.pointsWritten)),
+            Point.Field(F.pointsDropped, .uint(metrics.pointsDropped)),
+            Point.Field(F.pointsRejected, .uint(metrics.pointsRejected)),
             Point.Field(F.pointsExpired, .uint(metrics.pointsExpired)), Point.Field(F.retries, .uint(metrics.retries)),
             Point.Field(F.batchesWritten, .uint(metrics.batchesWritten)),
             Point.Field(F.bytesBeforeGzip, .uint(metrics.bytesBeforeGzip)),
@@ -435,10 +499,15 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.pointsLost, .uint(metrics.pointsLost)),
             Point.Field(F.metricsOverflowed, .uint(metrics.metricsOverflowed)),
         ]
-        if let error = metrics.lastError { fields.append(Point.Field(F.lastError, .string(String(error.prefix(1_000))))) }
+        if let error = metrics.lastError {
+            fields.append(Point.Field(F.lastError, .string(String(error.prefix(1_000)))))
+        }
         return Point(
-            measurement: configuration.agentMeasurement, tags: [Point.Tag(PointSchema.Tag.service, configuration.serviceName)],
-            fields: fields, timestamp: Timestamp(date: Date()))
+            measurement: configuration.agentMeasurement,
+            tags: [Point.Tag(PointSchema.Tag.service, configuration.serviceName)],
+            fields: fields,
+            timestamp: Timestamp(date: Date())
+        )
     }
 }
 

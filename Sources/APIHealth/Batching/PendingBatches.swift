@@ -20,6 +20,13 @@ struct PendingBatch {
     var isSplitHalf = false
 }
 
+/// A request whose sample is built and encoded at the next drain (see
+/// ``PendingBatches/deferRecord(now:_:)``).
+struct DeferredSample {
+    let now: Duration
+    let makeSample: @Sendable () -> RequestSample?
+}
+
 /// What the shipper should do next.
 enum NextSend {
     case send(segment: String, bytes: [UInt8], lineCount: Int)
@@ -74,14 +81,29 @@ final class PendingBatches: Sendable {
     private let state: Locked<State>
     private let batching: APIHealthConfiguration.Batching
     private let encoder: LineEncoder
+    /// Turns the deferred samples into series and fields.
+    private let schema: RequestSchema?
+    /// Samples to build and encode at the next drain (see ``deferRecord(now:_:)``).
+    private let deferred = Locked([DeferredSample]())
+    /// One drain at a time, and a reader waits for a drain under way, so it sees every sample
+    /// deferred before it began.
+    private let drainMutex = NSLock()
+    /// Deferred samples waiting at most: the one that reaches it drains them all on its own thread.
+    static let maximumDeferred = 512
     /// Signalled when a batch is sealed or something is recorded into an empty store.
     let wakeup = Wakeup()
     /// One write-through at a time, so no bytes are appended twice.
     private let writeThroughMutex = NSLock()
 
-    init(batching: APIHealthConfiguration.Batching, encoder: LineEncoder, spool: SpoolDirectory?) {
+    init(
+        batching: APIHealthConfiguration.Batching,
+        encoder: LineEncoder,
+        spool: SpoolDirectory?,
+        schema: RequestSchema? = nil
+    ) {
         self.batching = batching
         self.encoder = encoder
+        self.schema = schema
         var initial = State(recentInstants: RecentInstants(precision: encoder.precision))
         initial.spool = spool
         self.state = Locked(initial)
@@ -103,13 +125,63 @@ final class PendingBatches: Sendable {
     /// the fields `writeFields` adds (it may be called twice for a line longer than 1 KiB).
     @discardableResult
     func record(
-        series: RequestSeries, timestamp: Timestamp, now: Duration, fields writeFields: (inout FieldWriter) -> Void
+        series: RequestSeries,
+        timestamp: Timestamp,
+        now: Duration,
+        fields writeFields: (inout FieldWriter) -> Void
     ) -> Bool {
         append(now: now) { bytes, instants throws(LineProtocolError) in
             try encoder.encode(
-                series: series.key, timestamp: timestamp, into: &bytes,
+                series: series.key,
+                timestamp: timestamp,
+                into: &bytes,
                 adjustingTimestamp: { _, timestamp in instants.claim(series: series.id, timestamp: timestamp) },
-                fields: writeFields)
+                fields: writeFields
+            )
+        }
+    }
+
+    /// Encodes `sample` (through the schema's series and fields) into the open batch.
+    @discardableResult
+    func record(_ sample: RequestSample, now: Duration) -> Bool {
+        guard let schema, let series = schema.series(for: sample) else { return false }
+        switch series {
+        case .success(let series):
+            return record(series: series, timestamp: Timestamp(date: sample.startedAt), now: now) { fields in
+                schema.writeFields(of: sample, to: &fields)
+            }
+        case .failure:
+            countInvalid()
+            return false
+        }
+    }
+
+    /// Queues a sample to be built by `makeSample` and encoded at the next drain, off the caller's
+    /// path: the write-through loop drains every few milliseconds, every reader of the batches
+    /// (metrics, sending, flushing, shutdown) drains first, and the caller that queues the
+    /// ``maximumDeferred``th sample drains them all. `now` is when the request ended, for batching.
+    func deferRecord(now: Duration, _ makeSample: @escaping @Sendable () -> RequestSample?) {
+        let waiting = deferred.withLock { queue -> Int in
+            queue.append(DeferredSample(now: now, makeSample: makeSample))
+            return queue.count
+        }
+        if waiting >= Self.maximumDeferred { drainDeferred() }
+    }
+
+    /// Builds and encodes every deferred sample, in the order they were queued.
+    func drainDeferred() {
+        drainMutex.lock()
+        defer { drainMutex.unlock() }
+        let samples = deferred.withLock { queue -> [DeferredSample] in
+            guard !queue.isEmpty else { return [] }
+            // The next queue starts with room for as many as this one held.
+            var taken: [DeferredSample] = []
+            taken.reserveCapacity(queue.count)
+            swap(&taken, &queue)
+            return taken
+        }
+        for deferred in samples {
+            if let sample = deferred.makeSample() { record(sample, now: deferred.now) }
         }
     }
 
@@ -141,7 +213,9 @@ final class PendingBatches: Sendable {
                 // while it grows (pages are only touched as lines are written).
                 var bytes: [UInt8] = []
                 bytes.reserveCapacity(min(batching.maximumBytes, 16 << 20) + 64 * 1_024)
-                state.batches.append(PendingBatch(segment: segment, bytes: bytes, lineCount: 0, firstLineAt: now, lastLineAt: now))
+                state.batches.append(
+                    PendingBatch(segment: segment, bytes: bytes, lineCount: 0, firstLineAt: now, lastLineAt: now)
+                )
                 wake = true
             }
             let last = state.batches.count - 1
@@ -155,7 +229,11 @@ final class PendingBatches: Sendable {
             } catch {
                 state.batches[last].bytes = bytes
                 // A declined timestamp: the series has no free instant near the point's time.
-                if (error as? LineProtocolError) == .timestampDeclined { state.metrics.pointsDropped += 1 } else { state.metrics.pointsInvalid += 1 }
+                if (error as? LineProtocolError) == .timestampDeclined {
+                    state.metrics.pointsDropped += 1
+                } else {
+                    state.metrics.pointsInvalid += 1
+                }
                 if state.batches[last].lineCount == 0 { state.batches.removeLast() }
                 return false
             }
@@ -170,7 +248,9 @@ final class PendingBatches: Sendable {
                 state.seal(last)
                 wake = true
             }
-            if state.pendingBytes > batching.maximumPendingBytes { Self.dropOldest(&state, cap: batching.maximumPendingBytes) }
+            if state.pendingBytes > batching.maximumPendingBytes {
+                Self.dropOldest(&state, cap: batching.maximumPendingBytes)
+            }
             return true
         }
         if wake { wakeup.signal() }
@@ -190,7 +270,8 @@ final class PendingBatches: Sendable {
 
     /// Seals the open batch if its debounce or maximum age has passed. Returns when it next falls due.
     func sealDue(now: Duration) -> Duration? {
-        state.withLock { state -> Duration? in
+        drainDeferred()
+        return state.withLock { state -> Duration? in
             guard let last = state.batches.indices.last, !state.batches[last].isSealed else { return nil }
             let batch = state.batches[last]
             let due = min(batch.lastLineAt + batching.flushDelay, batch.firstLineAt + batching.maximumAge)
@@ -204,6 +285,7 @@ final class PendingBatches: Sendable {
 
     /// Seals the open batch now (`flush()` and shutdown).
     func sealOpenBatch() {
+        drainDeferred()
         state.withLock { state in
             if let last = state.batches.indices.last { state.seal(last) }
         }
@@ -341,7 +423,13 @@ final class PendingBatches: Sendable {
 
     /// Schedules the batch again at `notBefore`. Returns `false` when it has been failing for longer
     /// than `retryLimit` (it is then set aside as expired).
-    func scheduleRetry(_ segment: String, notBefore: Duration, now: Duration, error: String, retryLimit: Duration?) -> Bool {
+    func scheduleRetry(
+        _ segment: String,
+        notBefore: Duration,
+        now: Duration,
+        error: String,
+        retryLimit: Duration?
+    ) -> Bool {
         let keep = state.withLock { state -> Bool in
             state.metrics.retries += 1
             state.metrics.lastError = error
@@ -366,6 +454,7 @@ final class PendingBatches: Sendable {
 
     /// Stops intake: later points are dropped and counted. The open batch is sealed.
     func close() {
+        drainDeferred()
         state.withLock { state in
             state.isClosed = true
             if let last = state.batches.indices.last { state.seal(last) }
@@ -376,7 +465,10 @@ final class PendingBatches: Sendable {
     var isClosed: Bool { state.withLock { $0.isClosed } }
 
     /// No batch is pending.
-    var isDrained: Bool { state.withLock { $0.batches.isEmpty } }
+    var isDrained: Bool {
+        drainDeferred()
+        return state.withLock { $0.batches.isEmpty }
+    }
 
     /// Retry waits of every batch end now (shutdown sends what is pending without waiting out backoff).
     func clearRetryWaits() {
@@ -393,15 +485,21 @@ final class PendingBatches: Sendable {
     /// outside it, so recording never waits for the disk. `logFailure` is called once, with the first
     /// spool failure; later ones are only counted (``AgentMetrics/spoolWriteErrors``).
     func writeThrough(logFailure: (String) -> Void) {
+        drainDeferred()
         writeThroughMutex.lock()
         defer { writeThroughMutex.unlock() }
         typealias Work = (segment: String, bytes: [UInt8], start: Int, end: Int, seals: Bool)
         let (spool, work) = state.withLock { state -> (SpoolDirectory?, [Work]) in
             guard let spool = state.spool else { return (nil, []) }
             var work: [Work] = []
-            for batch in state.batches where batch.spooledBytes < batch.bytes.count || (batch.isSealed && !batch.isSpoolSealed) {
+            for batch in state.batches
+            where batch.spooledBytes < batch.bytes.count || (batch.isSealed && !batch.isSpoolSealed) {
                 work.append(
-                    (batch.segment, Array(batch.bytes[batch.spooledBytes...]), batch.spooledBytes, batch.bytes.count, batch.isSealed))
+                    (
+                        batch.segment, Array(batch.bytes[batch.spooledBytes...]), batch.spooledBytes, batch.bytes.count,
+                        batch.isSealed
+                    )
+                )
             }
             return (spool, work)
         }
@@ -457,7 +555,9 @@ final class PendingBatches: Sendable {
             var sources: [(stem: String, lines: [[UInt8]], clean: Bool)] = []
             for segment in segments {
                 problems += segment.problems
-                let stem = String(segment.name.dropLast((segment.isOpen ? SpoolReader.openSuffix : SpoolReader.sealedSuffix).count))
+                let stem = String(
+                    segment.name.dropLast((segment.isOpen ? SpoolReader.openSuffix : SpoolReader.sealedSuffix).count)
+                )
                 for part in stem.split(separator: "-") {
                     if let sequence = UInt64(part) { state.nextSequence = max(state.nextSequence, sequence + 1) }
                 }
@@ -510,15 +610,28 @@ final class PendingBatches: Sendable {
                 }
                 state.batches.append(
                     PendingBatch(
-                        segment: stem, bytes: bytes, lineCount: batch.lines.count, isSealed: true, firstLineAt: .zero,
-                        lastLineAt: .zero, spooledBytes: bytes.count, isSpoolSealed: true))
+                        segment: stem,
+                        bytes: bytes,
+                        lineCount: batch.lines.count,
+                        isSealed: true,
+                        firstLineAt: .zero,
+                        lastLineAt: .zero,
+                        spooledBytes: bytes.count,
+                        isSpoolSealed: true
+                    )
+                )
                 state.pendingBytes += bytes.count
             }
-            for (index, source) in sources.enumerated() where (replaced.contains(index) || source.lines.isEmpty) && !kept.contains(index) {
+            for (index, source) in sources.enumerated()
+            where (replaced.contains(index) || source.lines.isEmpty) && !kept.contains(index) {
                 state.spool?.remove(source.stem)
             }
-            state.metrics.spoolLinesLeftOut += UInt64(problems.filter { if case .skippedEntry = $0.kind { false } else { true } }.count)
-            if state.pendingBytes > batching.maximumPendingBytes { Self.dropOldest(&state, cap: batching.maximumPendingBytes) }
+            state.metrics.spoolLinesLeftOut += UInt64(
+                problems.filter { if case .skippedEntry = $0.kind { false } else { true } }.count
+            )
+            if state.pendingBytes > batching.maximumPendingBytes {
+                Self.dropOldest(&state, cap: batching.maximumPendingBytes)
+            }
             return problems
         }
     }
@@ -553,13 +666,15 @@ final class PendingBatches: Sendable {
 
     /// Every pending line, oldest first (for tests and diagnostics).
     func pendingBytes() -> [UInt8] {
-        state.withLock { state in state.batches.flatMap(\.bytes) }
+        drainDeferred()
+        return state.withLock { state in state.batches.flatMap(\.bytes) }
     }
 
     // MARK: Metrics
 
     var metrics: AgentMetrics {
-        state.withLock { state in
+        drainDeferred()
+        return state.withLock { state in
             var metrics = state.metrics
             metrics.pendingLines = state.batches.reduce(0) { $0 + $1.lineCount }
             metrics.pendingBytes = state.pendingBytes
@@ -567,4 +682,3 @@ final class PendingBatches: Sendable {
         }
     }
 }
-

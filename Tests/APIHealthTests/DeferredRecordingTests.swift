@@ -1,0 +1,109 @@
+import Foundation
+import LineProtocol
+import Logging
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+/// `recordLater`: samples built and encoded off the caller's path, and never lost or seen late.
+@Suite struct DeferredRecordingTests {
+    private func makeAgent(spool: URL? = nil) throws -> APIHealthAgent {
+        var configuration = APIHealthConfiguration(serviceName: "deferred")
+        configuration.spool = spool.map { SpoolOptions(directory: $0) }
+        configuration.selfMetricsInterval = .seconds(3_600)
+        return try APIHealthAgent(configuration: configuration, logger: Logger(label: "deferred"))
+    }
+
+    private func sample(_ index: Int) -> RequestSample {
+        RequestSample(
+            method: "GET",
+            url: URL(string: "https://api.example.com/users/\(index)")!,
+            module: "deferred",
+            startedAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000),
+            duration: .milliseconds(3),
+            statusCode: 200
+        )
+    }
+
+    @Test func aSampleIsBuiltAtTheDrainAndEveryReaderSeesIt() throws {
+        let agent = try makeAgent()
+        let built = Locked(0)
+        agent.recordLater {
+            built.withLock { $0 += 1 }
+            return sample(1)
+        }
+        #expect(built.withLock { $0 } == 0, "built on the caller's path")
+        #expect(agent.metrics.pointsRecorded == 1)
+        #expect(built.withLock { $0 } == 1)
+        #expect(agent.pendingPoints().count == 1)
+        #expect(built.withLock { $0 } == 1, "built twice")
+    }
+
+    @Test func theCallerThatFillsTheQueueDrainsIt() throws {
+        let agent = try makeAgent()
+        let built = Locked(0)
+        for index in 0..<PendingBatches.maximumDeferred - 1 {
+            agent.recordLater {
+                built.withLock { $0 += 1 }
+                return sample(index)
+            }
+        }
+        #expect(built.withLock { $0 } == 0)
+        agent.recordLater {
+            built.withLock { $0 += 1 }
+            return sample(PendingBatches.maximumDeferred)
+        }
+        #expect(built.withLock { $0 } == PendingBatches.maximumDeferred)
+        #expect(agent.metrics.pointsRecorded == UInt64(PendingBatches.maximumDeferred))
+    }
+
+    @Test func aRunningAgentDrainsWithoutBeingAsked() async throws {
+        let spool = temporaryDirectory("deferred")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        let agent = try makeAgent(spool: spool)
+        agent.start()
+        let built = Locked(0)
+        agent.recordLater {
+            built.withLock { $0 += 1 }
+            return sample(1)
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while built.withLock({ $0 }) == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(built.withLock { $0 } == 1, "the write-through loop did not drain")
+        await agent.shutdown()
+    }
+
+    @Test func shutdownRecordsWhatWasDeferredAndCountsLaterSamplesAsDropped() async throws {
+        let spool = temporaryDirectory("deferred")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        let agent = try makeAgent(spool: spool)
+        for index in 0..<10 { agent.recordLater { sample(index) } }
+        await agent.shutdown()
+        #expect(agent.metrics.pointsRecorded == 11, "10 samples and the last health point")
+        agent.recordLater { sample(11) }
+        #expect(agent.metrics.pointsDropped == 1)
+        let lines = try SpoolReader(directory: spool).segments().flatMap(\.lines).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+        #expect(lines.filter { $0.hasPrefix("apihealth_request,") }.count == 10)
+    }
+
+    @Test func aSampleThatCannotBeBuiltRecordsNothing() throws {
+        let agent = try makeAgent()
+        agent.recordLater { nil }
+        #expect(agent.metrics.pointsRecorded == 0 && agent.metrics.pointsInvalid == 0)
+    }
+
+    @Test func deferredSamplesDoNotKeepTheAgentAlive() throws {
+        weak var weakAgent: APIHealthAgent?
+        do {
+            let agent = try makeAgent()
+            weakAgent = agent
+            for index in 0..<3 { agent.recordLater { sample(index) } }
+        }
+        #expect(weakAgent == nil)
+    }
+}
