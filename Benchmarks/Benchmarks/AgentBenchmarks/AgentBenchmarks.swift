@@ -12,14 +12,18 @@ import FoundationNetworking
 #endif
 
 func temporaryDirectory(_ name: String) -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("apihealth-bench-\(name)-\(UUID().uuidString)")
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "apihealth-bench-\(name)-\(UUID().uuidString)"
+    )
     try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
 
 func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20) -> APIHealthAgent {
     var configuration = APIHealthConfiguration(
-        serviceName: "bench", destination: destination.map { InfluxDestination(url: $0, api: .v2(organization: "o", bucket: "b")) })
+        serviceName: "bench",
+        destination: destination.map { InfluxDestination(url: $0, api: .v2(organization: "o", bucket: "b")) }
+    )
     configuration.spool = spool.map { SpoolOptions(directory: $0) }
     configuration.batching.maximumPendingBytes = pendingCap
     configuration.batching.flushDelay = .milliseconds(100)
@@ -30,9 +34,17 @@ func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20)
 }
 
 let sample = RequestSample(
-    method: "GET", url: URL(string: "https://api.example.com/users/8271/orders")!, module: "checkout",
-    startedAt: Date(), duration: .microseconds(12_345), statusCode: 200, requestBytes: 312, responseBytes: 5_120,
-    timeToFirstByte: .microseconds(8_250), correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55")
+    method: "GET",
+    url: URL(string: "https://api.example.com/users/8271/orders")!,
+    module: "checkout",
+    startedAt: Date(),
+    duration: .microseconds(12_345),
+    statusCode: 200,
+    requestBytes: 312,
+    responseBytes: 5_120,
+    timeToFirstByte: .microseconds(8_250),
+    correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"
+)
 
 /// The `index`th of a run of samples one microsecond apart: none shares an instant with another, so
 /// each becomes a stored line (the same instant again and again would be nudged, then declined).
@@ -52,7 +64,10 @@ func wait(_ body: @escaping @Sendable () async -> Void) {
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
-        metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput], maxDuration: .seconds(3), maxIterations: 1_000_000)
+        metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
+        maxDuration: .seconds(3),
+        maxIterations: 1_000_000
+    )
 
     // One agent per benchmark, made in its setup and kept between iterations, so what is timed is
     // `record` in a warm agent (not making one). Each sample is one microsecond after the last (as
@@ -73,7 +88,8 @@ let benchmarks: @Sendable () -> Void = {
                     if let agent = run.agent { wait { await agent.shutdown(deadline: .seconds(5)) } }
                     if let spool = run.spool { try? FileManager.default.removeItem(at: spool) }
                     run.agent = nil
-                })
+                }
+            )
         ) { benchmark in
             guard let agent = run.agent else { fatalError("no agent: the setup did not run") }
             var next = sample
@@ -101,7 +117,9 @@ let benchmarks: @Sendable () -> Void = {
             DispatchQueue.concurrentPerform(iterations: 4) { thread in
                 var next = sample
                 for index in 0..<25_000 {
-                    next.startedAt = Date(timeIntervalSince1970: base + Double((iteration * 4 + thread) * 25_000 + index) / 1_000_000)
+                    next.startedAt = Date(
+                        timeIntervalSince1970: base + Double((iteration * 4 + thread) * 25_000 + index) / 1_000_000
+                    )
                     agent.record(next)
                 }
             }
@@ -138,7 +156,10 @@ let benchmarks: @Sendable () -> Void = {
             // records exactly one sample per request, a plain run none.
             let recorded = getAgent.metrics.pointsRecorded - recordedBefore
             let expected = instrumented ? UInt64(benchmark.scaledIterations.count) : 0
-            precondition(recorded == expected, "recorded \(recorded) samples for \(benchmark.scaledIterations.count) requests")
+            precondition(
+                recorded == expected,
+                "recorded \(recorded) samples for \(benchmark.scaledIterations.count) requests"
+            )
         }
     }
 
@@ -156,13 +177,21 @@ let benchmarks: @Sendable () -> Void = {
                 for _ in 0..<iterations {
                     let response =
                         instrumented
-                        ? try! await httpClient.execute(request, timeout: .seconds(10), recordingTo: getAgent, module: "bench")
+                        ? try! await httpClient.execute(
+                            request,
+                            timeout: .seconds(10),
+                            recordingTo: getAgent,
+                            module: "bench"
+                        )
                         : try! await httpClient.execute(request, timeout: .seconds(10))
                     blackHole(try! await response.body.collect(upTo: 1 << 16))
                 }
             }
             let recorded = getAgent.metrics.pointsRecorded - recordedBefore
-            precondition(recorded == (instrumented ? UInt64(iterations) : 0), "recorded \(recorded) samples for \(iterations) requests")
+            precondition(
+                recorded == (instrumented ? UInt64(iterations) : 0),
+                "recorded \(recorded) samples for \(iterations) requests"
+            )
         }
     }
 
@@ -174,8 +203,11 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark(
         "GET small response, plain and instrumented AsyncHTTPClient alternating (one pair per iteration)",
         configuration: .init(
-            metrics: [.wallClock, .cpuTotal], maxDuration: .seconds(60), maxIterations: 10_000,
-            teardown: { pairs.report("AsyncHTTPClient") })
+            metrics: [.wallClock, .cpuTotal],
+            maxDuration: .seconds(60),
+            maxIterations: 10_000,
+            teardown: { pairs.report("AsyncHTTPClient") }
+        )
     ) { benchmark in
         let request = HTTPClientRequest(url: server.url() + "/users/1")
         let recordedBefore = getAgent.metrics.pointsRecorded
@@ -188,14 +220,22 @@ let benchmarks: @Sendable () -> Void = {
                 let started = ContinuousClock.now
                 let response =
                     recording
-                    ? try! await httpClient.execute(request, timeout: .seconds(10), recordingTo: getAgent, module: "bench")
+                    ? try! await httpClient.execute(
+                        request,
+                        timeout: .seconds(10),
+                        recordingTo: getAgent,
+                        module: "bench"
+                    )
                     : try! await httpClient.execute(request, timeout: .seconds(10))
                 blackHole(try! await response.body.collect(upTo: 1 << 16))
                 pairs.add(ContinuousClock.now - started, instrumented: recording)
             }
         }
         let recorded = getAgent.metrics.pointsRecorded - recordedBefore
-        precondition(recorded == UInt64(iterations), "recorded \(recorded) samples for \(iterations) instrumented requests")
+        precondition(
+            recorded == UInt64(iterations),
+            "recorded \(recorded) samples for \(iterations) instrumented requests"
+        )
     }
 
     if let victoria = ProcessInfo.processInfo.environment["APIHEALTH_BENCH_VICTORIA_URL"].flatMap(URL.init(string:)) {
@@ -213,8 +253,11 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "pipeline: 200,000 points recorded, gzipped and written to VictoriaMetrics",
             configuration: .init(
-                metrics: [.wallClock, .cpuTotal, .throughput, .peakMemoryResident], scalingFactor: .one, maxDuration: .seconds(60),
-                maxIterations: 10)
+                metrics: [.wallClock, .cpuTotal, .throughput, .peakMemoryResident],
+                scalingFactor: .one,
+                maxDuration: .seconds(60),
+                maxIterations: 10
+            )
         ) { benchmark in
             let lines = agentLines(samples)
             var gzipCPU = Duration.zero
@@ -255,19 +298,24 @@ let benchmarks: @Sendable () -> Void = {
                 let metrics = agent.metrics
                 // The points and the agent's last health point.
                 precondition(
-                    metrics.pointsWritten == UInt64(points) + 1 && metrics.pendingLines == 0 && metrics.pointsDropped == 0,
-                    "\(metrics.pointsWritten) of \(points) points and a health point written, \(metrics.pendingLines) pending")
+                    metrics.pointsWritten == UInt64(points) + 1 && metrics.pendingLines == 0
+                        && metrics.pointsDropped == 0,
+                    "\(metrics.pointsWritten) of \(points) points and a health point written, \(metrics.pendingLines) pending"
+                )
             }
             let runs = Double(benchmark.scaledIterations.count)
             let perPoint = pipelineCPU / (Int(runs) * points)
             let gzipPerPoint = gzipCPU / (Int(runs) * points)
             let recordPerPoint = recordCPU / (Int(runs) * points)
             let zlibPerPoint = zlibCPU / (Int(runs) * points)
-            let rate = Double(points) * runs / (Double(pipelineWall.components.seconds) + Double(pipelineWall.components.attoseconds) / 1e18)
+            let rate =
+                Double(points) * runs
+                / (Double(pipelineWall.components.seconds) + Double(pipelineWall.components.attoseconds) / 1e18)
             print(
                 "pipeline (\(Gzip.implementation.rawValue)): CPU per point \(perPoint) (recording \(recordPerPoint)), gzip level 1 of its line \(gzipPerPoint), "
                     + "ratio \(String(format: "%.2f", ratioOf(perPoint, gzipPerPoint))) (zlib's gzip of the line \(zlibPerPoint)); "
-                    + "\(Int(rate)) points/s into VictoriaMetrics")
+                    + "\(Int(rate)) points/s into VictoriaMetrics"
+            )
         }
     }
 
@@ -307,8 +355,13 @@ let benchmarks: @Sendable () -> Void = {
             }
             expectRecorded(agent, recorded)
             let growth = residentBytes() - baseline
-            print("resident memory over baseline with the 64 MiB cap full: \(growth >> 20) MiB (pending \(agent.metrics.pendingBytes >> 20) MiB)")
-            precondition(growth <= (64 << 20) + (16 << 20), "resident memory grew \(growth >> 20) MiB: more than the cap + 16 MiB")
+            print(
+                "resident memory over baseline with the 64 MiB cap full: \(growth >> 20) MiB (pending \(agent.metrics.pendingBytes >> 20) MiB)"
+            )
+            precondition(
+                growth <= (64 << 20) + (16 << 20),
+                "resident memory grew \(growth >> 20) MiB: more than the cap + 16 MiB"
+            )
             wait { await agent.shutdown(deadline: .milliseconds(100)) }
             try? FileManager.default.removeItem(at: spool)
         }
@@ -319,7 +372,8 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "influx-tail prints 1,000,000 pending lines",
             configuration: .init(
-                metrics: [.wallClock], maxIterations: 5,
+                metrics: [.wallClock],
+                maxIterations: 5,
                 setup: {
                     let agent = makeAgent(spool: spool, pendingCap: 1 << 30)
                     agent.start()
@@ -331,7 +385,8 @@ let benchmarks: @Sendable () -> Void = {
                     expectRecorded(agent, 1_000_000)
                     wait { await agent.shutdown(deadline: .seconds(5)) }
                 },
-                teardown: { try? FileManager.default.removeItem(at: spool) })
+                teardown: { try? FileManager.default.removeItem(at: spool) }
+            )
         ) { benchmark in
             for _ in benchmark.scaledIterations {
                 let process = Process()
@@ -350,7 +405,8 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "influx-tail --summary of 1,000,000 pending lines (at most 3 s)",
             configuration: .init(
-                metrics: [.wallClock, .peakMemoryResident], maxIterations: 5,
+                metrics: [.wallClock, .peakMemoryResident],
+                maxIterations: 5,
                 setup: {
                     let agent = makeAgent(spool: summarySpool, pendingCap: 1 << 30)
                     agent.start()
@@ -359,20 +415,31 @@ let benchmarks: @Sendable () -> Void = {
                         agent.record(
                             RequestSample(
                                 method: index % 2 == 0 ? "GET" : "POST",
-                                url: URL(string: "https://api\(index % 5).example.com/v1/resource\(index / 2 % 2)/\(index % 7_919)")!,
-                                module: "checkout", startedAt: start.addingTimeInterval(Double(index) * 0.0036),
+                                url: URL(
+                                    string:
+                                        "https://api\(index % 5).example.com/v1/resource\(index / 2 % 2)/\(index % 7_919)"
+                                )!,
+                                module: "checkout",
+                                startedAt: start.addingTimeInterval(Double(index) * 0.0036),
                                 duration: .microseconds(5_000 + (index * 7_919) % 400_000),
-                                statusCode: index % 10 == 0 ? 503 : 200, requestBytes: 312, responseBytes: 5_120,
-                                correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"))
+                                statusCode: index % 10 == 0 ? 503 : 200,
+                                requestBytes: 312,
+                                responseBytes: 5_120,
+                                correlationID: "7f9c2ba4-e88f-4c1b-9d21-3b6f0c9a1e55"
+                            )
+                        )
                     }
                     wait { await agent.shutdown(deadline: .seconds(5)) }
                 },
-                teardown: { try? FileManager.default.removeItem(at: summarySpool) })
+                teardown: { try? FileManager.default.removeItem(at: summarySpool) }
+            )
         ) { benchmark in
             for _ in benchmark.scaledIterations {
                 let output = temporaryDirectory("summary-out").appendingPathComponent("table")
                 _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-                guard let handle = FileHandle(forWritingAtPath: output.path) else { fatalError("cannot write \(output.path)") }
+                guard let handle = FileHandle(forWritingAtPath: output.path) else {
+                    fatalError("cannot write \(output.path)")
+                }
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: tail)
                 process.arguments = ["--spool", summarySpool.path, "--summary", "--format", "json"]
@@ -386,15 +453,22 @@ let benchmarks: @Sendable () -> Void = {
                 process.waitUntilExit()
                 let elapsed = ContinuousClock.now - started
                 try? handle.close()
-                precondition(process.terminationStatus == 0, "influx-tail --summary exited \(process.terminationStatus)")
-                let rows = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                precondition(
+                    process.terminationStatus == 0,
+                    "influx-tail --summary exited \(process.terminationStatus)"
+                )
+                let rows = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").compactMap
+                {
                     try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
                 }
                 let requests = rows.reduce(0) { $0 + ($1["requests"] as? Int ?? 0) }
                 print("influx-tail --summary: \(requests) requests in \(rows.count) rows in \(elapsed)")
                 precondition(requests == summaryLines, "the summary counted \(requests) requests, not \(summaryLines)")
                 precondition(rows.count == 20, "\(rows.count) rows, not one per endpoint (20)")
-                precondition(elapsed <= .seconds(3), "the summary of \(summaryLines) lines took \(elapsed): more than 3 s")
+                precondition(
+                    elapsed <= .seconds(3),
+                    "the summary of \(summaryLines) lines took \(elapsed): more than 3 s"
+                )
                 try? FileManager.default.removeItem(at: output.deletingLastPathComponent())
             }
         }
@@ -429,7 +503,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 }
 
-/// Request times of the alternating benchmark, by kind.
+/// Request times of the alternating benchmark, by kind, in the order they were made.
 final class PairTimes: @unchecked Sendable {
     private let lock = NSLock()
     private var plain: [Duration] = []
@@ -450,16 +524,23 @@ final class PairTimes: @unchecked Sendable {
         }
     }
 
-    /// Prints both medians and the difference, and forgets them.
+    /// Prints both medians, their difference and the median of the differences within each pair (a
+    /// pair's two requests run back to back, so what the machine does meanwhile weighs on both
+    /// alike), and forgets them.
     func report(_ client: String) {
         lock.withLock {
-            guard !plain.isEmpty, !instrumented.isEmpty else { return }
+            guard !plain.isEmpty, plain.count == instrumented.count else { return }
             let plainMedian = plain.sorted()[plain.count / 2]
             let instrumentedMedian = instrumented.sorted()[instrumented.count / 2]
+            let differences = zip(instrumented, plain).map { $0 - $1 }.sorted()
+            let pairedMedian = differences[differences.count / 2]
             print(
                 "\(client), \(instrumented.count) requests of each kind, alternating: median plain \(plainMedian), instrumented "
                     + "\(instrumentedMedian), added \(instrumentedMedian - plainMedian) "
-                    + "(\(String(format: "%+.2f", (ratioOf(instrumentedMedian, plainMedian) - 1) * 100)) %)")
+                    + "(\(String(format: "%+.2f", (ratioOf(instrumentedMedian, plainMedian) - 1) * 100)) %); "
+                    + "median added within a pair \(pairedMedian) "
+                    + "(\(String(format: "%+.2f", ratioOf(pairedMedian, plainMedian) * 100)) %)"
+            )
             plain = []
             instrumented = []
         }
@@ -479,7 +560,8 @@ func expectRecorded(_ agent: APIHealthAgent, _ count: Int, since before: UInt64 
     let metrics = agent.metrics
     precondition(
         metrics.pointsRecorded - before == UInt64(count) && metrics.pointsInvalid == 0,
-        "recorded \(metrics.pointsRecorded) of \(count) samples (\(metrics.pointsInvalid) invalid, \(metrics.pointsDropped) dropped)")
+        "recorded \(metrics.pointsRecorded) of \(count) samples (\(metrics.pointsInvalid) invalid, \(metrics.pointsDropped) dropped)"
+    )
 }
 
 /// The lines the agent writes for `samples`, batch by batch as the shipper cuts them (read back from
@@ -491,13 +573,18 @@ func agentLines(_ samples: [RequestSample]) -> [[UInt8]] {
     agent.start()
     for point in samples { agent.record(point) }
     wait { await agent.shutdown(deadline: .seconds(10)) }
-    let files = ((try? FileManager.default.contentsOfDirectory(atPath: spool.path)) ?? []).filter { $0.hasSuffix(".lp") }.sorted()
+    let files = ((try? FileManager.default.contentsOfDirectory(atPath: spool.path)) ?? []).filter {
+        $0.hasSuffix(".lp")
+    }.sorted()
     // The request lines only (not the agent's health point), batch by batch.
     var lines = 0
     let batches = files.compactMap { name -> [UInt8]? in
-        guard let contents = FileManager.default.contents(atPath: spool.appendingPathComponent(name).path) else { return nil }
+        guard let contents = FileManager.default.contents(atPath: spool.appendingPathComponent(name).path) else {
+            return nil
+        }
         var batch: [UInt8] = []
-        for line in contents.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("apihealth_request,".utf8)) {
+        for line in contents.split(separator: UInt8(ascii: "\n"))
+        where line.starts(with: Array("apihealth_request,".utf8)) {
             batch += line
             batch.append(UInt8(ascii: "\n"))
             lines += 1
@@ -525,7 +612,8 @@ func processCPUTime() -> Duration {
 func ratioOf(_ lhs: Duration, _ rhs: Duration) -> Double {
     let left = lhs.components
     let right = rhs.components
-    return (Double(left.seconds) + Double(left.attoseconds) / 1e18) / (Double(right.seconds) + Double(right.attoseconds) / 1e18)
+    return (Double(left.seconds) + Double(left.attoseconds) / 1e18)
+        / (Double(right.seconds) + Double(right.attoseconds) / 1e18)
 }
 
 /// The loopback server, started on first use and shared by the GET benchmarks.
@@ -538,7 +626,9 @@ final class LockedServer: @unchecked Sendable {
             if server == nil {
                 let started = UnsafeBox<LoopbackHTTPServer>()
                 wait {
-                    started.value = try! await LoopbackHTTPServer.start(threads: 1) { _ in .json(200, #"{"id":1,"name":"Ada"}"#) }
+                    started.value = try! await LoopbackHTTPServer.start(threads: 1) { _ in
+                        .json(200, #"{"id":1,"name":"Ada"}"#)
+                    }
                 }
                 server = started.value
             }
