@@ -40,6 +40,15 @@ import Testing
         #expect(built.withLock { $0 } == 1, "built twice")
     }
 
+    @Test func aReadySampleWaitsForTheDrainToo() throws {
+        let agent = try makeAgent()
+        agent.recordLater(sample(1))
+        agent.recordLater(sample(2))
+        let points = agent.pendingPoints()
+        #expect(points.count == 2)
+        #expect(points.map(\.timestamp) == [sample(1), sample(2)].map { Timestamp(date: $0.startedAt) })
+    }
+
     @Test func theCallerThatFillsTheQueueDrainsIt() throws {
         let agent = try makeAgent()
         let built = Locked(0)

@@ -143,7 +143,14 @@ public final class APIHealthAgent: Sendable, Service {
     /// ```
     package func recordLater(_ makeSample: @escaping @Sendable () -> RequestSample?) {
         guard configuration.isEnabled else { return }
-        pending.deferRecord(now: clock.now, makeSample)
+        pending.deferRecord(now: clock.now, .made(makeSample))
+    }
+
+    /// Records `sample` later and on another thread, as the `recordLater` that builds its sample does:
+    /// for the URLSession hook, which ends a sample on the way to the app's completion.
+    package func recordLater(_ sample: RequestSample) {
+        guard configuration.isEnabled else { return }
+        pending.deferRecord(now: clock.now, .sample(sample))
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
@@ -526,7 +533,7 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     func countUncaptured() { agent?.countUncaptured() }
     var isCapturing: Bool { agent?.configuration.isEnabled ?? false }
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
-    func record(_ sample: RequestSample) { agent?.record(sample) }
+    func record(_ sample: RequestSample) { agent?.recordLater(sample) }
 }
 
 extension APIHealthAgent {

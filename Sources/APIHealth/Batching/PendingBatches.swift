@@ -20,11 +20,23 @@ struct PendingBatch {
     var isSplitHalf = false
 }
 
-/// A request whose sample is built and encoded at the next drain (see
+/// A request whose sample is encoded (and, for a `.made` one, built) at the next drain (see
 /// ``PendingBatches/deferRecord(now:_:)``).
 struct DeferredSample {
+    enum Source {
+        case sample(RequestSample)
+        case made(@Sendable () -> RequestSample?)
+    }
+
     let now: Duration
-    let makeSample: @Sendable () -> RequestSample?
+    let source: Source
+
+    var sample: RequestSample? {
+        switch source {
+        case .sample(let sample): sample
+        case .made(let makeSample): makeSample()
+        }
+    }
 }
 
 /// What the shipper should do next.
@@ -156,13 +168,13 @@ final class PendingBatches: Sendable {
         }
     }
 
-    /// Queues a sample to be built by `makeSample` and encoded at the next drain, off the caller's
-    /// path: the write-through loop drains every few milliseconds, every reader of the batches
-    /// (metrics, sending, flushing, shutdown) drains first, and the caller that queues the
+    /// Queues a sample to be encoded (built first, for a `.made` one) at the next drain, off the
+    /// caller's path: the write-through loop drains every few milliseconds, every reader of the
+    /// batches (metrics, sending, flushing, shutdown) drains first, and the caller that queues the
     /// ``maximumDeferred``th sample drains them all. `now` is when the request ended, for batching.
-    func deferRecord(now: Duration, _ makeSample: @escaping @Sendable () -> RequestSample?) {
+    func deferRecord(now: Duration, _ source: DeferredSample.Source) {
         let waiting = deferred.withLock { queue -> Int in
-            queue.append(DeferredSample(now: now, makeSample: makeSample))
+            queue.append(DeferredSample(now: now, source: source))
             return queue.count
         }
         if waiting >= Self.maximumDeferred { drainDeferred() }
@@ -181,7 +193,7 @@ final class PendingBatches: Sendable {
             return taken
         }
         for deferred in samples {
-            if let sample = deferred.makeSample() { record(sample, now: deferred.now) }
+            if let sample = deferred.sample { record(sample, now: deferred.now) }
         }
     }
 

@@ -13,6 +13,7 @@ protocol SampleRecorder: AnyObject, Sendable {
     var isCapturing: Bool { get }
     var correlationHeaders: [String] { get }
     func isExcluded(_ url: URL) -> Bool
+    /// Hands `sample` to the agent, to be encoded off the request's path.
     func record(_ sample: RequestSample)
     /// Counts a request the hook let through without recording it.
     func countUncaptured()
@@ -62,7 +63,10 @@ final class CaptureRegistry: Sendable {
     /// Returns the hook class for `module` of the agent behind `recorder`: the same class every time
     /// for the same agent and module. `configuration` is copied for the inner session where one is needed.
     func hook(
-        for configuration: URLSessionConfiguration, module: String, recorder: any SampleRecorder, identity: AnyObject
+        for configuration: URLSessionConfiguration,
+        module: String,
+        recorder: any SampleRecorder,
+        identity: AnyObject
     ) -> InterceptingURLProtocol.Type {
         let key = Key(recorder: ObjectIdentifier(identity), module: module)
         return state.withLock { state -> InterceptingURLProtocol.Type in
@@ -73,7 +77,8 @@ final class CaptureRegistry: Sendable {
             }
             let hook = HookClasses.make(state.classesMade)
             state.classesMade += 1
-            let inner = InterceptingURLProtocol.wrapsNativeProtocol ? nil : InnerSession(copying: configuration, module: module)
+            let inner =
+                InterceptingURLProtocol.wrapsNativeProtocol ? nil : InnerSession(copying: configuration, module: module)
             state.byHook[ObjectIdentifier(hook)] = Registration(module: module, recorder: recorder, innerSession: inner)
             state.hooks[key] = hook
             // Forget registrations whose agent is gone; their classes stay unique, so a stale

@@ -26,7 +26,9 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
     private let progress = Locked(Progress())
 
     init(
-        forwardingTo forward: any URLProtocolClient, task: URLSessionTask, request: URLRequest,
+        forwardingTo forward: any URLProtocolClient,
+        task: URLSessionTask,
+        request: URLRequest,
         registration: CaptureRegistry.Registration
     ) {
         self.forward = forward
@@ -36,7 +38,9 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
     }
 
     func urlProtocol(
-        _ protocol: URLProtocol, didReceive response: URLResponse, cacheStoragePolicy policy: URLCache.StoragePolicy
+        _ protocol: URLProtocol,
+        didReceive response: URLResponse,
+        cacheStoragePolicy policy: URLCache.StoragePolicy
     ) {
         let now = ContinuousClock.now
         progress.withLock { state in
@@ -77,8 +81,9 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
         forward.urlProtocol(`protocol`, didCancel: challenge)
     }
 
-    /// Records the sample before the app hears of the end, so a caller that awaits the response and
-    /// then shuts the agent down never loses it. Called for the end the protocol reports, and by the
+    /// Hands the sample to the agent before the app hears of the end (it is encoded off this path,
+    /// at the agent's next drain, which shutdown and every read of the agent's metrics wait for), so
+    /// a caller that awaits the response and then shuts the agent down never loses it. Called for the end the protocol reports, and by the
     /// hook when the task is cancelled (which the protocol does not report to its client).
     ///
     /// Byte counts are what swift-corelibs-foundation lets a protocol see: the request body's
@@ -86,16 +91,21 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
     /// else the response's `Content-Length`.
     func recordOnce(error: (any Error)?) {
         let duration = ContinuousClock.now - started
-        guard let state = progress.withLock({ state -> Progress? in
-            if state.recorded { return nil }
-            state.recorded = true
-            return state
-        }), let url = request.url
+        guard
+            let state = progress.withLock({ state -> Progress? in
+                if state.recorded { return nil }
+                state.recorded = true
+                return state
+            }), let url = request.url
         else { return }
         let response = (task?.response as? HTTPURLResponse) ?? state.response
         var sample = RequestSample(
-            method: request.httpMethod ?? "GET", url: url, module: registration.module, startedAt: startedAt,
-            duration: duration)
+            method: request.httpMethod ?? "GET",
+            url: url,
+            module: registration.module,
+            startedAt: startedAt,
+            duration: duration
+        )
         sample.timeToFirstByte = state.firstByte
         if let error {
             sample.error = RequestSample.TransportError(error)
@@ -109,7 +119,10 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
         sample.requestBytes = UInt64(max(0, sent))
         sample.redirectCount = nil
         sample.correlationID = CorrelationID.find(
-            in: request, response: response, headers: registration.recorder.correlationHeaders)
+            in: request,
+            response: response,
+            headers: registration.recorder.correlationHeaders
+        )
         registration.recorder.record(sample)
     }
 }
