@@ -20,7 +20,9 @@ import FoundationNetworking
 /// ```
 ///
 /// Recording never waits for the network or the disk: a point is encoded into memory, written
-/// through to the spool within a few milliseconds, and sent by a background loop.
+/// through to the spool within a few milliseconds, and sent by a background loop. Captured requests
+/// are encoded off the request's own path, by the loop that writes the spool (or by whatever reads
+/// the agent's state first).
 public final class APIHealthAgent: Sendable, Service {
     public let configuration: APIHealthConfiguration
     private let logger: Logger
