@@ -129,7 +129,10 @@ let benchmarks: @Sendable () -> Void = {
 
     // Instrumented vs plain URLSession: sequential small GETs to a local server, in one run.
     let server = LockedServer()
+    // Running, as in a service: its write-through loop encodes the captured samples every 20 ms, off
+    // the requests' path.
     let getAgent = makeAgent(spool: nil)
+    getAgent.start()
     let sessions = [false, true].map { instrumented -> URLSession in
         let configuration = URLSessionConfiguration.ephemeral
         if instrumented { getAgent.instrument(configuration, module: "bench") }
@@ -230,6 +233,38 @@ let benchmarks: @Sendable () -> Void = {
                 blackHole(try! await response.body.collect(upTo: 1 << 16))
                 pairs.add(ContinuousClock.now - started, instrumented: recording)
             }
+        }
+        let recorded = getAgent.metrics.pointsRecorded - recordedBefore
+        precondition(
+            recorded == UInt64(iterations),
+            "recorded \(recorded) samples for \(iterations) instrumented requests"
+        )
+    }
+
+    let sessionPairs = PairTimes()
+    Benchmark(
+        "GET small response, plain and instrumented URLSession alternating (one pair per iteration)",
+        configuration: .init(
+            metrics: [.wallClock, .cpuTotal],
+            maxDuration: .seconds(60),
+            maxIterations: 10_000,
+            teardown: { sessionPairs.report("URLSession") }
+        )
+    ) { benchmark in
+        let request = URLRequest(url: URL(string: server.url() + "/users/1")!)
+        let recordedBefore = getAgent.metrics.pointsRecorded
+        let iterations = benchmark.scaledIterations.count
+        let instrumentedFirst = sessionPairs.instrumentedFirst()
+        for index in 0..<(2 * iterations) {
+            let recording = (index % 2 == 0) == instrumentedFirst
+            let done = DispatchSemaphore(value: 0)
+            let started = ContinuousClock.now
+            sessions[recording ? 1 : 0].dataTask(with: request) { data, _, _ in
+                blackHole(data)
+                done.signal()
+            }.resume()
+            done.wait()
+            sessionPairs.add(ContinuousClock.now - started, instrumented: recording)
         }
         let recorded = getAgent.metrics.pointsRecorded - recordedBefore
         precondition(

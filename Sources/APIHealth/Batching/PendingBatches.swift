@@ -24,7 +24,8 @@ struct PendingBatch {
 /// ``PendingBatches/deferRecord(now:_:)``).
 struct DeferredSample {
     enum Source {
-        case sample(RequestSample)
+        /// Boxed, so the queue's entries stay two words wide.
+        indirect case sample(RequestSample)
         case made(@Sendable () -> RequestSample?)
     }
 
