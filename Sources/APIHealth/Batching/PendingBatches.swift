@@ -156,6 +156,7 @@ final class PendingBatches: Sendable {
 
     /// Encodes `sample` (through the schema's series and fields) into the open batch.
     @discardableResult
+    @inline(__always)
     func record(_ sample: RequestSample, now: Duration) -> Bool {
         guard let schema, let series = schema.series(for: sample) else { return false }
         switch series {
