@@ -8,7 +8,7 @@ import NIOConcurrencyHelpers
 
 /// What is seen of one AsyncHTTPClient request until it ends; records one ``RequestSample`` when it
 /// does: at the end of the body, at an error, or when the caller drops the response unfinished.
-final class RequestObservation: Sendable {
+final class RequestObservation: EndedRequestSource {
     private let agent: APIHealthAgent
     private let module: String
     private let method: String
@@ -26,6 +26,9 @@ final class RequestObservation: Sendable {
         var requestBytes: UInt64?
         var responseBytes: UInt64 = 0
         var recorded = false
+        /// Set when the sample ends.
+        var duration: Duration?
+        var error: RequestSample.TransportError?
     }
 
     /// Guards what has been seen so far.
@@ -49,7 +52,7 @@ final class RequestObservation: Sendable {
 
     deinit {
         // Dropped before the body was read to its end: the sample ends here.
-        end(error: nil)
+        end(error: nil, inDeinit: true)
     }
 
     func receivedHead(status: Int, headers: HTTPHeaders, redirects: Int?) {
@@ -87,33 +90,47 @@ final class RequestObservation: Sendable {
         end(error: error)
     }
 
-    /// Ends the sample; the agent builds and records it later, off the caller's path.
-    private func end(error: (any Error)?) {
+    /// Ends the sample; the agent builds and records it later, off the caller's path (from `deinit`,
+    /// where the observation cannot be kept, from a copy of what it saw).
+    private func end(error: (any Error)?, inDeinit: Bool = false) {
         let duration = ContinuousClock.now - started
-        guard
-            let state = progress.withLockedValue({ state -> Progress? in
-                if state.recorded { return nil }
-                state.recorded = true
-                return state
-            })
-        else { return }
-        let ended = EndedRequest(
+        let ended = progress.withLockedValue { state -> Bool in
+            if state.recorded { return false }
+            state.recorded = true
+            state.duration = duration
+            state.error = error.map(Self.transportError)
+            return true
+        }
+        guard ended else { return }
+        if inDeinit {
+            let request = endedRequest(progress.withLockedValue { $0 })
+            agent.recordLater { request.sample() }
+        } else {
+            agent.recordLater(self)
+        }
+    }
+
+    func makeSample() -> RequestSample? {
+        endedRequest(progress.withLockedValue { $0 }).sample()
+    }
+
+    private func endedRequest(_ state: Progress) -> EndedRequest {
+        EndedRequest(
             method: method,
             url: url,
             module: module,
             startedAt: startedAt,
-            duration: duration,
-            statusCode: error == nil ? state.status : nil,
+            duration: state.duration ?? .zero,
+            statusCode: state.error == nil ? state.status : nil,
             requestBytes: state.requestBytes ?? 0,
             responseBytes: state.responseBytes,
             timeToFirstByte: state.timeToFirstByte,
             redirects: state.redirects ?? max(state.visits - 1, 0),
-            error: error.map(Self.transportError),
+            error: state.error,
             requestHeaders: requestHeaders,
             responseHeaders: state.responseHeaders,
             correlationHeaders: agent.configuration.capture.correlationHeaders
         )
-        agent.recordLater { ended.sample() }
     }
 
     /// URLs with a host parsed lately, by their text: services call the same URLs again and again,

@@ -148,6 +148,14 @@ public final class APIHealthAgent: Sendable, Service {
         pending.deferRecord(now: clock.now, .made(makeSample))
     }
 
+    /// Records the sample `request` builds, later and on another thread, as the `recordLater` that
+    /// takes a closure does, without allocating a closure: for AsyncHTTPClient capture, whose
+    /// observation of a request builds the sample.
+    package func recordLater(_ request: any EndedRequestSource) {
+        guard configuration.isEnabled else { return }
+        pending.deferRecord(now: clock.now, .request(request))
+    }
+
     /// Records `sample` later and on another thread, as the `recordLater` that builds its sample does:
     /// for the URLSession hook, which ends a sample on the way to the app's completion.
     package func recordLater(_ sample: RequestSample) {

@@ -27,6 +27,7 @@ struct DeferredSample {
         /// Boxed, so the queue's entries stay two words wide.
         indirect case sample(RequestSample)
         case made(@Sendable () -> RequestSample?)
+        case request(any EndedRequestSource)
     }
 
     let now: Duration
@@ -36,8 +37,16 @@ struct DeferredSample {
         switch source {
         case .sample(let sample): sample
         case .made(let makeSample): makeSample()
+        case .request(let request): request.makeSample()
         }
     }
+}
+
+/// A request that has ended and builds its own sample when the agent encodes it (see
+/// `APIHealthAgent.recordLater(_:)`): queuing one allocates nothing.
+package protocol EndedRequestSource: AnyObject, Sendable {
+    /// The request's sample; `nil` to record nothing.
+    func makeSample() -> RequestSample?
 }
 
 /// What the shipper should do next.
