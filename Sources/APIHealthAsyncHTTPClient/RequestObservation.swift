@@ -9,7 +9,6 @@ import NIOConcurrencyHelpers
 /// What is seen of one AsyncHTTPClient request until it ends; records one ``RequestSample`` when it
 /// does: at the end of the body, at an error, or when the caller drops the response unfinished.
 final class RequestObservation: EndedRequestSource {
-    private let agent: APIHealthAgent
     private let module: String
     private let method: String
     private let url: String
@@ -26,9 +25,13 @@ final class RequestObservation: EndedRequestSource {
         var requestBytes: UInt64?
         var responseBytes: UInt64 = 0
         var recorded = false
+        /// The agent to record with, until the sample ends: let go of then, so the observation waiting
+        /// in the agent's queue never keeps the agent alive.
+        var agent: APIHealthAgent?
         /// Set when the sample ends.
         var duration: Duration?
         var error: RequestSample.TransportError?
+        var correlationHeaders: [String] = []
     }
 
     /// Guards what has been seen so far.
@@ -42,12 +45,11 @@ final class RequestObservation: EndedRequestSource {
         requestHeaders: HTTPHeaders,
         requestBytes: UInt64?
     ) {
-        self.agent = agent
         self.module = module
         self.method = method
         self.url = url
         self.requestHeaders = requestHeaders
-        self.progress = NIOLockedValueBox(Progress(requestBytes: requestBytes))
+        self.progress = NIOLockedValueBox(Progress(requestBytes: requestBytes, agent: agent))
     }
 
     deinit {
@@ -58,6 +60,7 @@ final class RequestObservation: EndedRequestSource {
     func receivedHead(status: Int, headers: HTTPHeaders, redirects: Int?) {
         let now = ContinuousClock.now
         progress.withLockedValue { state in
+            if state.recorded { return }
             if state.timeToFirstByte == nil { state.timeToFirstByte = now - started }
             state.status = status
             state.responseHeaders = headers
@@ -67,15 +70,15 @@ final class RequestObservation: EndedRequestSource {
 
     /// A response head arrived (a redirect's or the final one's): one more than the redirects followed.
     func visitedURL() {
-        progress.withLockedValue { $0.visits += 1 }
+        progress.withLockedValue { if !$0.recorded { $0.visits += 1 } }
     }
 
     func sent(_ bytes: Int) {
-        progress.withLockedValue { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) }
+        progress.withLockedValue { if !$0.recorded { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) } }
     }
 
     func received(_ bytes: Int) {
-        progress.withLockedValue { $0.responseBytes += UInt64(bytes) }
+        progress.withLockedValue { if !$0.recorded { $0.responseBytes += UInt64(bytes) } }
     }
 
     func finish() { end(error: nil) }
@@ -84,7 +87,10 @@ final class RequestObservation: EndedRequestSource {
     /// (a URL it cannot use): then nothing is recorded, as nothing was sent.
     func fail(_ error: any Error) {
         if Self.refusedBeforeStarting(error) {
-            progress.withLockedValue { $0.recorded = true }
+            progress.withLockedValue { state in
+                state.recorded = true
+                state.agent = nil
+            }
             return
         }
         end(error: error)
@@ -94,14 +100,16 @@ final class RequestObservation: EndedRequestSource {
     /// where the observation cannot be kept, from a copy of what it saw).
     private func end(error: (any Error)?, inDeinit: Bool = false) {
         let duration = ContinuousClock.now - started
-        let ended = progress.withLockedValue { state -> Bool in
-            if state.recorded { return false }
+        let ending = progress.withLockedValue { state -> APIHealthAgent? in
+            guard !state.recorded, let agent = state.agent else { return nil }
             state.recorded = true
+            state.agent = nil
             state.duration = duration
             state.error = error.map(Self.transportError)
-            return true
+            state.correlationHeaders = agent.configuration.capture.correlationHeaders
+            return agent
         }
-        guard ended else { return }
+        guard let agent = ending else { return }
         if inDeinit {
             let request = endedRequest(progress.withLockedValue { $0 })
             agent.recordLater { request.sample() }
@@ -129,7 +137,7 @@ final class RequestObservation: EndedRequestSource {
             error: state.error,
             requestHeaders: requestHeaders,
             responseHeaders: state.responseHeaders,
-            correlationHeaders: agent.configuration.capture.correlationHeaders
+            correlationHeaders: state.correlationHeaders
         )
     }
 

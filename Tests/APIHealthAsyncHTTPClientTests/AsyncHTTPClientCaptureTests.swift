@@ -54,7 +54,11 @@ final class AHCHarness: Sendable {
                 : try await client.execute(request, timeout: timeout)
             var bytes = 0
             for try await chunk in response.body { bytes += chunk.readableBytes }
-            return Seen(status: Int(response.status.code), contentType: response.headers.first(name: "content-type"), bodyBytes: bytes)
+            return Seen(
+                status: Int(response.status.code),
+                contentType: response.headers.first(name: "content-type"),
+                bodyBytes: bytes
+            )
         } catch {
             return Seen(error: String(describing: error))
         }
@@ -93,13 +97,18 @@ final class AHCHarness: Sendable {
         // The caller's stopwatch: to the response head, and to the end of the body.
         let started = ContinuousClock.now
         let response = try await harness.client.execute(
-            HTTPClientRequest(url: harness.url("/timed")), timeout: .seconds(20), recordingTo: harness.agent, module: "ahc")
+            HTTPClientRequest(url: harness.url("/timed")),
+            timeout: .seconds(20),
+            recordingTo: harness.agent,
+            module: "ahc"
+        )
         let head = (ContinuousClock.now - started) / .milliseconds(1)
         let body = try await response.body.collect(upTo: 1 << 16)
         let end = (ContinuousClock.now - started) / .milliseconds(1)
         #expect(body.readableBytes == 5)
         let point = try #require(try await harness.waitForRequests(1).first)
-        guard case .float(let ttfb) = point.field("ttfb_ms"), case .float(let duration) = point.field("duration_ms") else {
+        guard case .float(let ttfb) = point.field("ttfb_ms"), case .float(let duration) = point.field("duration_ms")
+        else {
             Issue.record("no timings in \(point)")
             return
         }
@@ -116,7 +125,11 @@ final class AHCHarness: Sendable {
         let before = residentBytes()
         var peak = before
         let response = try await harness.client.execute(
-            HTTPClientRequest(url: harness.url("/bytes/\(total)")), timeout: .seconds(60), recordingTo: harness.agent, module: "ahc")
+            HTTPClientRequest(url: harness.url("/bytes/\(total)")),
+            timeout: .seconds(60),
+            recordingTo: harness.agent,
+            module: "ahc"
+        )
         var bytes = 0
         for try await chunk in response.body {
             bytes += chunk.readableBytes
@@ -142,7 +155,12 @@ final class AHCHarness: Sendable {
             request.headers.add(name: "Content-Length", value: "\(payload.readableBytes)")
             let response =
                 instrumented
-                ? try await harness.client.execute(request, timeout: .seconds(20), recordingTo: harness.agent, module: "ahc")
+                ? try await harness.client.execute(
+                    request,
+                    timeout: .seconds(20),
+                    recordingTo: harness.agent,
+                    module: "ahc"
+                )
                 : try await harness.client.execute(request, timeout: .seconds(20))
             let body = try await response.body.collect(upTo: 2 << 20)
             #expect(body == payload)
@@ -176,8 +194,11 @@ final class AHCHarness: Sendable {
         let harness = try await AHCHarness()
         let reading = Task {
             let response = try await harness.client.execute(
-                HTTPClientRequest(url: harness.url("/bytes/\(200 << 20)")), timeout: .seconds(60), recordingTo: harness.agent,
-                module: "ahc")
+                HTTPClientRequest(url: harness.url("/bytes/\(200 << 20)")),
+                timeout: .seconds(60),
+                recordingTo: harness.agent,
+                module: "ahc"
+            )
             var bytes = 0
             for try await chunk in response.body { bytes += chunk.readableBytes }
             return bytes
@@ -194,12 +215,48 @@ final class AHCHarness: Sendable {
         let harness = try await AHCHarness()
         do {
             let response = try await harness.client.execute(
-                HTTPClientRequest(url: harness.url("/ok")), timeout: .seconds(20), recordingTo: harness.agent, module: "ahc")
+                HTTPClientRequest(url: harness.url("/ok")),
+                timeout: .seconds(20),
+                recordingTo: harness.agent,
+                module: "ahc"
+            )
             #expect(response.status == .ok)
         }
         let points = try await harness.waitForRequests(1)
         #expect(points.count == 1 && points.first?.tag("status") == "200")
         await harness.close()
+    }
+
+    @Test func requestsWaitingToBeEncodedDoNotKeepTheAgentAlive() async throws {
+        let server = try await LoopbackHTTPServer.start(threads: 1, handler: TestRoutes.handle)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        weak var weakAgent: APIHealthAgent?
+        do {
+            var configuration = APIHealthConfiguration(serviceName: "ahc-tests")
+            configuration.spool = nil
+            let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-tests"))
+            weakAgent = agent
+            for _ in 0..<3 {
+                // Read to the end: the observation itself waits in the agent's queue.
+                let response = try await client.execute(
+                    HTTPClientRequest(url: server.baseURL + "/ok"),
+                    timeout: .seconds(20),
+                    recordingTo: agent,
+                    module: "ahc"
+                )
+                _ = try await response.body.collect(upTo: 1 << 20)
+            }
+            // Dropped unread: the observation's copy waits in the queue.
+            _ = try await client.execute(
+                HTTPClientRequest(url: server.baseURL + "/ok"),
+                timeout: .seconds(20),
+                recordingTo: agent,
+                module: "ahc"
+            )
+        }
+        #expect(weakAgent == nil, "a request waiting in the agent's queue keeps the agent alive")
+        try await client.shutdown()
+        try await server.shutdown()
     }
 
     @Test func aThousandConcurrentRequestsGiveAThousandSamples() async throws {
@@ -209,7 +266,11 @@ final class AHCHarness: Sendable {
                 group.addTask {
                     let path = index % 4 == 0 ? "/status/500" : index % 4 == 1 ? "/status/404" : "/ok"
                     let response = try await harness.client.execute(
-                        HTTPClientRequest(url: harness.url(path)), timeout: .seconds(30), recordingTo: harness.agent, module: "ahc")
+                        HTTPClientRequest(url: harness.url(path)),
+                        timeout: .seconds(30),
+                        recordingTo: harness.agent,
+                        module: "ahc"
+                    )
                     _ = try await response.body.collect(upTo: 1 << 20)
                     return Int(response.status.code)
                 }
@@ -219,16 +280,24 @@ final class AHCHarness: Sendable {
         #expect(statuses == [500: 250, 404: 250, 200: 500])
         let points = try await harness.waitForRequests(1_000)
         #expect(points.count == 1_000)
-        #expect(points.reduce(into: [String: Int]()) { $0[$1.tag("status") ?? "", default: 0] += 1 } == ["500": 250, "404": 250, "200": 500])
+        #expect(
+            points.reduce(into: [String: Int]()) { $0[$1.tag("status") ?? "", default: 0] += 1 } == [
+                "500": 250, "404": 250, "200": 500,
+            ]
+        )
         await harness.close()
     }
 
     @Test func theDelegateAPISeesTheSameAndIsRecorded() async throws {
         let harness = try await AHCHarness()
         let request = try HTTPClient.Request(url: harness.url("/redirect/2"))
-        let plain = try await harness.client.execute(request: request, delegate: ResponseAccumulator(request: request)).get()
+        let plain = try await harness.client.execute(request: request, delegate: ResponseAccumulator(request: request))
+            .get()
         let observed = try await harness.client.execute(
-            request: request, delegate: ResponseAccumulator(request: request), recordingTo: harness.agent, module: "ahc"
+            request: request,
+            delegate: ResponseAccumulator(request: request),
+            recordingTo: harness.agent,
+            module: "ahc"
         ).get()
         #expect(observed.status == plain.status && observed.body == plain.body)
         let point = try #require(try await harness.waitForRequests(1).first)

@@ -134,11 +134,13 @@ public final class APIHealthAgent: Sendable, Service {
         pending.record(sample, now: clock.now)
     }
 
-    /// Records the sample `makeSample` builds, later and on another thread: within a few
-    /// milliseconds, and always before the agent's metrics, pending lines, flushes or shutdown see
-    /// what is pending. For capture on the caller's own path (AsyncHTTPClient's), where building and
-    /// encoding a sample would add to every request's time. `makeSample` returns `nil` to record
-    /// nothing.
+    /// Records the sample `makeSample` builds, later: while the agent runs, its write-through loop
+    /// does it within 20 ms; in any case before the agent's metrics, pending lines, flushes or
+    /// shutdown see what is pending; and the caller that queues the 512th waiting sample builds and
+    /// encodes them all. For capture on the request's own path, where building and encoding a
+    /// sample would add to every request's time. `makeSample` returns `nil` to record nothing, and
+    /// must not keep the agent alive (the queue is the agent's). Once shutdown has begun, the sample
+    /// is dropped and counted at once.
     ///
     /// ```swift
     /// agent.recordLater { RequestSample(method: "GET", url: url, module: "billing", startedAt: start, duration: elapsed) }

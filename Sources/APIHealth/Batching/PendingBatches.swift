@@ -57,8 +57,9 @@ enum NextSend {
 }
 
 /// The pending lines: the open batch being filled, sealed batches waiting to be sent, the spool that
-/// mirrors them on disk, and the counters. Every access goes through one lock; recording only
-/// encodes into memory, never touching the disk or the network.
+/// mirrors them on disk, and the counters, all behind one lock; beside them, the queue of captured
+/// samples waiting to be encoded (``deferRecord(now:_:)``), behind its own. Recording only encodes
+/// into memory, never touching the disk or the network.
 final class PendingBatches: Sendable {
     private struct State {
         var batches: [PendingBatch] = []
@@ -105,8 +106,9 @@ final class PendingBatches: Sendable {
     private let encoder: LineEncoder
     /// Turns the deferred samples into series and fields.
     private let schema: RequestSchema?
-    /// Samples to build and encode at the next drain (see ``deferRecord(now:_:)``).
-    private let deferred = Locked([DeferredSample]())
+    /// Samples to build and encode at the next drain (see ``deferRecord(now:_:)``), and whether
+    /// intake has closed (later samples are dropped at once).
+    private let deferred = Locked((samples: [DeferredSample](), isClosed: false))
     /// One drain at a time, and a reader waits for a drain under way, so it sees every sample
     /// deferred before it began.
     private let drainMutex = NSLock()
@@ -179,14 +181,21 @@ final class PendingBatches: Sendable {
         }
     }
 
-    /// Queues a sample to be encoded (built first, for a `.made` one) at the next drain, off the
-    /// caller's path: the write-through loop drains every few milliseconds, every reader of the
-    /// batches (metrics, sending, flushing, shutdown) drains first, and the caller that queues the
-    /// ``maximumDeferred``th sample drains them all. `now` is when the request ended, for batching.
+    /// Queues a sample to be encoded (built first, for a `.made` or `.request` one) at the next drain,
+    /// off the caller's path: the write-through loop drains every 20 ms, every reader of the batches
+    /// (metrics, pending lines, sealing before a send, flushing, shutdown) drains first, and the
+    /// caller that queues the ``maximumDeferred``th sample drains them all. `now` is when the request
+    /// ended, for batching.
+    /// Once intake has closed, a sample is dropped (and counted) at once.
     func deferRecord(now: Duration, _ source: DeferredSample.Source) {
-        let waiting = deferred.withLock { queue -> Int in
-            queue.append(DeferredSample(now: now, source: source))
-            return queue.count
+        let waiting = deferred.withLock { queue -> Int? in
+            if queue.isClosed { return nil }
+            queue.samples.append(DeferredSample(now: now, source: source))
+            return queue.samples.count
+        }
+        guard let waiting else {
+            state.withLock { $0.metrics.pointsDropped += 1 }
+            return
         }
         if waiting >= Self.maximumDeferred { drainDeferred() }
     }
@@ -196,11 +205,11 @@ final class PendingBatches: Sendable {
         drainMutex.lock()
         defer { drainMutex.unlock() }
         let samples = deferred.withLock { queue -> [DeferredSample] in
-            guard !queue.isEmpty else { return [] }
+            guard !queue.samples.isEmpty else { return [] }
             // The next queue starts with room for as many as this one held.
             var taken: [DeferredSample] = []
-            taken.reserveCapacity(queue.count)
-            swap(&taken, &queue)
+            taken.reserveCapacity(queue.samples.count)
+            swap(&taken, &queue.samples)
             return taken
         }
         for deferred in samples {
@@ -477,6 +486,7 @@ final class PendingBatches: Sendable {
 
     /// Stops intake: later points are dropped and counted. The open batch is sealed.
     func close() {
+        deferred.withLock { $0.isClosed = true }
         drainDeferred()
         state.withLock { state in
             state.isClosed = true
