@@ -80,7 +80,8 @@ import Testing
                 }
             }
         }
-        #expect(direct > 5_000 && careful > 5_000, "both paths must be exercised: \(direct) fast, \(careful) careful (seed \(seed))")
+        // About one point in six takes the fast path: each path is tried thousands of times.
+        #expect(direct > 3_000 && careful > 3_000, "both paths must be exercised: \(direct) fast, \(careful) careful (seed \(seed))")
     }
 
     /// Lines whose parts end exactly at the stack room, one byte short of it and one byte past it:
