@@ -31,7 +31,6 @@ final class RequestObservation: EndedRequestSource {
         /// Set when the sample ends.
         var duration: Duration?
         var error: RequestSample.TransportError?
-        var correlationHeaders: [String] = []
     }
 
     /// Guards what has been seen so far.
@@ -106,23 +105,25 @@ final class RequestObservation: EndedRequestSource {
             state.agent = nil
             state.duration = duration
             state.error = error.map(Self.transportError)
-            state.correlationHeaders = agent.configuration.capture.correlationHeaders
             return agent
         }
         guard let agent = ending else { return }
         if inDeinit {
-            let request = endedRequest(progress.withLockedValue { $0 })
+            let request = endedRequest(
+                progress.withLockedValue { $0 },
+                correlationHeaders: agent.configuration.capture.correlationHeaders
+            )
             agent.recordLater { request.sample() }
         } else {
             agent.recordLater(self)
         }
     }
 
-    func makeSample() -> RequestSample? {
-        endedRequest(progress.withLockedValue { $0 }).sample()
+    func makeSample(correlationHeaders: [String]) -> RequestSample? {
+        endedRequest(progress.withLockedValue { $0 }, correlationHeaders: correlationHeaders).sample()
     }
 
-    private func endedRequest(_ state: Progress) -> EndedRequest {
+    private func endedRequest(_ state: Progress, correlationHeaders: [String]) -> EndedRequest {
         EndedRequest(
             method: method,
             url: url,
@@ -137,7 +138,7 @@ final class RequestObservation: EndedRequestSource {
             error: state.error,
             requestHeaders: requestHeaders,
             responseHeaders: state.responseHeaders,
-            correlationHeaders: state.correlationHeaders
+            correlationHeaders: correlationHeaders
         )
     }
 

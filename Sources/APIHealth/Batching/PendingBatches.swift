@@ -33,11 +33,12 @@ struct DeferredSample {
     let now: Duration
     let source: Source
 
-    var sample: RequestSample? {
+    /// The sample; a `.request` one finds its correlation id among `correlationHeaders`.
+    func sample(correlationHeaders: [String]) -> RequestSample? {
         switch source {
         case .sample(let sample): sample
         case .made(let makeSample): makeSample()
-        case .request(let request): request.makeSample()
+        case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
         }
     }
 }
@@ -45,8 +46,9 @@ struct DeferredSample {
 /// A request that has ended and builds its own sample when the agent encodes it (see
 /// `APIHealthAgent.recordLater(_:)`): queuing one allocates nothing.
 package protocol EndedRequestSource: AnyObject, Sendable {
-    /// The request's sample; `nil` to record nothing.
-    func makeSample() -> RequestSample?
+    /// The request's sample, its correlation id the first of `correlationHeaders` it carries; `nil`
+    /// to record nothing.
+    func makeSample(correlationHeaders: [String]) -> RequestSample?
 }
 
 /// What the shipper should do next.
@@ -212,8 +214,11 @@ final class PendingBatches: Sendable {
             swap(&taken, &queue.samples)
             return taken
         }
+        let correlationHeaders = schema?.correlationHeaders ?? []
         for deferred in samples {
-            if let sample = deferred.sample { record(sample, now: deferred.now) }
+            if let sample = deferred.sample(correlationHeaders: correlationHeaders) {
+                record(sample, now: deferred.now)
+            }
         }
     }
 

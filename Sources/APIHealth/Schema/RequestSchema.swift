@@ -17,7 +17,9 @@ final class RequestSchema: Sendable {
     /// The request fields' keys, checked and escaped once.
     private let keys = RequestFieldKeys()
     private static let statusClasses = (0...9).map { "\($0)xx" }
-    private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT"]
+    private static let knownMethods: Set<String> = [
+        "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT",
+    ]
 
     init(configuration: APIHealthConfiguration) {
         self.configuration = configuration
@@ -25,14 +27,17 @@ final class RequestSchema: Sendable {
         self.learner = EndpointLearner(
             threshold: configuration.capture.learningThreshold,
             maximumTemplates: configuration.capture.maximumDistinctPaths,
-            overflowPath: configuration.capture.overflowPath)
+            overflowPath: configuration.capture.overflowPath
+        )
         var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
         // The destination is excluded by host and port, so other services on its host are still seen.
         if let destination = configuration.destination { excluded.insert(Self.hostTag(destination.url)) }
         self.excludedHosts = excluded
         var names = excluded
         for entry in excluded {
-            if let colon = entry.lastIndex(of: ":"), entry[entry.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber }) {
+            if let colon = entry.lastIndex(of: ":"),
+                entry[entry.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber })
+            {
                 names.insert(String(entry[..<colon]))
             }
         }
@@ -40,6 +45,9 @@ final class RequestSchema: Sendable {
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
+
+    /// The headers a sample's correlation id is read from, in order.
+    var correlationHeaders: [String] { configuration.capture.correlationHeaders }
 
     /// `host` or `host:port`, lowercased.
     static func hostTag(_ url: URL) -> String {
@@ -85,7 +93,10 @@ final class RequestSchema: Sendable {
         do {
             series = RequestSeries(
                 try SeriesKey(measurement: configuration.measurement, tags: tags(for: sample, host: host, path: path)),
-                method: sample.method, module: sample.module, statusCode: sample.statusCode)
+                method: sample.method,
+                module: sample.module,
+                statusCode: sample.statusCode
+            )
         } catch {
             return .failure(error)
         }
@@ -129,7 +140,8 @@ final class RequestSchema: Sendable {
     /// A duration as a float field in milliseconds, from its whole nanoseconds in integers.
     @inline(__always)
     private static func addMilliseconds(_ duration: Duration, _ key: FieldKey, to fields: inout FieldWriter) {
-        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *), let attoseconds = Int64(exactly: duration.attoseconds) {
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *), let attoseconds = Int64(exactly: duration.attoseconds)
+        {
             fields.add(key, millionths: attoseconds / 1_000_000_000)
         } else {
             fields.add(key, duration.milliseconds)
@@ -138,7 +150,13 @@ final class RequestSchema: Sendable {
 
     /// The parse-failure point for a response that could not be decoded.
     func parseFailurePoint(
-        url: URL, method: String, module: String, statusCode: Int?, kind: ParseFailureKind, codingPath: String, at date: Date
+        url: URL,
+        method: String,
+        module: String,
+        statusCode: Int?,
+        kind: ParseFailureKind,
+        codingPath: String,
+        at date: Date
     ) -> Point? {
         guard !isExcluded(url) else { return nil }
         let host = Self.hostTag(url)
@@ -154,7 +172,8 @@ final class RequestSchema: Sendable {
                 Point.Tag(T.status, statusCode.map(String.init) ?? "error"), Point.Tag(T.failure, kind.rawValue),
             ],
             fields: fields,
-            timestamp: Timestamp(date: date))
+            timestamp: Timestamp(date: date)
+        )
     }
 }
 
