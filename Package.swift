@@ -34,11 +34,14 @@ let package = Package(
             name: "CZlib",
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
         ),
+        // A prefetch hint (header only): the timestamp table's slot is loaded while a line is written.
+        .systemLibrary(name: "CPrefetch"),
         .target(
             name: "APIHealth",
             dependencies: [
                 "LineProtocol",
                 "CZlib",
+                "CPrefetch",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

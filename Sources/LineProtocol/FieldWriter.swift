@@ -237,9 +237,11 @@ extension LineEncoder {
     /// Appends one line for a prerendered series, with the fields `writeFields` adds: the fastest way
     /// to write many lines with the same fields, as nothing but the values is checked per line.
     ///
-    /// `adjust` may change the timestamp (or decline the line) before anything is written, as in
-    /// ``encode(fields:timestamp:series:into:adjustingTimestamp:)``. `writeFields` may be called twice
-    /// for one line (again with more room, for a line longer than 1 KiB): it must add the same fields.
+    /// `adjust` may change the timestamp (or decline the line), as in
+    /// ``encode(fields:timestamp:series:into:adjustingTimestamp:)``; it is called once, when the
+    /// fields are written and only the timestamp is left, and not at all for a line that fails
+    /// otherwise. `writeFields` may be called twice for one line (again with more room, for a line
+    /// longer than 1 KiB): it must add the same fields.
     ///
     /// ```swift
     /// let duration = try FieldKey("duration_ms")
@@ -263,15 +265,12 @@ extension LineEncoder {
         var value: Int64?
         if let timestamp {
             guard let given = timestamp.value(in: precision) else { throw .timestampOutOfRange(timestamp, precision) }
-            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, given) }) else {
-                throw .timestampDeclined
-            }
-            value = adjusted
+            value = given
         }
         // Short lines are written on the stack and copied once; a longer one gets the room it measured.
         let first = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.stackLineBytes) { scratch in
             var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: Self.stackLineBytes)
-            let outcome = writeLine(series: series, timestamp: value, into: &writer, writeFields)
+            let outcome = writeLine(series: series, timestamp: value, adjust, into: &writer, writeFields)
             if case .written = outcome {
                 buffer.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: writer.count))
             }
@@ -280,7 +279,7 @@ extension LineEncoder {
         let outcome: LineOutcome
         if case .needsRoom(let room) = first {
             outcome = ByteWriter.writing(into: &buffer, bound: room) { writer in
-                writeLine(series: series, timestamp: value, into: &writer, writeFields)
+                writeLine(series: series, timestamp: value, adjust, into: &writer, writeFields)
             }
         } else {
             outcome = first
@@ -300,11 +299,12 @@ extension LineEncoder {
         case needsRoom(Int)
     }
 
-    /// Writes the series, the fields and the timestamp; on anything but `.written`, `writer` is back
-    /// where it started.
+    /// Writes the series, the fields and the timestamp (as `adjust` changes it, called only once the
+    /// fields are written); on anything but `.written`, `writer` is back where it started.
     private func writeLine(
         series: SeriesKey,
         timestamp: Int64?,
+        _ adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?,
         into writer: inout ByteWriter,
         _ writeFields: (inout FieldWriter) -> Void
     ) -> LineOutcome {
@@ -333,10 +333,16 @@ extension LineEncoder {
             writer.rewind(to: lineStart)
             return .failed(fields.shortestTooLong == Int.max ? .noFields : .keyTooLong(fields.shortestTooLong))
         }
-        writer.advance(by: fields.writer.count - writer.count)
         if let timestamp {
+            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, timestamp) }) else {
+                writer.rewind(to: lineStart)
+                return .failed(.timestampDeclined)
+            }
+            writer.advance(by: fields.writer.count - writer.count)
             writer.append(UInt8(ascii: " "))
-            appendDecimal(timestamp, into: &writer)
+            appendDecimal(adjusted, into: &writer)
+        } else {
+            writer.advance(by: fields.writer.count - writer.count)
         }
         writer.append(UInt8(ascii: "\n"))
         return .written(fields.repairs)

@@ -77,7 +77,8 @@ import Testing
             built.withLock { $0 += 1 }
             return sample(1)
         }
-        let deadline = ContinuousClock.now + .seconds(5)
+        // Generous: under a loaded test run the agent's loops may wait long for a thread.
+        let deadline = ContinuousClock.now + .seconds(60)
         while built.withLock({ $0 }) == 0 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }

@@ -178,4 +178,34 @@ import Testing
         }
         #expect(buffer == Array("kept\n".utf8))
     }
+
+    /// The timestamp is claimed (`adjust` called) exactly once per line written, also for a line
+    /// that takes a second attempt, and never for a line that is refused: a refused line must not
+    /// take an instant from its series.
+    @Test func theTimestampIsAdjustedOnceAndOnlyForALineWritten() throws {
+        let series = try SeriesKey(measurement: "m")
+        let key = try FieldKey("v")
+        var buffer: [UInt8] = []
+        var calls = 0
+        let claim = { (_: UnsafeBufferPointer<UInt8>, timestamp: Int64) -> Int64? in
+            calls += 1
+            return timestamp + 1
+        }
+        try LineEncoder().encode(series: series, timestamp: Timestamp(nanosecondsSinceEpoch: 5), into: &buffer, adjustingTimestamp: claim) {
+            $0.add(key, Int64(1))
+        }
+        #expect(calls == 1)
+        let long = String(repeating: "x", count: 3_000)
+        try LineEncoder().encode(series: series, timestamp: Timestamp(nanosecondsSinceEpoch: 7), into: &buffer, adjustingTimestamp: claim) {
+            $0.add(key, long)
+        }
+        #expect(calls == 2, "a line longer than the first attempt's room is claimed once")
+        #expect(String(decoding: buffer, as: UTF8.self) == "m v=1i 6\nm v=\"\(long)\" 8\n")
+        #expect(throws: LineProtocolError.noFields) {
+            try LineEncoder().encode(series: series, timestamp: Timestamp(nanosecondsSinceEpoch: 9), into: &buffer, adjustingTimestamp: claim) {
+                $0.add(key, Double.nan)
+            }
+        }
+        #expect(calls == 2, "a line without fields claims nothing")
+    }
 }

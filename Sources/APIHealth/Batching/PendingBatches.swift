@@ -157,7 +157,8 @@ final class PendingBatches: Sendable {
         fields writeFields: (inout FieldWriter) -> Void
     ) -> Bool {
         append(now: now) { bytes, instants throws(LineProtocolError) in
-            try encoder.encode(
+            if let value = timestamp.value(in: encoder.precision) { instants.prefetch(series: series.id, timestamp: value) }
+            return try encoder.encode(
                 series: series.key,
                 timestamp: timestamp,
                 into: &bytes,

@@ -1,3 +1,4 @@
+import CPrefetch
 import LineProtocol
 
 /// The instants recently written per series, so that no two points of one series share a timestamp
@@ -39,6 +40,16 @@ struct RecentInstants {
         var hasher = Hasher()
         hasher.combine(bytes: UnsafeRawBufferPointer(seriesKey))
         return hasher.finalize()
+    }
+
+    /// Starts loading the table slots ``claim(series:timestamp:)`` will look at first for a point of
+    /// `series` at `timestamp`, so that the claim, made once the point's fields are written, does not
+    /// wait for memory: the tables are too large to stay in the processor's cache beside the batches.
+    func prefetch(series: Int, timestamp: Int64) {
+        let fingerprint = InstantTable.fingerprint(series, timestamp)
+        current.prefetch(fingerprint)
+        // A point earlier than its series' latest is looked up in both generations.
+        if !latestIsComplete || timestamp <= latest.value(for: series) ?? Int64.min { previous.prefetch(fingerprint) }
     }
 
     private func isTaken(_ series: Int, _ timestamp: Int64) -> Bool {
@@ -165,6 +176,14 @@ private struct InstantTable {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         z ^= z >> 31
         return z == 0 ? 1 : z
+    }
+
+    /// Starts loading the slot `fingerprint` is looked up from.
+    func prefetch(_ fingerprint: UInt64) {
+        fingerprints.withUnsafeBufferPointer { slots in
+            guard let base = slots.baseAddress else { return }
+            apihealth_prefetch_for_write(base + (Int(truncatingIfNeeded: fingerprint) & mask))
+        }
     }
 
     func contains(_ fingerprint: UInt64) -> Bool {
