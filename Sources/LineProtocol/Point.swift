@@ -30,7 +30,17 @@ public struct Timestamp: Sendable, Hashable, Comparable {
     /// The instant as an integer count of `precision` units since the epoch, rounded towards negative
     /// infinity, or `nil` when it does not fit an `Int64` (or InfluxDB's range of ±(2⁶³ − 2) ns).
     public func value(in precision: Precision) -> Int64? {
-        let unit = precision.nanosecondsPerUnit
+        // One case per precision, so each division is by a constant (a multiplication).
+        switch precision {
+        case .ns: value(unit: 1)
+        case .us: value(unit: 1_000)
+        case .ms: value(unit: 1_000_000)
+        case .s: value(unit: 1_000_000_000)
+        }
+    }
+
+    @inline(__always)
+    private func value(unit: Int64) -> Int64? {
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000 / unit)
         if overflow { return nil }
         let (sum, overflow2) = scaled.addingReportingOverflow(nanoseconds / unit)

@@ -22,6 +22,22 @@ private struct StopsSoon: Service {
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "lifecycle"))
     }
 
+    /// The cheap reading lines are stamped with keeps to the clock the agent schedules with, within
+    /// the coarse clock's tick, and never goes backwards.
+    @Test func theCoarseClockKeepsToTheClock() async throws {
+        let clock = SystemAgentClock()
+        var last = clock.coarseNow
+        for _ in 0..<100 {
+            let coarse = clock.coarseNow
+            let now = clock.now
+            #expect(coarse >= last)
+            #expect(coarse - now <= .milliseconds(20) && now - coarse <= .milliseconds(20), "coarse \(coarse), now \(now)")
+            last = coarse
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(last >= .milliseconds(200), "100 sleeps of 2 ms: \(last)")
+    }
+
     @Test func aSecondRunIsAnError() async throws {
         let agent = try makeAgent(spool: nil)
         agent.start()

@@ -131,7 +131,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// Records one request. Safe from any thread; never blocks on I/O.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        pending.record(sample, now: clock.now)
+        pending.record(sample, now: clock.coarseNow)
     }
 
     /// Records the sample `makeSample` builds, later: while the agent runs, its write-through loop
@@ -147,22 +147,22 @@ public final class APIHealthAgent: Sendable, Service {
     /// ```
     package func recordLater(_ makeSample: @escaping @Sendable () -> RequestSample?) {
         guard configuration.isEnabled else { return }
-        pending.deferRecord(now: clock.now, .made(makeSample))
+        pending.deferRecord(now: clock.coarseNow, .made(makeSample))
     }
 
-    /// Records the sample `request` builds, later and on another thread, as the `recordLater` that
-    /// takes a closure does, without allocating a closure: for AsyncHTTPClient capture, whose
-    /// observation of a request builds the sample.
+    /// Records the sample `request` builds, later, when and where the `recordLater` that takes a
+    /// closure does, without allocating a closure: for AsyncHTTPClient capture, whose observation of
+    /// a request builds the sample.
     package func recordLater(_ request: any EndedRequestSource) {
         guard configuration.isEnabled else { return }
-        pending.deferRecord(now: clock.now, .request(request))
+        pending.deferRecord(now: clock.coarseNow, .request(request))
     }
 
-    /// Records `sample` later and on another thread, as the `recordLater` that builds its sample does:
-    /// for the URLSession hook, which ends a sample on the way to the app's completion.
+    /// Records `sample` later, when and where the `recordLater` that builds its sample does: for the
+    /// URLSession hook, which ends a sample on the way to the app's completion.
     package func recordLater(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        pending.deferRecord(now: clock.now, .sample(sample))
+        pending.deferRecord(now: clock.coarseNow, .sample(sample))
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
@@ -174,7 +174,7 @@ public final class APIHealthAgent: Sendable, Service {
     @discardableResult
     public func write(_ point: Point) -> Bool {
         guard configuration.isEnabled else { return false }
-        return pending.record(point, now: clock.now)
+        return pending.record(point, now: clock.coarseNow)
     }
 
     /// Records that a response could not be decoded, as a point of the parse-failure measurement.
@@ -200,7 +200,7 @@ public final class APIHealthAgent: Sendable, Service {
             codingPath: codingPath,
             at: Date()
         )
-        if let point { pending.record(point, now: clock.now) }
+        if let point { pending.record(point, now: clock.coarseNow) }
     }
 
     /// Decodes `data`; when that fails, records a parse failure for the endpoint and rethrows.
