@@ -109,21 +109,17 @@ final class RequestObservation: EndedRequestSource {
         }
         guard let agent = ending else { return }
         if inDeinit {
-            let request = endedRequest(
-                progress.withLockedValue { $0 },
-                correlationHeaders: agent.configuration.capture.correlationHeaders
-            )
-            agent.recordLater { request.sample() }
+            agent.recordLater(EndedRequestCopy(endedRequest(progress.withLockedValue { $0 })))
         } else {
             agent.recordLater(self)
         }
     }
 
     func makeSample(correlationHeaders: [String]) -> RequestSample? {
-        endedRequest(progress.withLockedValue { $0 }, correlationHeaders: correlationHeaders).sample()
+        endedRequest(progress.withLockedValue { $0 }).sample(correlationHeaders: correlationHeaders)
     }
 
-    private func endedRequest(_ state: Progress, correlationHeaders: [String]) -> EndedRequest {
+    private func endedRequest(_ state: Progress) -> EndedRequest {
         EndedRequest(
             method: method,
             url: url,
@@ -137,8 +133,7 @@ final class RequestObservation: EndedRequestSource {
             redirects: state.redirects ?? max(state.visits - 1, 0),
             error: state.error,
             requestHeaders: requestHeaders,
-            responseHeaders: state.responseHeaders,
-            correlationHeaders: correlationHeaders
+            responseHeaders: state.responseHeaders
         )
     }
 
@@ -201,10 +196,10 @@ struct EndedRequest: Sendable {
     let error: RequestSample.TransportError?
     let requestHeaders: HTTPHeaders
     let responseHeaders: HTTPHeaders
-    let correlationHeaders: [String]
 
-    /// The request's sample; `nil` for a URL without a host.
-    func sample() -> RequestSample? {
+    /// The request's sample, its correlation id the first non-empty value of `correlationHeaders`
+    /// (the request's before the response's); `nil` for a URL without a host.
+    func sample(correlationHeaders: [String]) -> RequestSample? {
         guard let url = RequestObservation.parsedURL(url) else { return nil }
         var sample = RequestSample(
             method: method,
@@ -219,12 +214,11 @@ struct EndedRequest: Sendable {
             redirectCount: redirects
         )
         sample.error = error
-        sample.correlationID = correlationID()
+        sample.correlationID = correlationID(correlationHeaders)
         return sample
     }
 
-    /// The first non-empty value of the configured headers, the request's before the response's.
-    private func correlationID() -> String? {
+    private func correlationID(_ correlationHeaders: [String]) -> String? {
         for name in correlationHeaders {
             if let value = requestHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
         }
@@ -232,5 +226,17 @@ struct EndedRequest: Sendable {
             if let value = responseHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
         }
         return nil
+    }
+}
+
+/// A copy of what an observation saw, handed to the agent in its place when the observation is
+/// going away (from its `deinit`, where it cannot be kept).
+final class EndedRequestCopy: EndedRequestSource {
+    let request: EndedRequest
+
+    init(_ request: EndedRequest) { self.request = request }
+
+    func makeSample(correlationHeaders: [String]) -> RequestSample? {
+        request.sample(correlationHeaders: correlationHeaders)
     }
 }

@@ -6,6 +6,19 @@ import Testing
 
 @testable import APIHealth
 
+/// A request that builds its sample with `build` when the agent drains.
+private final class BuiltLater: EndedRequestSource {
+    let build: @Sendable () -> RequestSample?
+    init(_ build: @escaping @Sendable () -> RequestSample?) { self.build = build }
+    func makeSample(correlationHeaders: [String]) -> RequestSample? { build() }
+}
+
+extension APIHealthAgent {
+    fileprivate func recordLater(_ build: @escaping @Sendable () -> RequestSample?) {
+        recordLater(BuiltLater(build))
+    }
+}
+
 /// `recordLater`: samples built and encoded off the caller's path, and never lost or seen late.
 @Suite struct DeferredRecordingTests {
     private func makeAgent(spool: URL? = nil) throws -> APIHealthAgent {

@@ -30,7 +30,6 @@ public final class APIHealthAgent: Sendable, Service {
     private let schema: RequestSchema
     private let pending: PendingBatches
     private let shipper: Shipper
-    private let correlationHeaderNames: [String]
     private enum Lifecycle { case idle, running, finished }
     /// Whether `run()` has started and ended.
     private let lifecycle = Locked(Lifecycle.idle)
@@ -63,7 +62,6 @@ public final class APIHealthAgent: Sendable, Service {
         self.clock = clock
         let schema = RequestSchema(configuration: configuration)
         self.schema = schema
-        self.correlationHeaderNames = configuration.capture.correlationHeaders
         var spool: SpoolDirectory?
         if configuration.isEnabled, let options = configuration.spool {
             spool = try SpoolDirectory(options: options, precision: configuration.precision)
@@ -134,32 +132,30 @@ public final class APIHealthAgent: Sendable, Service {
         pending.record(sample, now: clock.coarseNow)
     }
 
-    /// Records the sample `makeSample` builds, later: while the agent runs, its write-through loop
-    /// does it within 20 ms; in any case before the agent's metrics, pending lines, flushes or
-    /// shutdown see what is pending; and the caller that queues the 512th waiting sample builds and
-    /// encodes them all. For capture on the request's own path, where building and encoding a
-    /// sample would add to every request's time. `makeSample` returns `nil` to record nothing, and
-    /// must not keep the agent alive (the queue is the agent's). Once shutdown has begun, the sample
-    /// is dropped and counted at once.
+    /// Records the sample `request` builds, later: while the agent runs, its write-through loop does
+    /// it within 20 ms; in any case before the agent's metrics, pending lines, flushes or shutdown see
+    /// what is pending; and the caller that queues the 512th waiting sample builds and encodes them
+    /// all. For capture on the request's own path (AsyncHTTPClient's, whose observation of a request
+    /// builds the sample), where building and encoding a sample would add to every request's time;
+    /// queuing allocates nothing. Its `makeSample` returns `nil` to record nothing; `request` must not
+    /// keep the agent alive (the queue is the agent's). Once shutdown has begun, the sample is dropped and
+    /// counted at once.
     ///
     /// ```swift
-    /// agent.recordLater { RequestSample(method: "GET", url: url, module: "billing", startedAt: start, duration: elapsed) }
+    /// final class Observation: EndedRequestSource {
+    ///     func makeSample(correlationHeaders: [String]) -> RequestSample? {
+    ///         RequestSample(method: "GET", url: url, module: "billing", startedAt: start, duration: elapsed)
+    ///     }
+    /// }
+    /// agent.recordLater(observation)
     /// ```
-    package func recordLater(_ makeSample: @escaping @Sendable () -> RequestSample?) {
-        guard configuration.isEnabled else { return }
-        pending.deferRecord(now: clock.coarseNow, .made(makeSample))
-    }
-
-    /// Records the sample `request` builds, later, when and where the `recordLater` that takes a
-    /// closure does, without allocating a closure: for AsyncHTTPClient capture, whose observation of
-    /// a request builds the sample.
     package func recordLater(_ request: any EndedRequestSource) {
         guard configuration.isEnabled else { return }
         pending.deferRecord(now: clock.coarseNow, .request(request))
     }
 
-    /// Records `sample` later, when and where the `recordLater` that builds its sample does: for the
-    /// URLSession hook, which ends a sample on the way to the app's completion.
+    /// Records `sample` later, when and where the `recordLater` that takes an ended request does: for
+    /// the URLSession hook, which ends a sample on the way to the app's completion.
     package func recordLater(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
         pending.deferRecord(now: clock.coarseNow, .sample(sample))

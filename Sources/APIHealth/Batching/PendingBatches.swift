@@ -20,13 +20,12 @@ struct PendingBatch {
     var isSplitHalf = false
 }
 
-/// A request whose sample is encoded (and, for a `.made` one, built) at the next drain (see
+/// A request whose sample is encoded (and, for a `.request` one, built) at the next drain (see
 /// ``PendingBatches/deferRecord(now:_:)``).
 struct DeferredSample {
     enum Source {
         /// Boxed, so the queue's entries stay two words wide.
         indirect case sample(RequestSample)
-        case made(@Sendable () -> RequestSample?)
         case request(any EndedRequestSource)
     }
 
@@ -37,7 +36,6 @@ struct DeferredSample {
     func sample(correlationHeaders: [String]) -> RequestSample? {
         switch source {
         case .sample(let sample): sample
-        case .made(let makeSample): makeSample()
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
         }
     }
@@ -184,7 +182,7 @@ final class PendingBatches: Sendable {
         }
     }
 
-    /// Queues a sample to be encoded (built first, for a `.made` or `.request` one) at the next drain,
+    /// Queues a sample to be encoded (built first, for a `.request` one) at the next drain,
     /// off the caller's path: the write-through loop drains every 20 ms, every reader of the batches
     /// (metrics, pending lines, sealing before a send, flushing, shutdown) drains first, and the
     /// caller that queues the ``maximumDeferred``th sample drains them all. `now` is when the request
