@@ -98,56 +98,51 @@ struct RecentInstants {
 }
 
 /// The latest instant per series, in open addressing (the series identities are hashes already), grown
-/// by doubling while at most half full.
+/// by doubling while at most half full. A slot holds a series and its instant side by side, so a
+/// lookup reads one cache line; an empty slot's instant is `Int64.min`, which no timestamp is
+/// (InfluxDB's range ends 2 ns short of it).
 private struct LatestInstants {
-    private var series: [Int] = []
-    private var instants: [Int64] = []
-    /// Whether each slot holds a series (a series identity may be any `Int`, zero included).
-    private var used: [Bool] = []
+    private var slots: [(series: Int, instant: Int64)] = []
     private(set) var count = 0
+    private static let empty = Int64.min
 
     func value(for key: Int) -> Int64? {
         if count == 0 { return nil }
-        let mask = series.count - 1
+        let mask = slots.count - 1
         var slot = key & mask
-        while used[slot] {
-            if series[slot] == key { return instants[slot] }
+        while slots[slot].instant != Self.empty {
+            if slots[slot].series == key { return slots[slot].instant }
             slot = (slot + 1) & mask
         }
         return nil
     }
 
     mutating func set(_ instant: Int64, for key: Int) {
-        if (count + 1) * 2 > series.count { grow() }
-        let mask = series.count - 1
+        // Never a timestamp (see above); were it one, it would be below every other anyway.
+        guard instant != Self.empty else { return }
+        if (count + 1) * 2 > slots.count { grow() }
+        let mask = slots.count - 1
         var slot = key & mask
-        while used[slot] {
-            if series[slot] == key {
-                instants[slot] = instant
+        while slots[slot].instant != Self.empty {
+            if slots[slot].series == key {
+                slots[slot].instant = instant
                 return
             }
             slot = (slot + 1) & mask
         }
-        used[slot] = true
-        series[slot] = key
-        instants[slot] = instant
+        slots[slot] = (key, instant)
         count += 1
     }
 
     private mutating func grow() {
-        let old = (series, instants, used)
-        let capacity = max(64, series.count * 2)
-        series = Array(repeating: 0, count: capacity)
-        instants = Array(repeating: 0, count: capacity)
-        used = Array(repeating: false, count: capacity)
+        let old = slots
+        slots = Array(repeating: (0, Self.empty), count: max(64, old.count * 2))
         count = 0
-        for slot in old.2.indices where old.2[slot] { set(old.1[slot], for: old.0[slot]) }
+        for entry in old where entry.instant != Self.empty { set(entry.instant, for: entry.series) }
     }
 
     mutating func removeAll() {
-        series = []
-        instants = []
-        used = []
+        slots = []
         count = 0
     }
 }
