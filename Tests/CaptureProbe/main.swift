@@ -16,6 +16,9 @@ import FoundationNetworking
 //   capture-probe record COUNT
 // records COUNT samples (each one millisecond after the last) into a memory-only agent, and checks
 // that every one became a line.
+//   capture-probe pipeline COUNT
+// records COUNT samples (one microsecond apart) into an agent that ships them to the VictoriaMetrics
+// at APIHEALTH_PROBE_VICTORIA_URL, and checks that every one was written.
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let count = Int(arguments[2]) else {
     FileHandle.standardError.write(
