@@ -31,7 +31,10 @@ private struct StopsSoon: Service {
             let coarse = clock.coarseNow
             let now = clock.now
             #expect(coarse >= last)
-            #expect(coarse - now <= .milliseconds(20) && now - coarse <= .milliseconds(20), "coarse \(coarse), now \(now)")
+            #expect(
+                coarse - now <= .milliseconds(20) && now - coarse <= .milliseconds(20),
+                "coarse \(coarse), now \(now)"
+            )
             last = coarse
             try await Task.sleep(for: .milliseconds(2))
         }

@@ -187,22 +187,23 @@ import Testing
         let key = try FieldKey("v")
         var buffer: [UInt8] = []
         var calls = 0
+        let instant = { Timestamp(nanosecondsSinceEpoch: $0) }
         let claim = { (_: UnsafeBufferPointer<UInt8>, timestamp: Int64) -> Int64? in
             calls += 1
             return timestamp + 1
         }
-        try LineEncoder().encode(series: series, timestamp: Timestamp(nanosecondsSinceEpoch: 5), into: &buffer, adjustingTimestamp: claim) {
+        try LineEncoder().encode(series: series, timestamp: instant(5), into: &buffer, adjustingTimestamp: claim) {
             $0.add(key, Int64(1))
         }
         #expect(calls == 1)
         let long = String(repeating: "x", count: 3_000)
-        try LineEncoder().encode(series: series, timestamp: Timestamp(nanosecondsSinceEpoch: 7), into: &buffer, adjustingTimestamp: claim) {
+        try LineEncoder().encode(series: series, timestamp: instant(7), into: &buffer, adjustingTimestamp: claim) {
             $0.add(key, long)
         }
         #expect(calls == 2, "a line longer than the first attempt's room is claimed once")
         #expect(String(decoding: buffer, as: UTF8.self) == "m v=1i 6\nm v=\"\(long)\" 8\n")
         #expect(throws: LineProtocolError.noFields) {
-            try LineEncoder().encode(series: series, timestamp: Timestamp(nanosecondsSinceEpoch: 9), into: &buffer, adjustingTimestamp: claim) {
+            try LineEncoder().encode(series: series, timestamp: instant(9), into: &buffer, adjustingTimestamp: claim) {
                 $0.add(key, Double.nan)
             }
         }

@@ -155,7 +155,9 @@ final class PendingBatches: Sendable {
         fields writeFields: (inout FieldWriter) -> Void
     ) -> Bool {
         append(now: now) { bytes, instants throws(LineProtocolError) in
-            if let value = timestamp.value(in: encoder.precision) { instants.prefetch(series: series.id, timestamp: value) }
+            if let value = timestamp.value(in: encoder.precision) {
+                instants.prefetch(series: series.id, timestamp: value)
+            }
             return try encoder.encode(
                 series: series.key,
                 timestamp: timestamp,
