@@ -10,9 +10,11 @@ import LineProtocol
 /// precision), timestamps stay within the bound of the clock and the excess is counted, where
 /// unbounded nudging would drift ever further into the future.
 ///
-/// Two generations of 25,000 instants each are remembered, in tables small enough to stay in the
-/// processor's cache. The usual point is later than anything its series has written, which the latest
-/// instant per series answers at once; only points that arrive out of order search the generations.
+/// Two generations of 25,000 instants each are remembered, in tables of 512 KB: too large to stay in
+/// the processor's cache while batches stream past, so the slot a line will claim is prefetched
+/// (``prefetch(series:timestamp:)``) before its fields are written. The usual point is later than
+/// anything its series has written, which the latest instant per series answers at once; only points
+/// that arrive out of order search the generations.
 struct RecentInstants {
     private var current = InstantTable()
     private var previous = InstantTable()
