@@ -267,6 +267,25 @@ extension LineEncoder {
             guard let given = timestamp.value(in: precision) else { throw .timestampOutOfRange(timestamp, precision) }
             value = given
         }
+        return try encode(
+            series: series,
+            timestampValue: value,
+            into: &buffer,
+            adjustingTimestamp: adjust,
+            fields: writeFields
+        )
+    }
+
+    /// ``encode(series:timestamp:into:adjustingTimestamp:fields:)`` for a timestamp already converted
+    /// to this encoder's precision (and checked to be in range), for a caller that needed the value
+    /// before the line.
+    package func encode(
+        series: SeriesKey,
+        timestampValue value: Int64?,
+        into buffer: inout [UInt8],
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?,
+        fields writeFields: (inout FieldWriter) -> Void
+    ) throws(LineProtocolError) -> Repairs {
         // Short lines are written on the stack and copied once; a longer one gets the room it measured.
         let first = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.stackLineBytes) { scratch in
             var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: Self.stackLineBytes)

@@ -155,12 +155,14 @@ final class PendingBatches: Sendable {
         fields writeFields: (inout FieldWriter) -> Void
     ) -> Bool {
         append(now: now) { bytes, instants throws(LineProtocolError) in
-            if let value = timestamp.value(in: encoder.precision) {
-                instants.prefetch(series: series.id, timestamp: value)
+            // Converted once: the prefetch needs the value before the line is written.
+            guard let value = timestamp.value(in: encoder.precision) else {
+                throw .timestampOutOfRange(timestamp, encoder.precision)
             }
+            instants.prefetch(series: series.id, timestamp: value)
             return try encoder.encode(
                 series: series.key,
-                timestamp: timestamp,
+                timestampValue: value,
                 into: &bytes,
                 adjustingTimestamp: { _, timestamp in instants.claim(series: series.id, timestamp: timestamp) },
                 fields: writeFields
