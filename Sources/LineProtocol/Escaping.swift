@@ -302,7 +302,8 @@ private let powersOfTen: [UInt64] = [
 ]
 
 /// Writes bytes into memory reserved beforehand: the encoder's bound guarantees the room, so writes
-/// need no capacity or uniqueness checks.
+/// need no capacity or uniqueness checks (and a position within that room cannot overflow, so it
+/// moves by wrapping arithmetic).
 struct ByteWriter {
     let base: UnsafeMutablePointer<UInt8>
     private(set) var count: Int
@@ -322,14 +323,14 @@ struct ByteWriter {
     @inline(__always)
     mutating func append(_ byte: UInt8) {
         base[count] = byte
-        count += 1
+        count &+= 1
     }
 
     @inline(__always)
     mutating func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
         (base + count).update(from: source, count: bytes.count)
-        count += bytes.count
+        count &+= bytes.count
     }
 
     /// Stores all three words at the end and counts the first `count` bytes of them as written; the
@@ -340,7 +341,7 @@ struct ByteWriter {
         destination.storeBytes(of: words.0, as: UInt64.self)
         destination.storeBytes(of: words.1, toByteOffset: 8, as: UInt64.self)
         destination.storeBytes(of: words.2, toByteOffset: 16, as: UInt64.self)
-        count += length
+        count &+= length
     }
 
     /// Forgets everything written after `position`.
@@ -349,7 +350,7 @@ struct ByteWriter {
 
     /// Counts `length` bytes stored directly at the end as written.
     @inline(__always)
-    mutating func advance(by length: Int) { count += length }
+    mutating func advance(by length: Int) { count &+= length }
 
     /// Up to eight bytes written since `start`, as one word that differs for different bytes.
     /// The room reserved after them makes the eight-byte load safe.
@@ -369,10 +370,10 @@ struct ByteWriter {
     @inline(__always)
     mutating func append(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) {
         base[count] = a
-        base[count + 1] = b
-        base[count + 2] = c
-        base[count + 3] = d
-        count += 4
+        base[count &+ 1] = b
+        base[count &+ 2] = c
+        base[count &+ 3] = d
+        count &+= 4
     }
 
     /// Runs `body` with a writer over room for `bound` more bytes at the end of `buffer`, then keeps

@@ -75,14 +75,14 @@ public struct FieldWriter: ~Copyable {
     let seriesBytes: Int
     let writesUnsignedAsSigned: Bool
     /// Fields written.
-    private(set) var count = 0
+    var count = 0
     /// The marks of the keys written.
-    private var seen: UInt64 = 0
+    var seen: UInt64 = 0
     /// Room the fields added so far need at most (written or not): the size of the second attempt
     /// when the first one's room ran out.
-    private(set) var needed = 0
+    var needed = 0
     /// The room ran out: nothing more is written, only measured.
-    private(set) var overflowed = false
+    var overflowed = false
     var repairs = LineEncoder.Repairs()
     /// The shortest series key + field key + 4 of a field left out for passing the key length limit.
     private(set) var shortestTooLong = Int.max
@@ -114,11 +114,44 @@ public struct FieldWriter: ~Copyable {
     public mutating func add(_ key: FieldKey, millionths value: Int64) {
         // Below 2⁴³ millionths (about 100 days in nanoseconds) the float's shortest text is exactly
         // these digits; past it, the float path decides.
+        guard startField(key, valueRoom: Self.millionthsRoom) else { return }
+        Self.appendMillionthsValue(value, into: &writer)
+    }
+
+    /// A signed integer field (`42i`).
+    public mutating func add(_ key: FieldKey, _ value: Int64) {
+        guard startField(key, valueRoom: Self.integerRoom) else { return }
+        Self.appendSignedValue(value, into: &writer)
+    }
+
+    /// An unsigned integer field (`42u`, or `42i` when the encoder writes unsigned values as signed).
+    public mutating func add(_ key: FieldKey, unsigned value: UInt64) {
+        guard startField(key, valueRoom: Self.integerRoom) else { return }
+        if Self.appendUnsignedValue(value, asSigned: writesUnsignedAsSigned, into: &writer) {
+            repairs.clampedUnsigned += 1
+        }
+    }
+
+    /// A boolean field (`true`, `false`).
+    public mutating func add(_ key: FieldKey, _ value: Bool) {
+        guard startField(key, valueRoom: Self.booleanRoom) else { return }
+        Self.appendBooleanValue(value, into: &writer)
+    }
+
+    /// The most bytes a value of each kind is written in.
+    static let millionthsRoom = 32
+    static let integerRoom = 21
+    static let booleanRoom = 5
+
+    /// `12.345678` for 12,345,678 millionths.
+    @inline(__always)
+    static func appendMillionthsValue(_ value: Int64, into writer: inout ByteWriter) {
+        // Below 2⁴³ millionths (about 100 days in nanoseconds) the float's shortest text is exactly
+        // these digits; past it, the float path decides.
         guard value.magnitude < 1 << 43 else {
-            add(key, Double(value) / 1_000_000)
+            appendFloat(Double(value) / 1_000_000, into: &writer)
             return
         }
-        guard startField(key, valueRoom: 32) else { return }
         if value < 0 { writer.append(UInt8(ascii: "-")) }
         let (whole, fraction) = value.magnitude.quotientAndRemainder(dividingBy: 1_000_000)
         appendDecimal(whole, into: &writer)
@@ -126,29 +159,27 @@ public struct FieldWriter: ~Copyable {
         appendMillionths(fraction, into: &writer)
     }
 
-    /// A signed integer field (`42i`).
-    public mutating func add(_ key: FieldKey, _ value: Int64) {
-        guard startField(key, valueRoom: 21) else { return }
+    @inline(__always)
+    static func appendSignedValue(_ value: Int64, into writer: inout ByteWriter) {
         appendDecimal(value, into: &writer)
         writer.append(UInt8(ascii: "i"))
     }
 
-    /// An unsigned integer field (`42u`, or `42i` when the encoder writes unsigned values as signed).
-    public mutating func add(_ key: FieldKey, unsigned value: UInt64) {
-        guard startField(key, valueRoom: 21) else { return }
-        if writesUnsignedAsSigned {
-            if value > UInt64(Int64.max) { repairs.clampedUnsigned += 1 }
+    /// Writes `value`, as a signed integer when `asSigned`; `true` when it was clamped to `Int64.max`.
+    @inline(__always)
+    static func appendUnsignedValue(_ value: UInt64, asSigned: Bool, into writer: inout ByteWriter) -> Bool {
+        if asSigned {
             appendDecimal(min(value, UInt64(Int64.max)), into: &writer)
             writer.append(UInt8(ascii: "i"))
-        } else {
-            appendDecimal(value, into: &writer)
-            writer.append(UInt8(ascii: "u"))
+            return value > UInt64(Int64.max)
         }
+        appendDecimal(value, into: &writer)
+        writer.append(UInt8(ascii: "u"))
+        return false
     }
 
-    /// A boolean field (`true`, `false`).
-    public mutating func add(_ key: FieldKey, _ value: Bool) {
-        guard startField(key, valueRoom: 5) else { return }
+    @inline(__always)
+    static func appendBooleanValue(_ value: Bool, into writer: inout ByteWriter) {
         if value {
             writer.append(UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e"))
         } else {

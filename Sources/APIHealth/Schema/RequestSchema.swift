@@ -117,35 +117,71 @@ final class RequestSchema: Sendable {
         ]
     }
 
-    /// Writes the request's fields, in the documented order.
+    /// Writes the request's fields: the numbers (``RequestNumericField``, in its order) as one group,
+    /// then the strings.
     func writeFields(of sample: RequestSample, to fields: inout FieldWriter) {
-        Self.addMilliseconds(sample.duration, keys.duration, to: &fields)
-        if let value = sample.timeToFirstByte { Self.addMilliseconds(value, keys.timeToFirstByte, to: &fields) }
-        if let value = sample.domainLookup { Self.addMilliseconds(value, keys.domainLookup, to: &fields) }
-        if let value = sample.connect { Self.addMilliseconds(value, keys.connect, to: &fields) }
-        if let value = sample.secureConnection { Self.addMilliseconds(value, keys.secureConnection, to: &fields) }
-        fields.add(keys.requestBytes, unsigned: sample.requestBytes)
-        fields.add(keys.responseBytes, unsigned: sample.responseBytes)
-        if let code = sample.statusCode { fields.add(keys.statusCode, Int64(code)) }
-        let succeeded = sample.error == nil && (sample.statusCode ?? 600) < 400
-        fields.add(keys.success, succeeded)
-        fields.add(keys.errors, Int64(succeeded ? 0 : 1))
+        typealias N = RequestNumericField
+        withUnsafeTemporaryAllocation(of: Int64.self, capacity: N.allCases.count) { values in
+            var present: UInt32 = 0
+            var outOfRange: UInt32 = 0
+            func set(_ field: N, _ value: Int64) {
+                values[field.rawValue] = value
+                present |= 1 << UInt32(field.rawValue)
+            }
+            func set(_ field: N, _ duration: Duration?) {
+                guard let duration else { return }
+                // Whole nanoseconds are millionths of a millisecond.
+                if let nanoseconds = Self.wholeNanoseconds(duration) {
+                    set(field, nanoseconds)
+                } else {
+                    outOfRange |= 1 << UInt32(field.rawValue)
+                }
+            }
+            set(.duration, sample.duration)
+            set(.timeToFirstByte, sample.timeToFirstByte)
+            set(.domainLookup, sample.domainLookup)
+            set(.connect, sample.connect)
+            set(.secureConnection, sample.secureConnection)
+            set(.requestBytes, Int64(bitPattern: sample.requestBytes))
+            set(.responseBytes, Int64(bitPattern: sample.responseBytes))
+            if let code = sample.statusCode { set(.statusCode, Int64(code)) }
+            let succeeded = sample.error == nil && (sample.statusCode ?? 600) < 400
+            set(.success, succeeded ? 1 : 0)
+            set(.errors, succeeded ? 0 : 1)
+            if let count = sample.redirectCount { set(.redirects, Int64(count)) }
+            if let reused = sample.reusedConnection { set(.reusedConnection, reused ? 1 : 0) }
+            fields.add(keys.numeric, values: UnsafePointer(values.baseAddress!), present: present)
+            // A duration past Int64's nanoseconds (292 years) goes the float way.
+            while outOfRange != 0 {
+                let field = N(rawValue: outOfRange.trailingZeroBitCount)!
+                outOfRange &= outOfRange &- 1
+                let duration: Duration? =
+                    switch field {
+                    case .timeToFirstByte: sample.timeToFirstByte
+                    case .domainLookup: sample.domainLookup
+                    case .connect: sample.connect
+                    case .secureConnection: sample.secureConnection
+                    default: sample.duration
+                    }
+                if let duration { fields.add(keys.numeric.keys[field.rawValue], duration.milliseconds) }
+            }
+        }
         if let error = sample.error { fields.add(keys.error, error.description) }
         if let id = sample.correlationID { fields.add(keys.correlationID, id) }
-        if let count = sample.redirectCount { fields.add(keys.redirects, Int64(count)) }
         if let value = sample.networkProtocol { fields.add(keys.networkProtocol, value) }
-        if let value = sample.reusedConnection { fields.add(keys.reusedConnection, value) }
     }
 
-    /// A duration as a float field in milliseconds, from its whole nanoseconds in integers.
-    @inline(__always)
-    private static func addMilliseconds(_ duration: Duration, _ key: FieldKey, to fields: inout FieldWriter) {
-        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *), let attoseconds = Int64(exactly: duration.attoseconds)
-        {
-            fields.add(key, millionths: attoseconds / 1_000_000_000)
-        } else {
-            fields.add(key, duration.milliseconds)
+    /// `duration` in whole nanoseconds (truncated toward zero), or `nil` past `Int64`.
+    static func wholeNanoseconds(_ duration: Duration) -> Int64? {
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
+            // Up to ±9.2 s in attoseconds fit 64 bits, and divide in them.
+            if let attoseconds = Int64(exactly: duration.attoseconds) { return attoseconds / 1_000_000_000 }
+            return Int64(exactly: duration.attoseconds / 1_000_000_000)
         }
+        let (seconds, attoseconds) = duration.components
+        let (scaled, overflowed) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (sum, passed) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflowed || passed ? nil : sum
     }
 
     /// The parse-failure point for a response that could not be decoded.
@@ -200,25 +236,47 @@ final class RequestSeries: Sendable {
     }
 }
 
+/// The request's numeric fields, in the order they are written.
+enum RequestNumericField: Int, CaseIterable {
+    case duration, timeToFirstByte, domainLookup, connect, secureConnection
+    case requestBytes, responseBytes, statusCode, success, errors, redirects, reusedConnection
+
+    var name: String {
+        typealias F = PointSchema.Field
+        switch self {
+        case .duration: return F.durationMilliseconds
+        case .timeToFirstByte: return F.timeToFirstByteMilliseconds
+        case .domainLookup: return F.domainLookupMilliseconds
+        case .connect: return F.connectMilliseconds
+        case .secureConnection: return F.secureConnectionMilliseconds
+        case .requestBytes: return F.requestBytes
+        case .responseBytes: return F.responseBytes
+        case .statusCode: return F.statusCode
+        case .success: return F.success
+        case .errors: return F.errors
+        case .redirects: return F.redirects
+        case .reusedConnection: return F.reusedConnection
+        }
+    }
+
+    var kind: NumericFieldGroup.Kind {
+        switch self {
+        case .duration, .timeToFirstByte, .domainLookup, .connect, .secureConnection: return .millionths
+        case .requestBytes, .responseBytes: return .unsigned
+        case .statusCode, .errors, .redirects: return .signed
+        case .success, .reusedConnection: return .boolean
+        }
+    }
+}
+
 /// The keys of the request fields (``PointSchema/requestFields``), checked and escaped once.
 struct RequestFieldKeys: Sendable {
     typealias F = PointSchema.Field
     // PointSchema's names are plain lowercase words: making their keys cannot fail (the tests write them all).
-    let duration = try! FieldKey(F.durationMilliseconds)
-    let timeToFirstByte = try! FieldKey(F.timeToFirstByteMilliseconds)
-    let domainLookup = try! FieldKey(F.domainLookupMilliseconds)
-    let connect = try! FieldKey(F.connectMilliseconds)
-    let secureConnection = try! FieldKey(F.secureConnectionMilliseconds)
-    let requestBytes = try! FieldKey(F.requestBytes)
-    let responseBytes = try! FieldKey(F.responseBytes)
-    let statusCode = try! FieldKey(F.statusCode)
-    let success = try! FieldKey(F.success)
-    let errors = try! FieldKey(F.errors)
+    let numeric = NumericFieldGroup(RequestNumericField.allCases.map { (try! FieldKey($0.name), $0.kind) })
     let error = try! FieldKey(F.error)
     let correlationID = try! FieldKey(F.correlationID)
-    let redirects = try! FieldKey(F.redirects)
     let networkProtocol = try! FieldKey(F.networkProtocol)
-    let reusedConnection = try! FieldKey(F.reusedConnection)
 }
 
 /// The rendered series of recent URLs: a set-associative table (1,024 sets of 4) indexed by a hash of
