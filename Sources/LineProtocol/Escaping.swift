@@ -57,8 +57,10 @@ func isControl(_ byte: UInt8) -> Bool {
     byte < 0x20 || byte == 0x7F
 }
 
-@inline(__always)
-func withUTF8Bytes<R>(_ string: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+/// Runs `body` with `string`'s UTF-8: a native string lends its bytes without a copy (or a retain),
+/// any other is copied once. Inlinable, so other modules of the package avoid a generic call too.
+@inlinable @inline(__always)
+package func withUTF8Bytes<R>(_ string: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
     if let result = string.utf8.withContiguousStorageIfAvailable(body) {
         return result
     }

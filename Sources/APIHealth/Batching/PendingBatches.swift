@@ -259,15 +259,12 @@ final class PendingBatches: Sendable {
                 wake = true
             }
             let last = state.batches.count - 1
-            // Moved out and back so the encoder appends to a uniquely referenced array.
-            var bytes = state.batches[last].bytes
-            state.batches[last].bytes = []
-            let before = bytes.count
+            let before = state.batches[last].bytes.count
             let repairs: LineEncoder.Repairs
             do {
-                repairs = try encode(&bytes, &state.recentInstants)
+                // In place: the batch's array is uniquely referenced, so the encoder appends to it.
+                repairs = try encode(&state.batches[last].bytes, &state.recentInstants)
             } catch {
-                state.batches[last].bytes = bytes
                 // A declined timestamp: the series has no free instant near the point's time.
                 if (error as? LineProtocolError) == .timestampDeclined {
                     state.metrics.pointsDropped += 1
@@ -278,13 +275,10 @@ final class PendingBatches: Sendable {
                 return false
             }
             if !repairs.isEmpty { state.metrics.pointsRepaired += 1 }
-            let added = bytes.count - before
-            state.batches[last].bytes = bytes
-            state.batches[last].lineCount += 1
-            state.batches[last].lastLineAt = now
+            let (added, isFull) = Self.countLine(in: &state.batches[last], before: before, now: now, batching: batching)
             state.pendingBytes += added
             state.metrics.pointsRecorded += 1
-            if state.batches[last].lineCount >= batching.maximumLines || bytes.count >= batching.maximumBytes {
+            if isFull {
                 state.seal(last)
                 wake = true
             }
@@ -295,6 +289,21 @@ final class PendingBatches: Sendable {
         }
         if wake { wakeup.signal() }
         return accepted
+    }
+
+    /// Counts the line just appended to `batch` (which held `before` bytes): the bytes it added, and
+    /// whether the batch is now full.
+    @inline(__always)
+    private static func countLine(
+        in batch: inout PendingBatch,
+        before: Int,
+        now: Duration,
+        batching: APIHealthConfiguration.Batching
+    ) -> (added: Int, isFull: Bool) {
+        batch.lineCount += 1
+        batch.lastLineAt = now
+        let isFull = batch.lineCount >= batching.maximumLines || batch.bytes.count >= batching.maximumBytes
+        return (batch.bytes.count - before, isFull)
     }
 
     private static func dropOldest(_ state: inout State, cap: Int) {

@@ -295,12 +295,13 @@ struct SeriesCache {
 
     /// A nonzero hash of `url`'s UTF-8 and `statusCode`.
     static func hash(_ url: String, statusCode: Int?) -> UInt64 {
-        var url = url
-        let seed = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: Int64(statusCode ?? -1))
-        let hash = url.withUTF8 { bytes -> UInt64 in
-            guard let base = bytes.baseAddress else { return seed }
+        withUTF8Bytes(url) { hash($0, statusCode: statusCode) }
+    }
+
+    private static func hash(_ bytes: UnsafeBufferPointer<UInt8>, statusCode: Int?) -> UInt64 {
+        var hash = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: Int64(statusCode ?? -1)) ^ UInt64(bytes.count)
+        if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
-            var hash = seed ^ UInt64(bytes.count)
             var offset = 0
             while offset + 8 <= bytes.count {
                 hash = mix(hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
@@ -313,7 +314,7 @@ struct SeriesCache {
                 shift += 8
                 offset += 1
             }
-            return mix(hash ^ tail)
+            hash = mix(hash ^ tail)
         }
         return hash == 0 ? 1 : hash
     }
