@@ -203,25 +203,37 @@ func appendDecimal(_ value: UInt64, into buffer: inout ByteWriter) {
         buffer.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value))
         return
     }
-    // Two digits at a time, written backwards from the end of the number.
+    // Four digits at a time (two pairs, each stored as one 16-bit word), written backwards from the
+    // end of the number.
     let width = decimalWidth(value)
-    let pairs = digitPairs.utf8Start
-    var end = buffer.count + width
+    let pairs = UnsafeRawPointer(digitPairs.utf8Start)
+    let digits = UnsafeMutableRawPointer(buffer.base + buffer.count)
+    /// Stores the two digits of `pair` (below 100) to end at `end`.
+    @inline(__always) func store(_ pair: Int, endingAt end: Int) {
+        let text = pairs.loadUnaligned(fromByteOffset: pair &* 2, as: UInt16.self)
+        digits.storeBytes(of: text, toByteOffset: end &- 2, as: UInt16.self)
+    }
+    var end = width
     var rest = value
-    while rest >= 100 {
+    while rest >= 10_000 {
+        let (quotient, remainder) = rest.quotientAndRemainder(dividingBy: 10_000)
+        let (high, low) = UInt32(truncatingIfNeeded: remainder).quotientAndRemainder(dividingBy: 100)
+        store(Int(low), endingAt: end)
+        store(Int(high), endingAt: end &- 2)
+        end &-= 4
+        rest = quotient
+    }
+    if rest >= 100 {
         let (quotient, remainder) = rest.quotientAndRemainder(dividingBy: 100)
-        let pair = Int(truncatingIfNeeded: remainder) &* 2
-        buffer.base[end - 2] = pairs[pair]
-        buffer.base[end - 1] = pairs[pair + 1]
-        end -= 2
+        store(Int(remainder), endingAt: end)
+        end &-= 2
         rest = quotient
     }
     if rest >= 10 {
-        let pair = Int(truncatingIfNeeded: rest) &* 2
-        buffer.base[end - 2] = pairs[pair]
-        buffer.base[end - 1] = pairs[pair + 1]
+        store(Int(rest), endingAt: end)
     } else {
-        buffer.base[end - 1] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest)
+        let digit = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest)
+        digits.storeBytes(of: digit, toByteOffset: end &- 1, as: UInt8.self)
     }
     buffer.advance(by: width)
 }
