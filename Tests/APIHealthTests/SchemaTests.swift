@@ -208,6 +208,51 @@ struct User: Decodable {
         await harness.close()
     }
 
+    /// Every request field, each duration written from whole nanoseconds, and durations past what
+    /// whole nanoseconds in 64 bits hold (292 years) written as their float.
+    @Test func everyRequestFieldIsWrittenWithItsValue() throws {
+        let agent = try Self.agent()
+        var sample = RequestSample(
+            method: "POST",
+            url: URL(string: "https://api.example.com/orders")!,
+            module: "m",
+            startedAt: Date(),
+            duration: .seconds(10) + .nanoseconds(1_500),
+            statusCode: 503,
+            error: RequestSample.TransportError(domain: "NSURLErrorDomain", code: -1001),
+            requestBytes: .max,
+            responseBytes: 7,
+            timeToFirstByte: .seconds(Int64.max / 4),
+            redirectCount: 3,
+            correlationID: "c-1"
+        )
+        sample.domainLookup = .nanoseconds(1_234_567)
+        sample.connect = .nanoseconds(-5)
+        sample.secureConnection = .zero
+        sample.networkProtocol = "h2"
+        sample.reusedConnection = false
+        agent.record(sample)
+        let point = try #require(agent.pendingPoints().first)
+        let fields = Dictionary(uniqueKeysWithValues: point.fields.map { ($0.key, $0.value) })
+        typealias F = PointSchema.Field
+        #expect(fields[F.durationMilliseconds] == .float(10_000.0015))
+        #expect(fields[F.timeToFirstByteMilliseconds] == .float(Double(Int64.max / 4) * 1_000))
+        #expect(fields[F.domainLookupMilliseconds] == .float(1.234567))
+        #expect(fields[F.connectMilliseconds] == .float(-0.000005))
+        #expect(fields[F.secureConnectionMilliseconds] == .float(0))
+        #expect(fields[F.requestBytes] == .uint(.max))
+        #expect(fields[F.responseBytes] == .uint(7))
+        #expect(fields[F.statusCode] == .int(503))
+        #expect(fields[F.success] == .bool(false))
+        #expect(fields[F.errors] == .int(1))
+        #expect(fields[F.redirects] == .int(3))
+        #expect(fields[F.reusedConnection] == .bool(false))
+        #expect(fields[F.error] == .string("NSURLErrorDomain -1001"))
+        #expect(fields[F.correlationID] == .string("c-1"))
+        #expect(fields[F.networkProtocol] == .string("h2"))
+        #expect(fields.count == PointSchema.requestFields.count)
+    }
+
     @Test func configurationErrorsAreClear() {
         #expect(throws: APIHealthConfiguration.Error.missingURL) {
             try APIHealthConfiguration.fromEnvironment(["INFLUX_BUCKET": "b"], serviceName: "s")
