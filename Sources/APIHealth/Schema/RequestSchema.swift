@@ -123,18 +123,18 @@ final class RequestSchema: Sendable {
         typealias N = RequestNumericField
         withUnsafeTemporaryAllocation(of: Int64.self, capacity: N.allCases.count) { values in
             var present: UInt32 = 0
-            var outOfRange: UInt32 = 0
             func set(_ field: N, _ value: Int64) {
                 values[field.rawValue] = value
                 present |= 1 << UInt32(field.rawValue)
             }
             func set(_ field: N, _ duration: Duration?) {
                 guard let duration else { return }
-                // Whole nanoseconds are millionths of a millisecond.
+                // Whole nanoseconds are millionths of a millisecond; a duration past them (292
+                // years) is written at once as its float (and the group then checks each field).
                 if let nanoseconds = Self.wholeNanoseconds(duration) {
                     set(field, nanoseconds)
                 } else {
-                    outOfRange |= 1 << UInt32(field.rawValue)
+                    fields.add(keys.numeric.keys[field.rawValue], duration.milliseconds)
                 }
             }
             set(.duration, sample.duration)
@@ -151,20 +151,6 @@ final class RequestSchema: Sendable {
             if let count = sample.redirectCount { set(.redirects, Int64(count)) }
             if let reused = sample.reusedConnection { set(.reusedConnection, reused ? 1 : 0) }
             fields.add(keys.numeric, values: UnsafePointer(values.baseAddress!), present: present)
-            // A duration past Int64's nanoseconds (292 years) goes the float way.
-            while outOfRange != 0 {
-                let field = N(rawValue: outOfRange.trailingZeroBitCount)!
-                outOfRange &= outOfRange &- 1
-                let duration: Duration? =
-                    switch field {
-                    case .timeToFirstByte: sample.timeToFirstByte
-                    case .domainLookup: sample.domainLookup
-                    case .connect: sample.connect
-                    case .secureConnection: sample.secureConnection
-                    default: sample.duration
-                    }
-                if let duration { fields.add(keys.numeric.keys[field.rawValue], duration.milliseconds) }
-            }
         }
         if let error = sample.error { fields.add(keys.error, error.description) }
         if let id = sample.correlationID { fields.add(keys.correlationID, id) }
