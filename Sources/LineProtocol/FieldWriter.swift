@@ -112,8 +112,6 @@ public struct FieldWriter: ~Copyable {
     /// fields.add(durationKey, millionths: 12_345_678)  // duration_ms=12.345678
     /// ```
     public mutating func add(_ key: FieldKey, millionths value: Int64) {
-        // Below 2⁴³ millionths (about 100 days in nanoseconds) the float's shortest text is exactly
-        // these digits; past it, the float path decides.
         guard startField(key, valueRoom: Self.millionthsRoom) else { return }
         Self.appendMillionthsValue(value, into: &writer)
     }
