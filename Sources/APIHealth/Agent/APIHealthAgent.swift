@@ -483,9 +483,10 @@ public final class APIHealthAgent: Sendable, Service {
                     metadata: ["apihealth.error": "\(failure)"]
                 )
             }
+            shipper.makeWaitingBodies()
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
-            try? await Task.sleep(for: .milliseconds(20))
+            await pending.filled.wait(atMost: .milliseconds(20))
         }
         pending.writeThrough { _ in }
     }

@@ -5,8 +5,14 @@ import LineProtocol
 struct PendingBatch {
     /// Sorts in send order; also the spool file's stem.
     var segment: String
+    /// The lines; empty once they are only in `body` (see `lineBytes`).
     var bytes: [UInt8]
     var lineCount: Int
+    /// The gzip request body of a sealed batch, made once, ahead of its send or at its first attempt,
+    /// and kept for its retries.
+    var body: [UInt8]?
+    /// The size of the lines when only `body` holds them (they are on disk, or there is no spool).
+    var linesOnlyInBody: Int?
     var isSealed = false
     var firstLineAt: Duration
     var lastLineAt: Duration
@@ -18,6 +24,15 @@ struct PendingBatch {
     var failingSince: Duration?
     /// A half of a batch the server found too large: never merged back with its neighbours.
     var isSplitHalf = false
+
+    /// Bytes of line protocol in the batch.
+    var lineBytes: Int { linesOnlyInBody ?? bytes.count }
+
+    /// The lines, unpacked from `body` when only it holds them; `nil` if that fails.
+    func lines() -> [UInt8]? {
+        guard linesOnlyInBody != nil, let body else { return bytes }
+        return try? Gzip.decompress(body)
+    }
 }
 
 /// A request whose sample is encoded (and, for a `.request` one, built) at the next drain (see
@@ -51,7 +66,8 @@ package protocol EndedRequestSource: AnyObject, Sendable {
 
 /// What the shipper should do next.
 enum NextSend {
-    case send(segment: String, bytes: [UInt8], lineCount: Int)
+    /// Send the batch `segment`: its gzip body if made already (see ``PendingBatches/body(of:making:)``).
+    case send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int)
     /// Nothing to send before `deadline` (`nil`: until something is recorded).
     case wait(until: Duration?)
 }
@@ -72,6 +88,41 @@ final class PendingBatches: Sendable {
         /// The first spool failure not yet reported to the agent's logger.
         var unreportedSpoolFailure: String?
         var spoolFailureReported = false
+        /// Emptied line buffers with room for a whole batch, reused for new batches so their pages
+        /// are not faulted in anew (at most ``PendingBatches/spareBufferLimit``).
+        var spareBuffers: [[UInt8]] = []
+        /// The capacity a new batch's buffer gets.
+        let bufferCapacity: Int
+
+        /// Keeps `buffer`, emptied, for a later batch if it has room for a whole one and fewer than
+        /// ``PendingBatches/spareBufferLimit`` are kept.
+        mutating func reuse(_ buffer: inout [UInt8]) {
+            guard buffer.capacity >= bufferCapacity, spareBuffers.count < PendingBatches.spareBufferLimit else { return }
+            buffer.removeAll(keepingCapacity: true)
+            spareBuffers.append(buffer)
+            buffer = []
+        }
+
+        /// An empty buffer with room for a whole batch and the line that overflows it.
+        mutating func newBuffer() -> [UInt8] {
+            if let spare = spareBuffers.popLast() { return spare }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(bufferCapacity)
+            return bytes
+        }
+
+        /// Lets batch `index`'s lines go once its body holds them and they are on disk (or there is
+        /// no spool); their buffer is reused.
+        mutating func releaseLines(_ index: Int) {
+            let batch = batches[index]
+            guard batch.isSealed, batch.body != nil, batch.linesOnlyInBody == nil,
+                spool == nil || (batch.isSpoolSealed && batch.spooledBytes == batch.bytes.count)
+            else { return }
+            batches[index].linesOnlyInBody = batch.bytes.count
+            var lines = batches[index].bytes
+            batches[index].bytes = []
+            reuse(&lines)
+        }
 
         /// Counts a failed spool operation; only the first one is kept for the log.
         mutating func countSpoolFailure(_ error: any Error) {
@@ -85,10 +136,11 @@ final class PendingBatches: Sendable {
         mutating func seal(_ index: Int) {
             guard !batches[index].isSealed else { return }
             batches[index].isSealed = true
-            let bytes = batches[index].bytes
+            var bytes = batches[index].bytes
             if bytes.capacity - bytes.count > bytes.count / 8 {
                 batches[index].bytes = []
                 batches[index].bytes = exactCopy(bytes[...])
+                reuse(&bytes)
             }
         }
     }
@@ -114,8 +166,13 @@ final class PendingBatches: Sendable {
     private let drainMutex = NSLock()
     /// Deferred samples waiting at most: the one that reaches it drains them all on its own thread.
     static let maximumDeferred = 512
+    /// Emptied batch buffers kept for reuse at most.
+    static let spareBufferLimit = 2
     /// Signalled when a batch is sealed or something is recorded into an empty store.
     let wakeup = Wakeup()
+    /// Signalled when a batch is sealed by its size, so the write-through loop writes it through and
+    /// makes its body at once, rather than at its next round (see ``makeWaitingBodies(_:)``).
+    let filled = Wakeup()
     /// One write-through at a time, so no bytes are appended twice.
     private let writeThroughMutex = NSLock()
 
@@ -128,7 +185,12 @@ final class PendingBatches: Sendable {
         self.batching = batching
         self.encoder = encoder
         self.schema = schema
-        var initial = State(recentInstants: RecentInstants(precision: encoder.precision))
+        // Room for a full batch and the line that overflows it, so a batch is never copied while it
+        // grows (pages are only touched as lines are written).
+        var initial = State(
+            recentInstants: RecentInstants(precision: encoder.precision),
+            bufferCapacity: min(batching.maximumBytes, 16 << 20) + 64 * 1_024
+        )
         initial.spool = spool
         self.state = Locked(initial)
     }
@@ -241,6 +303,7 @@ final class PendingBatches: Sendable {
         _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
     ) -> Bool {
         var wake = false
+        var filledOne = false
         let accepted = state.withLock { state -> Bool in
             if state.isClosed {
                 state.metrics.pointsDropped += 1
@@ -249,12 +312,10 @@ final class PendingBatches: Sendable {
             if state.batches.isEmpty || state.batches[state.batches.count - 1].isSealed {
                 let segment = String(format: "%020llu", state.nextSequence)
                 state.nextSequence += 1
-                // Room for a full batch and the line that overflows it, so a batch is never copied
-                // while it grows (pages are only touched as lines are written).
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(min(batching.maximumBytes, 16 << 20) + 64 * 1_024)
                 state.batches.append(
-                    PendingBatch(segment: segment, bytes: bytes, lineCount: 0, firstLineAt: now, lastLineAt: now)
+                    PendingBatch(
+                        segment: segment, bytes: state.newBuffer(), lineCount: 0, firstLineAt: now, lastLineAt: now
+                    )
                 )
                 wake = true
             }
@@ -281,6 +342,7 @@ final class PendingBatches: Sendable {
             if isFull {
                 state.seal(last)
                 wake = true
+                filledOne = true
             }
             if state.pendingBytes > batching.maximumPendingBytes {
                 Self.dropOldest(&state, cap: batching.maximumPendingBytes)
@@ -288,6 +350,7 @@ final class PendingBatches: Sendable {
             return true
         }
         if wake { wakeup.signal() }
+        if filledOne { filled.signal() }
         return accepted
     }
 
@@ -309,7 +372,7 @@ final class PendingBatches: Sendable {
     private static func dropOldest(_ state: inout State, cap: Int) {
         while state.pendingBytes > cap && state.batches.count > 1 {
             let dropped = state.batches.removeFirst()
-            state.pendingBytes -= dropped.bytes.count
+            state.pendingBytes -= dropped.lineBytes
             state.metrics.pointsDropped += UInt64(dropped.lineCount)
             state.spool?.remove(dropped.segment)
         }
@@ -350,7 +413,55 @@ final class PendingBatches: Sendable {
             }
             mergeHead(&state)
             let first = state.batches[0]
-            return .send(segment: first.segment, bytes: first.bytes, lineCount: first.lineCount)
+            return .send(segment: first.segment, body: first.body, lineCount: first.lineCount, lineBytes: first.lineBytes)
+        }
+    }
+
+    /// The gzip body of batch `segment`: the one kept, or one `makeBody` makes of its lines (outside
+    /// the lock), kept for the batch's retries. `nil` if the batch is gone or `makeBody` failed.
+    func body(of segment: String, making makeBody: ([UInt8]) -> [UInt8]?) -> [UInt8]? {
+        let kept = state.withLock { state -> (body: [UInt8]?, lines: [UInt8])? in
+            guard let batch = state.batches.first(where: { $0.segment == segment }) else { return nil }
+            return (batch.body, batch.bytes)
+        }
+        guard var kept else { return nil }
+        if let body = kept.body { return body }
+        guard let body = makeBody(kept.lines) else { return nil }
+        // Dropped before the batch lets its lines go, so their buffer is reused rather than copied.
+        kept.lines = []
+        keep(body, for: segment)
+        return body
+    }
+
+    /// Makes the gzip bodies of the sealed batches waiting behind the head, newest first (the shipper
+    /// makes the head's as it sends it), so a backlog is held compressed: once a batch's lines are on
+    /// disk (or there is no spool), only its body stays in memory and its buffer is reused. Stops at
+    /// the first body `makeBody` fails to make.
+    func makeWaitingBodies(_ makeBody: ([UInt8]) -> [UInt8]?) {
+        while true {
+            let next = state.withLock { state -> (segment: String, lines: [UInt8])? in
+                guard state.batches.count > 1 else { return nil }
+                for index in state.batches.indices.dropFirst().reversed() {
+                    let batch = state.batches[index]
+                    if batch.isSealed && batch.body == nil { return (batch.segment, batch.bytes) }
+                }
+                return nil
+            }
+            guard var next else { return }
+            guard let body = makeBody(next.lines) else { return }
+            // Dropped before the batch lets its lines go, so their buffer is reused rather than copied.
+            next.lines = []
+            keep(body, for: next.segment)
+        }
+    }
+
+    private func keep(_ body: [UInt8], for segment: String) {
+        state.withLock { state in
+            guard let index = state.batches.firstIndex(where: { $0.segment == segment }),
+                state.batches[index].body == nil
+            else { return }
+            state.batches[index].body = body
+            state.releaseLines(index)
         }
     }
 
@@ -363,20 +474,26 @@ final class PendingBatches: Sendable {
         guard mergeable(state.batches[0]) else { return }
         var count = 1
         var lines = state.batches[0].lineCount
-        var size = state.batches[0].bytes.count
+        var size = state.batches[0].lineBytes
         while count < state.batches.count, mergeable(state.batches[count]),
             lines + state.batches[count].lineCount <= batching.maximumLines,
-            size + state.batches[count].bytes.count <= batching.maximumBytes
+            size + state.batches[count].lineBytes <= batching.maximumBytes
         {
             lines += state.batches[count].lineCount
-            size += state.batches[count].bytes.count
+            size += state.batches[count].lineBytes
             count += 1
         }
         guard count > 1 else { return }
-        var merged = state.batches[0]
         var bytes: [UInt8] = []
         bytes.reserveCapacity(size)
-        for batch in state.batches[0..<count] { bytes += batch.bytes }
+        for batch in state.batches[0..<count] {
+            // Lines only in a body are unpacked; one that cannot be stays a batch of its own.
+            guard let batchLines = batch.lines() else { return }
+            bytes += batchLines
+        }
+        var merged = state.batches[0]
+        merged.body = nil
+        merged.linesOnlyInBody = nil
         let lastStem = state.batches[count - 1].segment
         merged.segment = Self.leadingSequence(lastStem) + "-" + String(format: "%020llu", state.nextSequence)
         merged.bytes = bytes
@@ -407,10 +524,11 @@ final class PendingBatches: Sendable {
             state.metrics.bytesAfterGzip += UInt64(compressedBytes)
             state.metrics.lastError = nil
             guard let index = state.batches.firstIndex(where: { $0.segment == segment }) else { return }
-            let batch = state.batches.remove(at: index)
-            state.pendingBytes -= batch.bytes.count
+            var batch = state.batches.remove(at: index)
+            state.pendingBytes -= batch.lineBytes
             state.metrics.pointsWritten += UInt64(batch.lineCount)
             state.spool?.remove(segment)
+            state.reuse(&batch.bytes)
         }
     }
 
@@ -419,12 +537,16 @@ final class PendingBatches: Sendable {
         state.withLock { state in
             guard let index = state.batches.firstIndex(where: { $0.segment == segment }) else { return }
             let batch = state.batches.remove(at: index)
-            state.pendingBytes -= batch.bytes.count
+            state.pendingBytes -= batch.lineBytes
             let lines = UInt64(min(count ?? batch.lineCount, batch.lineCount))
             if expired { state.metrics.pointsExpired += lines } else { state.metrics.pointsRejected += lines }
             state.metrics.lastError = reason
+            guard let spool = state.spool else { return }
+            // Lines that cannot be unpacked from the body stay in their spool file, read again at the
+            // next start.
+            guard let batchLines = batch.lines() else { return }
             do {
-                try state.spool?.reject(segment, bytes: batch.bytes, reason: reason)
+                try spool.reject(segment, bytes: batchLines, reason: reason)
             } catch {
                 state.countSpoolFailure(error)
             }
@@ -435,8 +557,11 @@ final class PendingBatches: Sendable {
     func split(_ segment: String) -> Bool {
         state.withLock { state -> Bool in
             guard let index = state.batches.firstIndex(where: { $0.segment == segment }) else { return false }
-            let batch = state.batches[index]
-            guard batch.lineCount > 1 else { return false }
+            var batch = state.batches[index]
+            guard batch.lineCount > 1, let lines = batch.lines() else { return false }
+            batch.bytes = lines
+            batch.body = nil
+            batch.linesOnlyInBody = nil
             // Line ends inside string values are not line boundaries: count lines with the splitter.
             var boundaries: [Int] = []
             batch.bytes.withUnsafeBufferPointer { buffer in
@@ -581,7 +706,10 @@ final class PendingBatches: Sendable {
             for item in written {
                 guard let index = state.batches.firstIndex(where: { $0.segment == item.segment }) else { continue }
                 state.batches[index].spooledBytes = item.end
-                if item.sealed { state.batches[index].isSpoolSealed = true }
+                if item.sealed {
+                    state.batches[index].isSpoolSealed = true
+                    state.releaseLines(index)
+                }
             }
             for failure in failures { state.countSpoolFailure(failure) }
             guard let message = state.unreportedSpoolFailure else { return nil }
@@ -709,15 +837,19 @@ final class PendingBatches: Sendable {
         }
     }
 
-    /// Memory held by the pending batches' byte arrays, spare capacity included (for tests and diagnostics).
+    /// Memory held by the pending batches' lines and bodies and the spare buffers, spare capacity
+    /// included (for tests and diagnostics).
     var reservedBytes: Int {
-        state.withLock { state in state.batches.reduce(0) { $0 + $1.bytes.capacity } }
+        state.withLock { state in
+            state.batches.reduce(0) { $0 + $1.bytes.capacity + ($1.body?.capacity ?? 0) }
+                + state.spareBuffers.reduce(0) { $0 + $1.capacity }
+        }
     }
 
     /// Every pending line, oldest first (for tests and diagnostics).
     func pendingBytes() -> [UInt8] {
         drainDeferred()
-        return state.withLock { state in state.batches.flatMap(\.bytes) }
+        return state.withLock { state in state.batches.flatMap { $0.lines() ?? [] } }
     }
 
     // MARK: Metrics

@@ -181,22 +181,72 @@ final class Libdeflate: Sendable {
 
     /// Appends one gzip member holding `input`, at `level` (1–9).
     func compress(_ input: [UInt8], level: Int, into output: inout [UInt8]) throws(Gzip.Failure) {
-        guard let compressor = allocateCompressor(Int32(level)) else {
+        let workspace = try takeWorkspace(level: Int32(level))
+        defer { giveBack(workspace) }
+        let bound = compressBound(workspace.compressor, input.count)
+        let keepsScratch = bound <= Self.largestKeptScratch
+        let scratch =
+            keepsScratch ? workspace.scratch(holding: bound) : .allocate(byteCount: bound, alignment: 16)
+        defer { if !keepsScratch { scratch.deallocate() } }
+        let written = input.withUnsafeBytes { source in
+            gzipCompress(workspace.compressor, source.baseAddress, source.count, scratch.baseAddress, bound)
+        }
+        guard written > 0 else { throw Gzip.Failure(code: -5, operation: "libdeflate_gzip_compress") }
+        output.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<written]))
+    }
+
+    /// A compressor at one level and the buffer it writes into, used by one compression at a time and
+    /// kept between them: allocating a compressor clears its hash tables, and output written into a
+    /// kept buffer touches no new pages.
+    private final class Workspace: @unchecked Sendable {
+        let level: Int32
+        let compressor: OpaquePointer
+        private let free: FreeCompressor
+        private var scratch = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+
+        init(level: Int32, compressor: OpaquePointer, free: FreeCompressor) {
+            self.level = level
+            self.compressor = compressor
+            self.free = free
+        }
+
+        /// The kept buffer, grown to at least `count` bytes.
+        func scratch(holding count: Int) -> UnsafeMutableRawBufferPointer {
+            if scratch.count < count {
+                scratch.deallocate()
+                scratch = .allocate(byteCount: count, alignment: 16)
+            }
+            return scratch
+        }
+
+        deinit {
+            free(compressor)
+            scratch.deallocate()
+        }
+    }
+
+    /// Workspaces not in use (at most ``idleLimit``): one per thread compressing at once.
+    private let idle = Locked<[Workspace]>([])
+    private static let idleLimit = 2
+    /// Output larger than this is written into a buffer of its own, freed after.
+    private static let largestKeptScratch = 4 << 20
+
+    private func takeWorkspace(level: Int32) throws(Gzip.Failure) -> Workspace {
+        let kept = idle.withLock { idle -> Workspace? in
+            guard let index = idle.lastIndex(where: { $0.level == level }) else { return nil }
+            return idle.remove(at: index)
+        }
+        if let kept { return kept }
+        guard let compressor = allocateCompressor(level) else {
             throw Gzip.Failure(code: -4, operation: "libdeflate_alloc_compressor")
         }
-        defer { freeCompressor(compressor) }
-        let bound = compressBound(compressor, input.count)
-        let start = output.count
-        output.append(contentsOf: repeatElement(0, count: bound))
-        let written = input.withUnsafeBytes { source in
-            output.withUnsafeMutableBytes { destination in
-                gzipCompress(compressor, source.baseAddress, source.count, destination.baseAddress! + start, bound)
-            }
+        return Workspace(level: level, compressor: compressor, free: freeCompressor)
+    }
+
+    private func giveBack(_ workspace: Workspace) {
+        idle.withLock { idle in
+            if idle.count == Self.idleLimit { idle.removeFirst() }
+            idle.append(workspace)
         }
-        guard written > 0 else {
-            output.removeSubrange(start...)
-            throw Gzip.Failure(code: -5, operation: "libdeflate_gzip_compress")
-        }
-        output.removeSubrange((start + written)...)
     }
 }

@@ -73,8 +73,8 @@ final class Shipper: Sendable {
             switch pending.next(now: now, openDeadline: openDeadline) {
             case .wait(let deadline):
                 await pending.wakeup.wait(until: nextSelfMetricsDeadline(now: now, other: deadline), on: clock)
-            case .send(let segment, let bytes, let lineCount):
-                await send(segment: segment, bytes: bytes, lineCount: lineCount)
+            case .send(let segment, let body, let lineCount, let lineBytes):
+                await send(segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
             }
         }
     }
@@ -84,21 +84,31 @@ final class Shipper: Sendable {
         return other.map { min($0, selfMetrics) } ?? selfMetrics
     }
 
-    private func send(segment: String, bytes: [UInt8], lineCount: Int) async {
-        guard let destination else { return }
-        var payload = bytes
-        if case .v1 = destination.api {
+    /// Makes the bodies of the batches waiting behind the one being sent, so a backlog is held
+    /// compressed (see ``PendingBatches/makeWaitingBodies(_:)``). Nothing without a destination.
+    func makeWaitingBodies() {
+        guard destination != nil else { return }
+        pending.makeWaitingBodies(makeBody)
+    }
+
+    /// The request body of `lines`: gzip at the configured level, of the lines as this destination
+    /// takes them. `nil` if gzip failed.
+    private func makeBody(_ lines: [UInt8]) -> [UInt8]? {
+        var payload = lines
+        if case .v1 = destination?.api {
             // Lines kept for another destination (or before one was set) may carry unsigned values,
             // which InfluxDB 1.x refuses: they go out as integers, clamped values counted once.
-            let rewrite = LineEncoder.rewritingUnsignedAsSigned(bytes)
+            let rewrite = LineEncoder.rewritingUnsignedAsSigned(lines)
             if rewrite.rewrittenFields > 0 { payload = rewrite.lines }
-            if rewrite.clampedLines > 0 && pending.attempts(of: segment) == 0 { pending.countRepaired(rewrite.clampedLines) }
+            if rewrite.clampedLines > 0 { pending.countRepaired(rewrite.clampedLines) }
         }
-        let body: [UInt8]
-        do {
-            body = try Gzip.compress(payload, level: configuration.gzipLevel)
-        } catch {
-            pending.reject(segment, reason: "gzip failed: \(error)")
+        return try? Gzip.compress(payload, level: configuration.gzipLevel)
+    }
+
+    private func send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int) async {
+        guard let destination else { return }
+        guard let body = body ?? pending.body(of: segment, making: makeBody) else {
+            pending.reject(segment, reason: "gzip failed")
             return
         }
         var request = URLRequest(url: destination.writeURL(precision: configuration.precision))
@@ -115,7 +125,7 @@ final class Shipper: Sendable {
             let (data, response) = try await session.data(for: request)
             guard let http = response as? HTTPURLResponse else {
                 outcome = .retry(reason: "not an HTTP response", retryAfter: nil)
-                return await handle(outcome, segment: segment, bytes: bytes, body: body, lineCount: lineCount)
+                return await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
             }
             var headers: [String: String] = [:]
             for (name, value) in http.allHeaderFields {
@@ -126,7 +136,7 @@ final class Shipper: Sendable {
             if Task.isCancelled { return }
             outcome = .retry(reason: Self.describe(error), retryAfter: nil)
         }
-        await handle(outcome, segment: segment, bytes: bytes, body: body, lineCount: lineCount)
+        await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
     }
 
     private static func describe(_ error: any Error) -> String {
@@ -134,14 +144,20 @@ final class Shipper: Sendable {
         return "\(nsError.domain) \(nsError.code): \(nsError.localizedDescription)"
     }
 
-    private func handle(_ outcome: WriteOutcome, segment: String, bytes: [UInt8], body: [UInt8], lineCount: Int) async {
+    private func handle(
+        _ outcome: WriteOutcome,
+        segment: String,
+        body: [UInt8],
+        lineCount: Int,
+        lineBytes: Int
+    ) async {
         let now = clock.now
         switch outcome {
         case .delivered:
-            pending.acknowledge(segment, sentBytes: bytes.count, compressedBytes: body.count)
+            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count)
             transition(to: .healthy)
         case .rejected(let status, let message, let dropped):
-            let firstLine = bytes.prefix { $0 != UInt8(ascii: "\n") }
+            let firstLine = ((try? Gzip.decompress(body)) ?? []).prefix { $0 != UInt8(ascii: "\n") }
             if transition(to: .rejecting) {
                 logger.info(
                     "InfluxDB refused a batch; it is kept in the spool's rejected/ area",

@@ -105,8 +105,17 @@ final class Wakeup: Sendable {
             return
         }
         if clock.now >= deadline { return }
+        await wait(orUntil: { try? await clock.sleep(until: deadline) })
+    }
+
+    /// Waits for a signal, or for `timeout` of real time.
+    func wait(atMost timeout: Duration) async {
+        await wait(orUntil: { try? await Task.sleep(for: timeout) })
+    }
+
+    private func wait(orUntil sleep: @escaping @Sendable () async -> Void) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await clock.sleep(until: deadline) }
+            group.addTask { await sleep() }
             group.addTask { await self.wait() }
             await group.next()
             group.cancelAll()
