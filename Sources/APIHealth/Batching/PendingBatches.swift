@@ -97,7 +97,9 @@ final class PendingBatches: Sendable {
         /// Keeps `buffer`, emptied, for a later batch if it has room for a whole one and fewer than
         /// ``PendingBatches/spareBufferLimit`` are kept.
         mutating func reuse(_ buffer: inout [UInt8]) {
-            guard buffer.capacity >= bufferCapacity, spareBuffers.count < PendingBatches.spareBufferLimit else { return }
+            guard buffer.capacity >= bufferCapacity, spareBuffers.count < PendingBatches.spareBufferLimit else {
+                return
+            }
             buffer.removeAll(keepingCapacity: true)
             spareBuffers.append(buffer)
             buffer = []
@@ -413,7 +415,9 @@ final class PendingBatches: Sendable {
             }
             mergeHead(&state)
             let first = state.batches[0]
-            return .send(segment: first.segment, body: first.body, lineCount: first.lineCount, lineBytes: first.lineBytes)
+            return .send(
+                segment: first.segment, body: first.body, lineCount: first.lineCount, lineBytes: first.lineBytes
+            )
         }
     }
 
