@@ -430,11 +430,7 @@ final class PendingBatches: Sendable {
         }
         guard var kept else { return nil }
         if let body = kept.body { return body }
-        guard let body = makeBody(kept.lines) else { return nil }
-        // Dropped before the batch lets its lines go, so their buffer is reused rather than copied.
-        kept.lines = []
-        keep(body, for: segment)
-        return body
+        return makeAndKeepBody(of: segment, from: &kept.lines, makeBody)
     }
 
     /// Makes the gzip bodies of the sealed batches waiting behind the head, newest first (the shipper
@@ -451,15 +447,20 @@ final class PendingBatches: Sendable {
                 }
                 return nil
             }
-            guard var next else { return }
-            guard let body = makeBody(next.lines) else { return }
-            // Dropped before the batch lets its lines go, so their buffer is reused rather than copied.
-            next.lines = []
-            keep(body, for: next.segment)
+            guard var next, makeAndKeepBody(of: next.segment, from: &next.lines, makeBody) != nil else { return }
         }
     }
 
-    private func keep(_ body: [UInt8], for segment: String) {
+    /// Makes the body of batch `segment` from `lines` (taken out under the lock) and keeps it with the
+    /// batch, which may then let its lines go. `lines` is emptied first, so the batch holds the only
+    /// reference to their buffer, which is then reused rather than copied.
+    private func makeAndKeepBody(
+        of segment: String,
+        from lines: inout [UInt8],
+        _ makeBody: ([UInt8]) -> [UInt8]?
+    ) -> [UInt8]? {
+        guard let body = makeBody(lines) else { return nil }
+        lines = []
         state.withLock { state in
             guard let index = state.batches.firstIndex(where: { $0.segment == segment }),
                 state.batches[index].body == nil
@@ -467,6 +468,7 @@ final class PendingBatches: Sendable {
             state.batches[index].body = body
             state.releaseLines(index)
         }
+        return body
     }
 
     /// Joins the sealed batches waiting behind the head into it, within the batch limits, so a backlog
