@@ -316,7 +316,11 @@ final class PendingBatches: Sendable {
                 state.nextSequence += 1
                 state.batches.append(
                     PendingBatch(
-                        segment: segment, bytes: state.newBuffer(), lineCount: 0, firstLineAt: now, lastLineAt: now
+                        segment: segment,
+                        bytes: state.newBuffer(),
+                        lineCount: 0,
+                        firstLineAt: now,
+                        lastLineAt: now
                     )
                 )
                 wake = true
@@ -416,7 +420,10 @@ final class PendingBatches: Sendable {
             mergeHead(&state)
             let first = state.batches[0]
             return .send(
-                segment: first.segment, body: first.body, lineCount: first.lineCount, lineBytes: first.lineBytes
+                segment: first.segment,
+                body: first.body,
+                lineCount: first.lineCount,
+                lineBytes: first.lineBytes
             )
         }
     }
