@@ -48,6 +48,19 @@ import Testing
         if level > 0 { #expect(compressed.count < input.count / 4) }
     }
 
+    /// Output that does not compress (and level 0) takes zlib several output chunks; what the output
+    /// held before stays in front of the member.
+    @Test(arguments: [0, 1, 9], Gzip.Implementation.allCases)
+    func compressAppendsAfterTheOutputsBytes(level: Int, implementation: Gzip.Implementation) throws {
+        var generator = SystemRandomNumberGenerator()
+        let input = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        var output: [UInt8] = [1, 2, 3]
+        try Gzip.compress(input, level: level, using: implementation, into: &output)
+        #expect(output.prefix(3) == [1, 2, 3])
+        #expect(output.count > input.count)
+        #expect(try Gzip.decompress(Array(output.dropFirst(3))) == input)
+    }
+
     @Test func decompressReadsConcatenatedMembersAndRefusesTruncation() throws {
         let first = Array("first\n".utf8)
         let second = Array("second\n".utf8)

@@ -297,6 +297,7 @@ let benchmarks: @Sendable () -> Void = {
             let lines = agentLines(samples)
             var gzipCPU = Duration.zero
             var zlibCPU = Duration.zero
+            var postCPU = Duration.zero
             var pipelineCPU = Duration.zero
             var pipelineWall = Duration.zero
             var recordCPU = Duration.zero
@@ -309,6 +310,12 @@ let benchmarks: @Sendable () -> Void = {
                     blackHole(body.count)
                 }
                 gzipCPU += processCPUTime() - gzipStarted
+                // The floor the transport sets: the same batches, gzipped already, posted one request
+                // each through a URLSession set up as the shipper's.
+                let bodies = lines.map { try! Gzip.compress($0, level: 1) }
+                let postStarted = processCPUTime()
+                wait { await postBodies(bodies, to: victoria) }
+                postCPU += processCPUTime() - postStarted
                 let zlibStarted = processCPUTime()
                 for batch in lines {
                     body.removeAll(keepingCapacity: true)
@@ -343,12 +350,15 @@ let benchmarks: @Sendable () -> Void = {
             let gzipPerPoint = gzipCPU / (Int(runs) * points)
             let recordPerPoint = recordCPU / (Int(runs) * points)
             let zlibPerPoint = zlibCPU / (Int(runs) * points)
+            let postPerPoint = postCPU / (Int(runs) * points)
             let rate =
                 Double(points) * runs
                 / (Double(pipelineWall.components.seconds) + Double(pipelineWall.components.attoseconds) / 1e18)
             print(
                 "pipeline (\(Gzip.implementation.rawValue)): CPU per point \(perPoint) (recording \(recordPerPoint)), gzip level 1 of its line \(gzipPerPoint), "
                     + "ratio \(String(format: "%.2f", ratioOf(perPoint, gzipPerPoint))) (zlib's gzip of the line \(zlibPerPoint)); "
+                    + "posting the gzipped batches alone \(postPerPoint) a point: gzip and posting, before any recording, "
+                    + "\(String(format: "%.2f", ratioOf(gzipPerPoint + postPerPoint, gzipPerPoint))) times gzip; "
                     + "\(Int(rate)) points/s into VictoriaMetrics"
             )
         }
@@ -628,6 +638,35 @@ func agentLines(_ samples: [RequestSample]) -> [[UInt8]] {
     }
     precondition(lines == samples.count, "the spool holds \(lines) request lines for \(samples.count) samples")
     return batches
+}
+
+/// A session set up as the shipper's: ephemeral, one connection to the server.
+let postingSession: URLSession = {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.httpMaximumConnectionsPerHost = 1
+    configuration.urlCache = nil
+    configuration.httpCookieStorage = nil
+    return URLSession(configuration: configuration)
+}()
+
+/// Posts each gzip body to the InfluxDB v2 write endpoint at `server`, one request after another, as
+/// the shipper does; fails unless the server stores every one (204).
+func postBodies(_ bodies: [[UInt8]], to server: URL) async {
+    let url = server.appendingPathComponent("api/v2/write")
+    var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+    components.queryItems = [
+        URLQueryItem(name: "org", value: "o"), URLQueryItem(name: "bucket", value: "b"),
+        URLQueryItem(name: "precision", value: "ns"),
+    ]
+    for body in bodies {
+        var request = URLRequest(url: components.url!)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body)
+        request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
+        request.setValue("text/plain; charset=utf-8", forHTTPHeaderField: "Content-Type")
+        let status = try? await (postingSession.data(for: request).1 as? HTTPURLResponse)?.statusCode
+        precondition(status == 204, "posting a gzipped batch: HTTP \(status.map(String.init) ?? "no answer")")
+    }
 }
 
 /// CPU time the calling thread has used.

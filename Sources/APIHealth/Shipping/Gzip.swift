@@ -82,23 +82,28 @@ public enum Gzip {
         guard status == Z_OK else { throw Failure(code: status, operation: "deflateInit2") }
         defer { deflateEnd(&stream) }
 
-        let bound = Int(deflateBound(&stream, UInt(input.count))) + 32
+        // Written a chunk at a time and appended, so no output bound is reserved and filled first.
         let start = output.count
-        output.append(contentsOf: repeatElement(0, count: bound))
         status = input.withUnsafeBufferPointer { source in
-            output.withUnsafeMutableBufferPointer { destination in
-                stream.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
-                stream.avail_in = UInt32(source.count)
-                stream.next_out = destination.baseAddress! + start
-                stream.avail_out = UInt32(bound)
-                return deflate(&stream, Z_FINISH)
+            stream.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
+            stream.avail_in = UInt32(source.count)
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32 * 1024) { chunk in
+                var result: Int32
+                repeat {
+                    stream.next_out = chunk.baseAddress
+                    stream.avail_out = UInt32(chunk.count)
+                    // Z_OK: the chunk is full and more is to come; anything else ends it.
+                    result = deflate(&stream, Z_FINISH)
+                    let written = chunk.count - Int(stream.avail_out)
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: chunk[..<written]))
+                } while result == Z_OK
+                return result
             }
         }
         guard status == Z_STREAM_END else {
             output.removeSubrange(start...)
             throw Failure(code: status, operation: "deflate")
         }
-        output.removeSubrange((start + Int(stream.total_out))...)
     }
 
     /// The concatenated contents of every gzip member in `input`.
