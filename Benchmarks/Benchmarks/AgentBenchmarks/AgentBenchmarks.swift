@@ -664,8 +664,12 @@ func postBodies(_ bodies: [[UInt8]], to server: URL) async {
         request.httpBody = Data(body)
         request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
         request.setValue("text/plain; charset=utf-8", forHTTPHeaderField: "Content-Type")
-        let status = try? await (postingSession.data(for: request).1 as? HTTPURLResponse)?.statusCode
-        precondition(status == 204, "posting a gzipped batch: HTTP \(status.map(String.init) ?? "no answer")")
+        do {
+            let status = (try await postingSession.data(for: request).1 as? HTTPURLResponse)?.statusCode
+            precondition(status == 204, "posting a gzipped batch: HTTP \(status.map(String.init) ?? "?")")
+        } catch {
+            preconditionFailure("posting a gzipped batch: \(error)")
+        }
     }
 }
 
