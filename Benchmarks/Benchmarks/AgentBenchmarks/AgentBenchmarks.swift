@@ -652,14 +652,9 @@ let postingSession: URLSession = {
 /// Posts each gzip body to the InfluxDB v2 write endpoint at `server`, one request after another, as
 /// the shipper does; fails unless the server stores every one (204).
 func postBodies(_ bodies: [[UInt8]], to server: URL) async {
-    let url = server.appendingPathComponent("api/v2/write")
-    var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
-    components.queryItems = [
-        URLQueryItem(name: "org", value: "o"), URLQueryItem(name: "bucket", value: "b"),
-        URLQueryItem(name: "precision", value: "ns"),
-    ]
+    let url = InfluxDestination(url: server, api: .v2(organization: "o", bucket: "b")).writeURL(precision: .ns)
     for body in bodies {
-        var request = URLRequest(url: components.url!)
+        var request = URLRequest(url: url)
         request.httpMethod = "POST"
         request.httpBody = Data(body)
         request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")

@@ -283,8 +283,14 @@ public struct InfluxDestination: Sendable, Hashable {
         }
     }
 
-    /// The write endpoint for `precision`, with its query.
-    func writeURL(precision: Precision) -> URL {
+    /// The write endpoint the agent posts batches to for `precision`, with its query.
+    ///
+    /// ```swift
+    /// let server = URL(string: "http://127.0.0.1:8086")!
+    /// let destination = InfluxDestination(url: server, api: .v1(database: "metrics"))
+    /// destination.writeURL(precision: .ns)  // http://127.0.0.1:8086/write?db=metrics&precision=ns
+    /// ```
+    public func writeURL(precision: Precision) -> URL {
         var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
         let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
         switch api {
