@@ -134,6 +134,14 @@ let package = Package(
             path: "Tests/CaptureProbe",
             swiftSettings: strictSwift6
         ),
+        // How long record() keeps a host thread in the situations that used to stall it
+        // (scripts/record-stall).
+        .executableTarget(
+            name: "record-stall",
+            dependencies: ["APIHealth", "LoopbackHTTPServer", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/RecordStall",
+            swiftSettings: strictSwift6
+        ),
         .testTarget(
             name: "InfluxTailTests",
             dependencies: ["LineProtocol", "APIHealth", "APIHealthSummary", "TestSupport", "LoopbackHTTPServer"],

@@ -27,8 +27,7 @@ public struct SpoolFollower: Sendable {
     }
 
     static func stem(_ name: String) -> String {
-        if name.hasSuffix(".open.lp") { return String(name.dropLast(".open.lp".count)) }
-        return String(name.dropLast(".lp".count))
+        SegmentName.parse(fileName: name)?.stem ?? name
     }
 
     /// Entries already reported as skipped, so following reports each once.
@@ -84,7 +83,7 @@ public struct SpoolFollower: Sendable {
                 bytes = read
             }
             guard let lastNewline = bytes.lastIndex(of: UInt8(ascii: "\n")) else {
-                if reportingTornTails && !bytes.isEmpty && !name.hasSuffix(".open.lp") {
+                if reportingTornTails && !bytes.isEmpty && !name.hasSuffix(SegmentName.openSuffix) {
                     result.problems.append(SpoolProblem(file: name, offset: offset, kind: .tornLine))
                 }
                 continue
@@ -97,7 +96,7 @@ public struct SpoolFollower: Sendable {
             let (lines, problems) = SpoolReader.completeLines(complete, file: name, baseOffset: offset)
             result.lines += lines
             result.problems += problems
-            if reportingTornTails && lastNewline + 1 < bytes.count && !name.hasSuffix(".open.lp") {
+            if reportingTornTails && lastNewline + 1 < bytes.count && !name.hasSuffix(SegmentName.openSuffix) {
                 result.problems.append(SpoolProblem(file: name, offset: offset + lastNewline + 1, kind: .tornLine))
             }
             consumed[stem] = offset + lastNewline + 1

@@ -30,21 +30,27 @@ public final class APIHealthAgent: Sendable, Service {
     private let schema: RequestSchema
     private let pending: PendingBatches
     private let shipper: Shipper
-    private enum Lifecycle { case idle, running, finished }
-    /// Whether `run()` has started and ended.
-    private let lifecycle = Locked(Lifecycle.idle)
-    /// Guards intake: cleared, with a last health point recorded, when shutdown begins.
-    private let intakeOpen: Locked<Bool>
-    /// How long the loops may drain once shutdown has begun.
-    private let shutdownDeadline = Locked(Duration.seconds(10))
+    /// Where the agent is in its life.
+    private struct Lifecycle {
+        enum Phase { case idle, running, finished }
+        /// Whether `run()` has started and ended.
+        var phase = Phase.idle
+        /// Cleared, with a last health point recorded, when shutdown begins.
+        var intakeOpen = true
+        /// How long the loops may drain once shutdown has begun.
+        var shutdownDeadline = Duration.seconds(10)
+        /// The bodies to run when shutdown begins; `nil` once they have run.
+        var shutdownHooks: [@Sendable () -> Void]? = []
+    }
+    /// Guards the agent's life cycle: its phase, intake, the shutdown deadline and hooks.
+    private let lifecycle = Locked(Lifecycle())
+    /// Yields once, when shutdown begins.
     private let shutdownBegan = AsyncStream<Void>.makeStream()
     private let runEnded = Latch()
     /// Requests the hook let through unrecorded.
-    private let uncaptured: Locked<UInt64>
+    private let uncaptured = Locked<UInt64>(0)
     /// Metrics handlers a metrics backend sent to its overflow series (see ``countMetricsOverflowed()``).
-    private let metricsOverflowed: Locked<UInt64>
-    /// Guards the bodies to run when shutdown begins; `nil` once they have run.
-    private let shutdownHooks = Locked<[@Sendable () -> Void]?>([])
+    private let metricsOverflowed = Locked<UInt64>(0)
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -82,46 +88,7 @@ public final class APIHealthAgent: Sendable, Service {
                 logger.debug("Left a part of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
             }
         }
-        let selfMetrics = Locked<Duration?>(nil)
-        let intakeOpen = Locked(true)
-        let uncaptured = Locked<UInt64>(0)
-        let metricsOverflowed = Locked<UInt64>(0)
-        self.intakeOpen = intakeOpen
-        self.uncaptured = uncaptured
-        self.metricsOverflowed = metricsOverflowed
-        let metrics = { @Sendable () -> AgentMetrics in
-            var metrics = pending.metrics
-            metrics.requestsUncaptured = uncaptured.withLock { $0 }
-            metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
-            return metrics
-        }
-        self.shipper = Shipper(
-            pending: pending,
-            configuration: configuration,
-            clock: clock,
-            logger: logger,
-            onIdle: { now in
-                guard configuration.isEnabled else { return }
-                let due = selfMetrics.withLock { last -> Bool in
-                    guard let previous = last else {
-                        last = now
-                        return false
-                    }
-                    if now - previous < configuration.selfMetricsInterval { return false }
-                    last = now
-                    return true
-                }
-                guard due else { return }
-                intakeOpen.withLock { open in
-                    if open {
-                        pending.record(
-                            Self.selfMetricsPoint(metrics(), schema: schema, configuration: configuration),
-                            now: now
-                        )
-                    }
-                }
-            }
-        )
+        self.shipper = Shipper(pending: pending, configuration: configuration, clock: clock, logger: logger)
     }
 
     // MARK: Recording
@@ -132,8 +99,8 @@ public final class APIHealthAgent: Sendable, Service {
         pending.record(sample, now: clock.coarseNow)
     }
 
-    /// Records the sample `request` builds, later: while the agent runs, its write-through loop does
-    /// it within 20 ms; in any case before the agent's metrics, pending lines, flushes or shutdown see
+    /// Records the sample `request` builds, later: while the agent runs, its spool worker does it
+    /// within 20 ms; in any case before the agent's metrics, pending lines, flushes or shutdown see
     /// what is pending; and the caller that queues the 512th waiting sample builds and encodes them
     /// all. For capture on the request's own path (AsyncHTTPClient's, whose observation of a request
     /// builds the sample), where building and encoding a sample would add to every request's time;
@@ -319,34 +286,50 @@ public final class APIHealthAgent: Sendable, Service {
 
     private func claimRun() -> Bool {
         lifecycle.withLock { state -> Bool in
-            guard state == .idle else { return false }
-            state = .running
+            guard state.phase == .idle else { return false }
+            state.phase = .running
             return true
         }
     }
 
+    /// The agent's loops, each the one owner of its work.
+    private enum Loop {
+        /// Sends sealed batches (``Shipper/run()``).
+        case delivery
+        /// Writes the spool and compresses waiting batches (``spoolLoop()``).
+        case spool
+        /// Records the agent's own health point every `selfMetricsInterval` (``selfMetricsLoop()``).
+        case selfMetrics
+        /// Ends the drain at the shutdown deadline.
+        case shutdownDeadline
+    }
+
     private func runClaimed() async {
         await withGracefulShutdownHandler {
-            await withTaskGroup(of: Bool.self) { group in
+            await withTaskGroup(of: Loop.self) { group in
                 group.addTask {
                     await self.shipper.run()
-                    return true
+                    return .delivery
                 }
                 group.addTask {
-                    await self.writeThroughLoop()
-                    return true
+                    await self.spoolLoop()
+                    return .spool
+                }
+                group.addTask {
+                    await self.selfMetricsLoop()
+                    return .selfMetrics
                 }
                 group.addTask {
                     // Bounds the drain: once shutdown has begun, the loops get until its deadline.
                     for await _ in self.shutdownBegan.stream { break }
-                    if Task.isCancelled { return false }
-                    try? await Task.sleep(for: self.shutdownDeadline.withLock { $0 })
-                    return false
+                    if !Task.isCancelled { try? await Task.sleep(for: self.lifecycle.withLock { $0.shutdownDeadline }) }
+                    return .shutdownDeadline
                 }
-                var loopsRunning = 2
-                while let loopEnded = await group.next() {
-                    if loopEnded { loopsRunning -= 1 }
-                    if !loopEnded || loopsRunning == 0 { group.cancelAll() }
+                // Delivery and the spool end on their own once intake has closed and they are done.
+                var draining: Set<Loop> = [.delivery, .spool]
+                while let ended = await group.next() {
+                    draining.remove(ended)
+                    if ended == .shutdownDeadline || draining.isEmpty { group.cancelAll() }
                 }
             }
         } onGracefulShutdown: {
@@ -355,11 +338,11 @@ public final class APIHealthAgent: Sendable, Service {
         if !pending.isDrained && configuration.destination != nil {
             logger.info(
                 "APIHealth stopped with lines pending; they stay in the spool",
-                metadata: ["apihealth.pending.lines": "\(pending.metrics.pendingLines)"]
+                metadata: ["apihealth.pending.lines": "\(pending.currentMetrics.pendingLines)"]
             )
         }
         releaseSpool()
-        lifecycle.withLock { $0 = .finished }
+        lifecycle.withLock { $0.phase = .finished }
         runEnded.open()
     }
 
@@ -379,9 +362,12 @@ public final class APIHealthAgent: Sendable, Service {
     /// Waits until nothing is pending (or nothing can be sent), or `deadline` has passed.
     private func waitUntilDelivered(deadline: Duration) async -> Bool {
         let end = ContinuousClock.now + deadline
-        while ContinuousClock.now < end {
+        while true {
+            let seen = pending.batchesLeft.generation
             if pending.isDrained || configuration.destination == nil { break }
-            try? await Task.sleep(for: .milliseconds(10))
+            let left = end - ContinuousClock.now
+            if left <= .zero || Task.isCancelled { break }
+            await pending.batchesLeft.wait(after: seen, atMost: left)
         }
         return pending.isDrained
     }
@@ -393,9 +379,9 @@ public final class APIHealthAgent: Sendable, Service {
     /// - Parameter deadline: How long to keep sending what is pending.
     public func shutdown(deadline: Duration = .seconds(10)) async {
         beginShutdown(deadline: deadline)
-        let previous = lifecycle.withLock { state -> Lifecycle in
-            let previous = state
-            if state == .idle { state = .finished }
+        let previous = lifecycle.withLock { state -> Lifecycle.Phase in
+            let previous = state.phase
+            if state.phase == .idle { state.phase = .finished }
             return previous
         }
         switch previous {
@@ -422,26 +408,24 @@ public final class APIHealthAgent: Sendable, Service {
     ///
     /// - Parameter body: What to do; it may call ``write(_:)``.
     public func onShutdown(_ body: @escaping @Sendable () -> Void) {
-        shutdownHooks.withLock { hooks in hooks?.append(body) }
+        lifecycle.withLock { state in state.shutdownHooks?.append(body) }
     }
 
     /// Closes intake (after the ``onShutdown(_:)`` bodies and one last health point) and lets the loops
     /// drain until `deadline`. Idempotent.
     private func beginShutdown(deadline: Duration) {
-        // Held while the bodies run, so a concurrent call waits for their points before closing intake.
-        shutdownHooks.withLock { hooks in
-            for body in hooks ?? [] { body() }
-            hooks = nil
-        }
-        let first = intakeOpen.withLock { open -> Bool in
-            guard open else { return false }
-            open = false
+        // Held while the bodies run, so a concurrent call waits for their points before intake closes.
+        let first = lifecycle.withLock { state -> Bool in
+            for body in state.shutdownHooks ?? [] { body() }
+            state.shutdownHooks = nil
+            guard state.intakeOpen else { return false }
+            state.intakeOpen = false
+            state.shutdownDeadline = deadline
             pending.record(Self.selfMetricsPoint(metrics, schema: schema, configuration: configuration), now: clock.now)
             pending.close()
             return true
         }
         guard first else { return }
-        shutdownDeadline.withLock { $0 = deadline }
         shipper.startDraining()
         shutdownBegan.continuation.yield()
         shutdownBegan.continuation.finish()
@@ -475,7 +459,36 @@ public final class APIHealthAgent: Sendable, Service {
 
     // MARK: Internals
 
-    private func writeThroughLoop() async {
+    /// Records the agent's own health point every `selfMetricsInterval` while intake is open.
+    private func selfMetricsLoop() async {
+        guard configuration.isEnabled else { return }
+        while !Task.isCancelled {
+            do {
+                try await clock.sleep(until: clock.now + configuration.selfMetricsInterval)
+            } catch {
+                return
+            }
+            let intakeOpen = lifecycle.withLock { state -> Bool in
+                // Under the lock, so no health point follows the last one shutdown records.
+                if state.intakeOpen { pending.record(selfMetricsPoint(), now: clock.coarseNow) }
+                return state.intakeOpen
+            }
+            if !intakeOpen { return }
+        }
+    }
+
+    /// The agent's health point now, from its counters as they are.
+    private func selfMetricsPoint() -> Point {
+        var metrics = pending.currentMetrics
+        metrics.requestsUncaptured = requestsUncaptured
+        metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
+        return Self.selfMetricsPoint(metrics, schema: schema, configuration: configuration)
+    }
+
+    /// The spool worker: writes what is recorded through to the spool every
+    /// ``AgentIntervals/writeThrough`` (at once for a full batch), removes the files of batches that
+    /// are gone, and compresses the batches waiting to be sent.
+    private func spoolLoop() async {
         while !Task.isCancelled {
             pending.writeThrough { [logger] failure in
                 logger.warning(
@@ -486,7 +499,7 @@ public final class APIHealthAgent: Sendable, Service {
             shipper.makeWaitingBodies()
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
-            await pending.filled.wait(atMost: .milliseconds(20))
+            await pending.filled.wait(atMost: AgentIntervals.writeThrough)
         }
         pending.writeThrough { _ in }
     }

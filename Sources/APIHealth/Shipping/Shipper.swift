@@ -20,8 +20,6 @@ final class Shipper: Sendable {
     private let random = Locked(SystemRandomNumberGenerator())
     /// Shutdown in progress: retries wait briefly instead of backing off.
     private let isDraining = Locked(false)
-    /// Hook run between loop iterations; the agent writes its own health point through it.
-    private let onIdle: @Sendable (Duration) -> Void
 
     enum Health: Equatable {
         case starting
@@ -35,15 +33,13 @@ final class Shipper: Sendable {
         pending: PendingBatches,
         configuration: APIHealthConfiguration,
         clock: any AgentClock,
-        logger: Logger,
-        onIdle: @escaping @Sendable (Duration) -> Void
+        logger: Logger
     ) {
         self.pending = pending
         self.destination = configuration.destination
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
-        self.onIdle = onIdle
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = configuration.requestTimeout.secondsDouble
         sessionConfiguration.timeoutIntervalForResource = configuration.requestTimeout.secondsDouble * 2
@@ -63,7 +59,6 @@ final class Shipper: Sendable {
     func run() async {
         while !Task.isCancelled {
             let now = clock.now
-            onIdle(now)
             let openDeadline = pending.sealDue(now: now)
             if pending.isClosed && (pending.isDrained || destination == nil) { return }
             guard destination != nil else {
@@ -72,16 +67,11 @@ final class Shipper: Sendable {
             }
             switch pending.next(now: now, openDeadline: openDeadline) {
             case .wait(let deadline):
-                await pending.wakeup.wait(until: nextSelfMetricsDeadline(now: now, other: deadline), on: clock)
+                await pending.wakeup.wait(until: deadline, on: clock)
             case .send(let segment, let body, let lineCount, let lineBytes):
                 await send(segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
             }
         }
-    }
-
-    private func nextSelfMetricsDeadline(now: Duration, other: Duration?) -> Duration? {
-        let selfMetrics = now + configuration.selfMetricsInterval
-        return other.map { min($0, selfMetrics) } ?? selfMetrics
     }
 
     /// Makes the bodies of the batches waiting behind the one being sent, so a backlog is held
@@ -118,7 +108,9 @@ final class Shipper: Sendable {
         request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
         request.setValue("text/plain; charset=utf-8", forHTTPHeaderField: "Content-Type")
         request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
-        if let token = destination.token { request.setValue("Token \(token.value)", forHTTPHeaderField: "Authorization") }
+        if let token = destination.token {
+            request.setValue("Token \(token.value)", forHTTPHeaderField: "Authorization")
+        }
 
         let outcome: WriteOutcome
         do {
@@ -165,7 +157,8 @@ final class Shipper: Sendable {
                         "apihealth.status": "\(status)", "apihealth.message": "\(message.prefix(500))",
                         "apihealth.first_line": "\(String(decoding: firstLine.prefix(300), as: UTF8.self))",
                         "apihealth.batch.lines": "\(lineCount)",
-                    ])
+                    ]
+                )
             }
             pending.reject(segment, reason: "HTTP \(status): \(message)", count: dropped)
         case .tooLarge:
@@ -176,12 +169,16 @@ final class Shipper: Sendable {
             if transition(to: .misconfigured(status)) {
                 logger.info(
                     "InfluxDB refused the agent's credentials or target; data is kept and retried",
-                    metadata: ["apihealth.status": "\(status)", "apihealth.message": "\(message.prefix(500))"])
+                    metadata: ["apihealth.status": "\(status)", "apihealth.message": "\(message.prefix(500))"]
+                )
             }
             scheduleRetry(segment, error: "HTTP \(status): \(message)", retryAfter: nil, now: now, expires: false)
         case .retry(let reason, let retryAfter):
             if transition(to: .failing(reason)) {
-                logger.info("Writing to InfluxDB failed; retrying with backoff", metadata: ["apihealth.error": "\(reason)"])
+                logger.info(
+                    "Writing to InfluxDB failed; retrying with backoff",
+                    metadata: ["apihealth.error": "\(reason)"]
+                )
             }
             scheduleRetry(segment, error: reason, retryAfter: retryAfter, now: now, expires: true)
         }
@@ -190,10 +187,14 @@ final class Shipper: Sendable {
     private func scheduleRetry(_ segment: String, error: String, retryAfter: Duration?, now: Duration, expires: Bool) {
         let attempt = pending.attempts(of: segment) + 1
         var delay = retryAfter ?? random.withLock { configuration.retry.delay(afterAttempt: attempt, using: &$0) }
-        if isDraining.withLock({ $0 }) { delay = min(delay, .milliseconds(250)) }
+        if isDraining.withLock({ $0 }) { delay = min(delay, AgentIntervals.drainingRetryDelay) }
         _ = pending.scheduleRetry(
-            segment, notBefore: now + delay, now: now, error: error,
-            retryLimit: expires ? configuration.retry.maximumRetryDuration : nil)
+            segment,
+            notBefore: now + delay,
+            now: now,
+            error: error,
+            retryLimit: expires ? configuration.retry.maximumRetryDuration : nil
+        )
     }
 
     /// Records the new state; `true` when it changed (and should be logged).

@@ -18,9 +18,11 @@ import Darwin
 /// `O_CREAT | O_EXCL`, and an entry that is not a regular file of ours is never followed, read,
 /// changed or removed.
 ///
-/// Every operation holds the directory's own lock, so files are written outside the pending store's
-/// lock and recording never waits for the disk. A segment once removed is never written again, even
-/// by an append that was already on its way.
+/// Every operation holds the directory's own lock, which recording never takes: the pending batches'
+/// spool worker writes, seals and removes files (``PendingBatches/writeThrough(logFailure:)``) and the
+/// shipper writes joined, split and rejected batches, each outside the lock `record` takes, so
+/// recording never waits for the disk. A segment once removed is never written again, even by an
+/// append that was already on its way.
 final class SpoolDirectory: @unchecked Sendable {
     /// Written when the agent creates (or adopts an empty) spool directory; a non-empty directory
     /// without it is never used.
@@ -181,8 +183,8 @@ final class SpoolDirectory: @unchecked Sendable {
             let rejected = EntryStatus.of(rejectedName, in: descriptor), rejected.isDirectory, rejected.owner == owner
         else { return false }
         func isSegmentName(_ name: String) -> Bool {
-            let stem = name.hasSuffix(".open.lp") ? name.dropLast(8) : name.hasSuffix(".lp") ? name.dropLast(3) : ""
-            return stem.count == 20 && stem.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
+            guard let stem = SegmentName.parse(fileName: name)?.stem else { return false }
+            return SegmentName.sequences(in: stem).count == 1
         }
         for name in entries where name != rejectedName {
             guard name == ".lock" || name == ".precision" || name == ".precision.tmp" || isSegmentName(name),
@@ -240,8 +242,8 @@ final class SpoolDirectory: @unchecked Sendable {
 
     // MARK: Segments
 
-    static func openName(_ segment: String) -> String { segment + SpoolReader.openSuffix }
-    static func sealedName(_ segment: String) -> String { segment + SpoolReader.sealedSuffix }
+    static func openName(_ segment: String) -> String { SegmentName.openFile(segment) }
+    static func sealedName(_ segment: String) -> String { SegmentName.sealedFile(segment) }
 
     private func path(_ file: String) -> String { root.appendingPathComponent(file).path }
 
@@ -392,7 +394,7 @@ final class SpoolDirectory: @unchecked Sendable {
     func reject(_ segment: String, bytes: [UInt8], reason: String) throws(SpoolError) {
         mutex.lock()
         defer { mutex.unlock() }
-        try writeFileAtomically(rejectedDescriptor, segment + SpoolReader.sealedSuffix, bytes: bytes)
+        try writeFileAtomically(rejectedDescriptor, SegmentName.sealedFile(segment), bytes: bytes)
         try writeFileAtomically(rejectedDescriptor, segment + ".reason", bytes: Array(reason.utf8))
         removeLocked(segment)
         trimRejected()
@@ -400,12 +402,12 @@ final class SpoolDirectory: @unchecked Sendable {
 
     private func trimRejected() {
         guard var names = directoryEntries(rejectedDescriptor) else { return }
-        names = names.filter { $0.hasSuffix(SpoolReader.sealedSuffix) && !$0.hasPrefix(".") }.sorted()
+        names = names.filter { SegmentName.parse(fileName: $0)?.isOpen == false }.sorted()
         var sizes = names.map { EntryStatus.of($0, in: rejectedDescriptor)?.size ?? 0 }
         while !names.isEmpty && (names.count > maximumRejectedBatches || sizes.reduce(0, +) > maximumRejectedBytes) {
-            let stem = String(names.removeFirst().dropLast(SpoolReader.sealedSuffix.count))
+            let stem = String(names.removeFirst().dropLast(SegmentName.sealedSuffix.count))
             sizes.removeFirst()
-            unlinkOwned(stem + SpoolReader.sealedSuffix, in: rejectedDescriptor)
+            unlinkOwned(SegmentName.sealedFile(stem), in: rejectedDescriptor)
             unlinkOwned(stem + ".reason", in: rejectedDescriptor)
         }
     }

@@ -23,9 +23,6 @@ public struct SpoolReader: Sendable {
     /// Only regular files of this user are read: the directory's owner.
     private let owner: uid_t
 
-    /// Segment files: `<sequence>.lp` sealed, `<sequence>.open.lp` still being appended to.
-    static let sealedSuffix = ".lp"
-    static let openSuffix = ".open.lp"
 
     /// Opens the spool directory for reading. A symbolic link at `directory` is refused, not followed.
     ///
@@ -83,7 +80,8 @@ public struct SpoolReader: Sendable {
     /// - Throws: ``SpoolError`` when the directory cannot be listed.
     public func segmentNames() throws(SpoolError) -> [String] {
         guard let names = directoryEntries(handle.descriptor) else { throw .permissionDenied(path: directory.path) }
-        return names.filter { $0.hasSuffix(Self.sealedSuffix) && !$0.hasPrefix(".") }.sorted()
+        // Only names the agent gives (see ``SegmentName``): another file is never read, sent or removed.
+        return names.filter { SegmentName.parse(fileName: $0) != nil }.sorted()
     }
 
     /// Every segment, in send order.
@@ -130,7 +128,7 @@ public struct SpoolReader: Sendable {
     /// - Throws: ``SpoolError`` with code `permissionDenied` when the file cannot be read.
     public func segment(named name: String) throws(SpoolError) -> Segment? {
         let url = directory.appendingPathComponent(name)
-        let isOpen = name.hasSuffix(Self.openSuffix)
+        let isOpen = name.hasSuffix(SegmentName.openSuffix)
         switch SafeRead.read(name, in: handle.descriptor, owner: owner) {
         case .missing:
             return nil
@@ -259,9 +257,9 @@ public struct SpoolReader: Sendable {
         }
         let folder = DirectoryHandle(descriptor: descriptor)
         guard let names = directoryEntries(folder.descriptor) else { return [] }
-        return names.filter { $0.hasSuffix(Self.sealedSuffix) && !$0.hasPrefix(".") }.sorted().compactMap { name in
+        return names.filter { SegmentName.parse(fileName: $0)?.isOpen == false }.sorted().compactMap { name in
             guard case .bytes(let bytes, let status) = SafeRead.read(name, in: folder.descriptor, owner: owner) else { return nil }
-            let stem = String(name.dropLast(Self.sealedSuffix.count))
+            let stem = String(name.dropLast(SegmentName.sealedSuffix.count))
             var reason = ""
             if case .bytes(let text, _) = SafeRead.read(stem + ".reason", in: folder.descriptor, owner: owner) {
                 reason = String(decoding: text, as: UTF8.self)

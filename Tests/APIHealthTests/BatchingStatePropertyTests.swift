@@ -1,0 +1,288 @@
+import Foundation
+import LineProtocol
+import Testing
+
+@testable import APIHealth
+
+/// The batching state machine driven alone, with random sequences of events and no disk or network:
+/// every recorded line is delivered or counted once, in order; the counters add up after every event;
+/// the pending cap holds; a pending batch's spool file is never removed.
+@Suite struct BatchingStatePropertyTests {
+    /// A small, seeded generator, so a failing sequence is found again from its seed.
+    struct SplitMix64: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E4B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// What the test saw happen to the lines, by their number.
+    struct Ledger {
+        var recorded = 0
+        var delivered: [Int] = []
+        var refused: [Int] = []
+        /// Lines offered after intake closed: dropped (and counted) without being recorded.
+        var offeredAfterClose = 0
+    }
+
+    /// The numbers of the lines in `bytes` (each line is `m n=<number>i`).
+    static func numbers(_ bytes: [UInt8]) -> [Int] {
+        String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { line in
+            guard let start = line.range(of: "n=")?.upperBound, let end = line.lastIndex(of: "i") else { return nil }
+            return Int(line[start..<end])
+        }
+    }
+
+    static func lines(of segment: String, in state: BatchingState) -> [Int] {
+        guard let source = state.splitSource(segment), let lines = source.contents.lines() else { return [] }
+        return numbers(lines)
+    }
+
+    /// Checks what must hold after every event.
+    static func checkInvariants(_ state: BatchingState, _ ledger: Ledger, seed: UInt64, step: Int) {
+        let metrics = state.currentMetrics
+        let accounted =
+            metrics.pointsWritten + metrics.pointsDropped + metrics.pointsRejected + metrics.pointsExpired
+            + UInt64(metrics.pendingLines)
+        #expect(metrics.pointsRecorded == UInt64(ledger.recorded), "seed \(seed) step \(step)")
+        #expect(
+            accounted == metrics.pointsRecorded + UInt64(ledger.offeredAfterClose),
+            "seed \(seed) step \(step): counts add up"
+        )
+        #expect(
+            metrics.pendingBytes == state.batches.reduce(0) { $0 + $1.lineBytes },
+            "seed \(seed) step \(step): pending bytes are the batches' bytes"
+        )
+        // Past the cap only by the batch being filled (or the halves of one split after a 413).
+        #expect(
+            metrics.pendingBytes <= state.limits.maximumPendingBytes + state.limits.maximumBytes + 32,
+            "seed \(seed) step \(step): the cap holds"
+        )
+        #expect(metrics.pointsWritten == UInt64(ledger.delivered.count), "seed \(seed) step \(step)")
+        #expect(zip(ledger.delivered, ledger.delivered.dropFirst()).allSatisfy { $0 < $1 }, "seed \(seed): order kept")
+        #expect(
+            state.batches.allSatisfy { $0.lineCount > 0 || !$0.isSealed },
+            "seed \(seed) step \(step): no empty sealed batch"
+        )
+    }
+
+    /// One random run of `steps` events.
+    static func run(seed: UInt64, steps: Int) {
+        var random = SplitMix64(state: seed)
+        var limits = APIHealthConfiguration.Batching()
+        limits.maximumLines = Int.random(in: 3...40, using: &random)
+        limits.maximumBytes = Int.random(in: 60...2_000, using: &random)
+        limits.maximumPendingBytes = Int.random(in: 200...6_000, using: &random)
+        limits.flushDelay = .milliseconds(Int64.random(in: 1...50, using: &random))
+        limits.maximumAge = .milliseconds(Int64.random(in: 50...200, using: &random))
+        let hasSpool = Bool.random(using: &random)
+        var state = BatchingState(limits: limits, precision: .ns, hasSpool: hasSpool)
+        var ledger = Ledger()
+        var now = Duration.zero
+        var removedSegments = Set<String>()
+
+        func record(_ count: Int) {
+            for _ in 0..<count {
+                let number = ledger.recorded
+                let appended = state.append(now: now) { bytes, _ throws(LineProtocolError) in
+                    bytes += Array("m n=\(number)i\n".utf8)
+                    return LineEncoder.Repairs()
+                }
+                if appended.accepted {
+                    ledger.recorded += 1
+                } else {
+                    ledger.offeredAfterClose += 1
+                }
+            }
+            #expect(
+                state.pendingBytes <= limits.maximumPendingBytes || state.batches.count <= 1,
+                "seed \(seed): after a line is recorded, the cap holds but for the one batch left"
+            )
+        }
+
+        func spoolRound() {
+            let work = state.takeSpoolWork()
+            let pendingSegments = Set(state.batches.map(\.segment))
+            for segment in work.removals {
+                #expect(!pendingSegments.contains(segment), "seed \(seed): a pending batch's file is never removed")
+                removedSegments.insert(segment)
+            }
+            var progress = SpoolProgress()
+            for item in work.appends where !Bool.random(using: &random) || item.bytes.isEmpty {
+                progress.written.append((item.segment, item.end, item.seals))
+            }
+            _ = state.spoolWritten(progress)
+        }
+
+        func send(outcome: Int) {
+            switch state.nextSend(now: now, openDeadline: nil) {
+            case .next(.wait):
+                return
+            case .merge(let plan):
+                // Sometimes the cap drops a source while the join is made outside the lock.
+                if Bool.random(using: &random) { record(Int.random(in: 0...30, using: &random)) }
+                let joined = plan.contents.reduce(into: [UInt8]()) { $0 += $1.lines() ?? [] }
+                let written = hasSpool && Int.random(in: 0..<5, using: &random) > 0
+                state.merged(plan, lines: joined, written: written, failure: nil)
+            case .next(.send(let segment, _, let lineCount, let lineBytes)):
+                let numbers = lines(of: segment, in: state)
+                #expect(numbers.count == lineCount, "seed \(seed): a batch's line count is its lines")
+                switch outcome {
+                case 0..<5:
+                    ledger.delivered += numbers
+                    state.delivered(segment, sentBytes: lineBytes, compressedBytes: lineBytes / 2)
+                case 5:
+                    ledger.refused += numbers
+                    _ = state.refused(segment, reason: "HTTP 400", expired: false, count: nil)
+                case 6:
+                    // A partial write: the server stored all but the refused lines (counted, not known by number).
+                    let refusedCount = Int.random(in: 0...lineCount, using: &random)
+                    ledger.delivered += numbers.dropLast(refusedCount)
+                    ledger.refused += numbers.suffix(refusedCount)
+                    _ = state.refused(segment, reason: "HTTP 400 partial", expired: false, count: refusedCount)
+                case 7:
+                    guard let source = state.splitSource(segment), let lines = source.contents.lines(),
+                        let halves = SplitHalves(lines, count: source.lineCount)
+                    else {
+                        ledger.refused += numbers
+                        _ = state.refused(segment, reason: "HTTP 413", expired: false, count: nil)
+                        return
+                    }
+                    #expect(Self.numbers(halves.first) + Self.numbers(halves.second) == numbers)
+                    state.split(
+                        segment,
+                        into: halves,
+                        names: SegmentName.halves(of: segment),
+                        written: hasSpool && Bool.random(using: &random),
+                        failure: nil
+                    )
+                default:
+                    let keep = state.failed(
+                        segment,
+                        notBefore: now + .milliseconds(Int64.random(in: 0...30, using: &random)),
+                        now: now,
+                        error: "refused",
+                        retryLimit: .milliseconds(100)
+                    )
+                    if !keep {
+                        ledger.refused += numbers
+                        _ = state.refused(segment, reason: "expired", expired: true, count: nil)
+                    }
+                }
+            }
+        }
+
+        for step in 0..<steps {
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<35: record(Int.random(in: 1...20, using: &random))
+            case 35..<50: now += .milliseconds(Int64.random(in: 0...40, using: &random))
+            case 50..<58: _ = state.sealDue(now: now)
+            case 58..<60: state.sealOpenBatch()
+            case 60..<85: send(outcome: Int.random(in: 0..<10, using: &random))
+            case 85..<95: spoolRound()
+            default:
+                if let waiting = state.nextWaitingWithoutBody(), let body = try? Gzip.compress(waiting.lines, level: 1)
+                {
+                    state.keepBody(body, of: waiting.segment)
+                }
+            }
+            checkInvariants(state, ledger, seed: seed, step: step)
+        }
+
+        // Shut down and deliver what is left: every line is delivered or counted, each once.
+        state.close()
+        record(3)
+        var rounds = 0
+        while !state.batches.isEmpty && rounds < 100_000 {
+            rounds += 1
+            state.clearRetryWait()
+            spoolRound()
+            send(outcome: 0)
+        }
+        spoolRound()
+        checkInvariants(state, ledger, seed: seed, step: steps)
+        #expect(state.batches.isEmpty, "seed \(seed): everything left the batches")
+        let metrics = state.currentMetrics
+        let seen = ledger.delivered + ledger.refused
+        #expect(Set(seen).count == seen.count, "seed \(seed): no line delivered or refused twice")
+        #expect(
+            UInt64(ledger.delivered.count) + metrics.pointsRejected + metrics.pointsExpired + metrics.pointsDropped
+                == UInt64(ledger.recorded + ledger.offeredAfterClose),
+            "seed \(seed): every line is delivered or counted (3 recorded after close are dropped)"
+        )
+        #expect(ledger.delivered.allSatisfy { $0 < ledger.recorded })
+    }
+
+    @Test(arguments: 0..<64)
+    func randomEventSequencesKeepEveryLineAndTheOrder(_ seed: UInt64) {
+        Self.run(seed: seed &* 0x1000_0001 &+ 17, steps: 600)
+    }
+
+    @Test func droppingTheHeadAtTheCapKeepsTheRetrySchedule() {
+        var limits = APIHealthConfiguration.Batching()
+        limits.maximumBytes = 100
+        limits.maximumPendingBytes = 300
+        var state = BatchingState(limits: limits, precision: .ns, hasSpool: true)
+        func record(_ count: Int) {
+            for number in 0..<count {
+                _ = state.append(now: .zero) { bytes, _ throws(LineProtocolError) in
+                    bytes += Array("m n=\(number)i\n".utf8)
+                    return LineEncoder.Repairs()
+                }
+            }
+        }
+        record(10)
+        state.sealOpenBatch()
+        guard case .next(.send(let head, _, _, _)) = state.nextSend(now: .zero, openDeadline: nil) else {
+            Issue.record("a full batch is sent")
+            return
+        }
+        let keep = state.failed(head, notBefore: .seconds(8), now: .zero, error: "down", retryLimit: nil)
+        #expect(keep)
+        record(200)
+        #expect(state.batches.first?.segment != head, "the head was dropped at the cap")
+        #expect(state.currentMetrics.pointsDropped > 0)
+        #expect(state.nextSend(now: .seconds(1), openDeadline: nil) == .next(.wait(until: .seconds(8))))
+        #expect(state.failedAttempts == 1)
+        let removals = state.takeSpoolWork().removals
+        #expect(removals.contains(head), "the dropped batch's file goes to the spool worker")
+    }
+
+    @Test func aJoinWhoseSourceWasDroppedIsLetGo() {
+        var limits = APIHealthConfiguration.Batching()
+        limits.maximumBytes = 1_000
+        limits.maximumPendingBytes = 400
+        var state = BatchingState(limits: limits, precision: .ns, hasSpool: true)
+        var number = 0
+        func record(_ count: Int) {
+            for _ in 0..<count {
+                _ = state.append(now: .zero) { bytes, _ throws(LineProtocolError) in
+                    bytes += Array("m n=\(number)i\n".utf8)
+                    return LineEncoder.Repairs()
+                }
+                number += 1
+            }
+        }
+        for _ in 0..<3 {
+            record(4)
+            state.sealOpenBatch()
+        }
+        var progress = SpoolProgress()
+        for item in state.takeSpoolWork().appends { progress.written.append((item.segment, item.end, true)) }
+        _ = state.spoolWritten(progress)
+        guard case .merge(let plan) = state.nextSend(now: .zero, openDeadline: nil) else {
+            Issue.record("three small sealed batches are joined")
+            return
+        }
+        #expect(plan.sources.count == 3)
+        record(60)
+        #expect(!state.batches.contains { plan.sources.contains($0.segment) }, "the cap dropped the sources")
+        state.merged(plan, lines: [], written: true, failure: nil)
+        #expect(!state.batches.contains { $0.segment == plan.segment })
+        #expect(state.takeSpoolWork().removals.contains(plan.segment), "the join's own file goes")
+    }
+}
