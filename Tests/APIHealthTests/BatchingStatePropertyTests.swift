@@ -23,10 +23,16 @@ import Testing
     /// What the test saw happen to the lines, by their number.
     struct Ledger {
         var recorded = 0
-        var delivered: [Int] = []
-        var refused: [Int] = []
+        /// Per destination: the lines it stored and the lines it refused.
+        var delivered: [[Int]]
+        var refused: [[Int]]
         /// Lines offered after intake closed: dropped (and counted) without being recorded.
         var offeredAfterClose = 0
+
+        init(destinations: Int) {
+            delivered = Array(repeating: [], count: destinations)
+            refused = Array(repeating: [], count: destinations)
+        }
     }
 
     /// The numbers of the lines in `bytes` (each line is `m n=<number>i`).
@@ -45,25 +51,34 @@ import Testing
     /// Checks what must hold after every event.
     static func checkInvariants(_ state: BatchingState, _ ledger: Ledger, seed: UInt64, step: Int) {
         let metrics = state.currentMetrics
-        let accounted =
-            metrics.pointsWritten + metrics.pointsDropped + metrics.pointsRejected + metrics.pointsExpired
-            + UInt64(metrics.pendingLines)
         #expect(metrics.pointsRecorded == UInt64(ledger.recorded), "seed \(seed) step \(step)")
-        #expect(
-            accounted == metrics.pointsRecorded + UInt64(ledger.offeredAfterClose),
-            "seed \(seed) step \(step): counts add up"
-        )
         #expect(
             metrics.pendingBytes == state.batches.reduce(0) { $0 + $1.lineBytes },
             "seed \(seed) step \(step): pending bytes are the batches' bytes"
         )
-        // Past the cap only by the batch being filled (or the halves of one split after a 413).
-        #expect(
-            metrics.pendingBytes <= state.limits.maximumPendingBytes + state.limits.maximumBytes + 32,
-            "seed \(seed) step \(step): the cap holds"
-        )
-        #expect(metrics.pointsWritten == UInt64(ledger.delivered.count), "seed \(seed) step \(step)")
-        #expect(zip(ledger.delivered, ledger.delivered.dropFirst()).allSatisfy { $0 < $1 }, "seed \(seed): order kept")
+        #expect(state.batches.allSatisfy { $0.awaiting != 0 }, "seed \(seed) step \(step): no batch nobody needs")
+        for (index, destination) in metrics.destinations.enumerated() {
+            let accounted =
+                destination.pointsWritten + destination.pointsDropped + destination.pointsRejected
+                + destination.pointsExpired + UInt64(destination.pendingLines)
+            #expect(
+                accounted == metrics.pointsRecorded,
+                "seed \(seed) step \(step) destination \(index): counts add up"
+            )
+            let bit: UInt64 = 1 << UInt64(index)
+            let backlog = state.batches.filter { $0.awaiting & bit != 0 }
+            #expect(destination.pendingLines == backlog.reduce(0) { $0 + $1.lineCount }, "seed \(seed) step \(step)")
+            #expect(destination.pendingBytes == backlog.reduce(0) { $0 + $1.lineBytes }, "seed \(seed) step \(step)")
+            // Past the cap only by the batch being filled (or the halves of one split after a 413).
+            #expect(
+                destination.pendingBytes <= state.destinations[index].maximumPendingBytes + state.limits.maximumBytes
+                    + 32,
+                "seed \(seed) step \(step) destination \(index): the cap holds"
+            )
+            #expect(destination.pointsWritten == UInt64(ledger.delivered[index].count), "seed \(seed) step \(step)")
+            let delivered = ledger.delivered[index]
+            #expect(zip(delivered, delivered.dropFirst()).allSatisfy { $0 < $1 }, "seed \(seed): order kept")
+        }
         #expect(
             state.batches.allSatisfy { $0.lineCount > 0 || !$0.isSealed },
             "seed \(seed) step \(step): no empty sealed batch"
@@ -80,8 +95,10 @@ import Testing
         limits.flushDelay = .milliseconds(Int64.random(in: 1...50, using: &random))
         limits.maximumAge = .milliseconds(Int64.random(in: 50...200, using: &random))
         let hasSpool = Bool.random(using: &random)
-        var state = BatchingState(limits: limits, precision: .ns, hasSpool: hasSpool)
-        var ledger = Ledger()
+        let destinationCount = Int.random(in: 1...3, using: &random)
+        let caps = (0..<destinationCount).map { _ in Int.random(in: 200...6_000, using: &random) }
+        var state = BatchingState(limits: limits, precision: .ns, hasSpool: hasSpool, destinationCaps: caps)
+        var ledger = Ledger(destinations: destinationCount)
         var now = Duration.zero
         var removedSegments = Set<String>()
 
@@ -98,10 +115,14 @@ import Testing
                     ledger.offeredAfterClose += 1
                 }
             }
-            #expect(
-                state.pendingBytes <= limits.maximumPendingBytes || state.batches.count <= 1,
-                "seed \(seed): after a line is recorded, the cap holds but for the one batch left"
-            )
+            for (index, destination) in state.destinations.enumerated() {
+                let bit: UInt64 = 1 << UInt64(index)
+                #expect(
+                    destination.pendingBytes <= destination.maximumPendingBytes
+                        || state.batches.filter { $0.awaiting & bit != 0 }.count <= 1,
+                    "seed \(seed): after a line is recorded, the cap holds but for the one batch left"
+                )
+            }
         }
 
         func spoolRound() {
@@ -118,8 +139,8 @@ import Testing
             _ = state.spoolWritten(progress)
         }
 
-        func send(outcome: Int) {
-            switch state.nextSend(now: now, openDeadline: nil) {
+        func send(outcome: Int, to destination: Int) {
+            switch state.nextSend(now: now, openDeadline: nil, destination: destination) {
             case .next(.wait):
                 return
             case .merge(let plan):
@@ -131,25 +152,52 @@ import Testing
             case .next(.send(let segment, _, let lineCount, let lineBytes)):
                 let numbers = lines(of: segment, in: state)
                 #expect(numbers.count == lineCount, "seed \(seed): a batch's line count is its lines")
+                // Sometimes another destination's answer, or the cap, comes between the send and its answer.
+                if destinationCount > 1 && Int.random(in: 0..<4, using: &random) == 0 {
+                    send(outcome: Int.random(in: 0..<10, using: &random), to: (destination + 1) % destinationCount)
+                }
+                if Int.random(in: 0..<8, using: &random) == 0 { record(Int.random(in: 1...40, using: &random)) }
+                let stillNeeded = state.batches.contains {
+                    $0.segment == segment && $0.awaiting & (1 << UInt64(destination)) != 0
+                }
                 switch outcome {
                 case 0..<5:
-                    ledger.delivered += numbers
-                    state.delivered(segment, sentBytes: lineBytes, compressedBytes: lineBytes / 2)
+                    if stillNeeded { ledger.delivered[destination] += numbers }
+                    state.delivered(
+                        segment,
+                        sentBytes: lineBytes,
+                        compressedBytes: lineBytes / 2,
+                        destination: destination
+                    )
                 case 5:
-                    ledger.refused += numbers
-                    _ = state.refused(segment, reason: "HTTP 400", expired: false, count: nil)
+                    if stillNeeded { ledger.refused[destination] += numbers }
+                    _ = state.refused(segment, reason: "HTTP 400", expired: false, count: nil, destination: destination)
                 case 6:
                     // A partial write: the server stored all but the refused lines (counted, not known by number).
                     let refusedCount = Int.random(in: 0...lineCount, using: &random)
-                    ledger.delivered += numbers.dropLast(refusedCount)
-                    ledger.refused += numbers.suffix(refusedCount)
-                    _ = state.refused(segment, reason: "HTTP 400 partial", expired: false, count: refusedCount)
+                    if stillNeeded {
+                        ledger.delivered[destination] += numbers.dropLast(refusedCount)
+                        ledger.refused[destination] += numbers.suffix(refusedCount)
+                    }
+                    _ = state.refused(
+                        segment,
+                        reason: "HTTP 400 partial",
+                        expired: false,
+                        count: refusedCount,
+                        destination: destination
+                    )
                 case 7:
                     guard let source = state.splitSource(segment), let lines = source.contents.lines(),
                         let halves = SplitHalves(lines, count: source.lineCount)
                     else {
-                        ledger.refused += numbers
-                        _ = state.refused(segment, reason: "HTTP 413", expired: false, count: nil)
+                        if stillNeeded { ledger.refused[destination] += numbers }
+                        _ = state.refused(
+                            segment,
+                            reason: "HTTP 413",
+                            expired: false,
+                            count: nil,
+                            destination: destination
+                        )
                         return
                     }
                     #expect(Self.numbers(halves.first) + Self.numbers(halves.second) == numbers)
@@ -158,7 +206,8 @@ import Testing
                         into: halves,
                         names: SegmentName.halves(of: segment),
                         written: hasSpool && Bool.random(using: &random),
-                        failure: nil
+                        failure: nil,
+                        destination: destination
                     )
                 default:
                     let keep = state.failed(
@@ -166,11 +215,18 @@ import Testing
                         notBefore: now + .milliseconds(Int64.random(in: 0...30, using: &random)),
                         now: now,
                         error: "refused",
-                        retryLimit: .milliseconds(100)
+                        retryLimit: .milliseconds(100),
+                        destination: destination
                     )
                     if !keep {
-                        ledger.refused += numbers
-                        _ = state.refused(segment, reason: "expired", expired: true, count: nil)
+                        if stillNeeded { ledger.refused[destination] += numbers }
+                        _ = state.refused(
+                            segment,
+                            reason: "expired",
+                            expired: true,
+                            count: nil,
+                            destination: destination
+                        )
                     }
                 }
             }
@@ -182,7 +238,11 @@ import Testing
             case 35..<50: now += .milliseconds(Int64.random(in: 0...40, using: &random))
             case 50..<58: _ = state.sealDue(now: now)
             case 58..<60: state.sealOpenBatch()
-            case 60..<85: send(outcome: Int.random(in: 0..<10, using: &random))
+            case 60..<85:
+                send(
+                    outcome: Int.random(in: 0..<10, using: &random),
+                    to: Int.random(in: 0..<destinationCount, using: &random)
+                )
             case 85..<95: spoolRound()
             default:
                 if let waiting = state.nextWaitingWithoutBody(), let body = try? Gzip.compress(waiting.lines, level: 1)
@@ -201,20 +261,26 @@ import Testing
             rounds += 1
             state.clearRetryWait()
             spoolRound()
-            send(outcome: 0)
+            for destination in 0..<destinationCount { send(outcome: 0, to: destination) }
         }
         spoolRound()
         checkInvariants(state, ledger, seed: seed, step: steps)
         #expect(state.batches.isEmpty, "seed \(seed): everything left the batches")
         let metrics = state.currentMetrics
-        let seen = ledger.delivered + ledger.refused
-        #expect(Set(seen).count == seen.count, "seed \(seed): no line delivered or refused twice")
-        #expect(
-            UInt64(ledger.delivered.count) + metrics.pointsRejected + metrics.pointsExpired + metrics.pointsDropped
-                == UInt64(ledger.recorded + ledger.offeredAfterClose),
-            "seed \(seed): every line is delivered or counted (3 recorded after close are dropped)"
-        )
-        #expect(ledger.delivered.allSatisfy { $0 < ledger.recorded })
+        #expect(state.droppedAfterClose == UInt64(ledger.offeredAfterClose))
+        for (index, destination) in metrics.destinations.enumerated() {
+            let seen = ledger.delivered[index] + ledger.refused[index]
+            #expect(
+                Set(seen).count == seen.count,
+                "seed \(seed) destination \(index): no line delivered or refused twice"
+            )
+            #expect(
+                UInt64(ledger.delivered[index].count) + destination.pointsRejected + destination.pointsExpired
+                    + destination.pointsDropped == UInt64(ledger.recorded),
+                "seed \(seed) destination \(index): every line is delivered or counted"
+            )
+            #expect(ledger.delivered[index].allSatisfy { $0 < ledger.recorded })
+        }
     }
 
     @Test(arguments: 0..<64)
@@ -247,7 +313,7 @@ import Testing
         #expect(state.batches.first?.segment != head, "the head was dropped at the cap")
         #expect(state.currentMetrics.pointsDropped > 0)
         #expect(state.nextSend(now: .seconds(1), openDeadline: nil) == .next(.wait(until: .seconds(8))))
-        #expect(state.failedAttempts == 1)
+        #expect(state.failedAttempts() == 1)
         let removals = state.takeSpoolWork().removals
         #expect(removals.contains(head), "the dropped batch's file goes to the spool worker")
     }

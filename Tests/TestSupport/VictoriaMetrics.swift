@@ -10,9 +10,16 @@ public struct VictoriaMetrics: Sendable {
         base = try TestServers.victoriaMetrics()
     }
 
+    /// A client for the VictoriaMetrics at `base` (one a test started itself).
+    public init(base: URL) {
+        self.base = base
+    }
+
     /// POSTs gzipped line protocol to `/api/v2/write`.
     public func write(
-        _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
+        _ lines: [UInt8],
+        precision: String = "ns",
+        gzip implementation: Gzip.Implementation = Gzip.implementation
     ) async throws -> HTTP.Reply {
         var body: [UInt8] = []
         try Gzip.compress(lines, level: 6, using: implementation, into: &body)
@@ -47,10 +54,14 @@ public struct VictoriaMetrics: Sendable {
     public func export(matching selector: String) async throws -> [Series] {
         try await forceFlush()
         let reply = try await HTTP.send(
-            "POST", HTTP.url(base, "/api/v1/export", [("match[]", selector), ("start", "0")]))
+            "POST",
+            HTTP.url(base, "/api/v1/export", [("match[]", selector), ("start", "0")])
+        )
         guard reply.status == 200 else { throw TestFailure(message: "export: \(reply.status) \(reply.text)") }
         return try reply.text.split(separator: "\n").compactMap { line -> Series? in
-            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                return nil
+            }
             return Series(labels: object["metric"] as? [String: String] ?? [:], values: [], timestamps: [])
         }
     }
@@ -70,7 +81,9 @@ public struct VictoriaMetrics: Sendable {
         guard reply.status == 200 else { throw TestFailure(message: "export: \(reply.status) \(reply.text)") }
         var series: [Series] = []
         for line in reply.text.split(separator: "\n") where !line.isEmpty {
-            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                continue
+            }
             let labels = object["metric"] as? [String: String] ?? [:]
             let values = (object["values"] as? [Any] ?? []).map { value -> Double in
                 if let number = value as? NSNumber { return number.doubleValue }

@@ -29,7 +29,8 @@ public final class APIHealthAgent: Sendable, Service {
     private let clock: any AgentClock
     private let schema: RequestSchema
     private let pending: PendingBatches
-    private let shipper: Shipper
+    /// One per destination (one that only seals batches when there is none).
+    private let shippers: [Shipper]
     /// Where the agent is in its life.
     private struct Lifecycle {
         enum Phase { case idle, running, finished }
@@ -51,6 +52,15 @@ public final class APIHealthAgent: Sendable, Service {
     private let uncaptured = Locked<UInt64>(0)
     /// Metrics handlers a metrics backend sent to its overflow series (see ``countMetricsOverflowed()``).
     private let metricsOverflowed = Locked<UInt64>(0)
+    /// Losses already reported at warning, so each kind is said once.
+    private struct ReportedLosses {
+        /// Destinations whose backlog reached its cap.
+        var droppedAtCap: Set<Int> = []
+        /// A producer recorded after intake closed.
+        var recordedAfterStop = false
+    }
+    /// Guards which losses were reported.
+    private let reportedLosses = Locked(ReportedLosses())
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -73,8 +83,21 @@ public final class APIHealthAgent: Sendable, Service {
             spool = try SpoolDirectory(options: options, precision: configuration.precision)
         }
         var encoder = LineEncoder(precision: configuration.precision)
-        if case .v1 = configuration.destination?.api { encoder.writesUnsignedAsSigned = true }
-        let pending = PendingBatches(batching: configuration.batching, encoder: encoder, spool: spool, schema: schema)
+        // InfluxDB 1.x refuses unsigned fields: with a v1 destination among them, every destination gets integers.
+        if configuration.destinations.contains(where: { if case .v1 = $0.api { true } else { false } }) {
+            encoder.writesUnsignedAsSigned = true
+        }
+        let pending = PendingBatches(
+            batching: configuration.batching,
+            encoder: encoder,
+            spool: spool,
+            schema: schema,
+            destinationCaps: configuration.destinations.isEmpty
+                ? nil
+                : configuration.destinations.map {
+                    $0.maximumPendingBytes ?? configuration.batching.maximumPendingBytes
+                }
+        )
         self.pending = pending
         if let spool {
             let problems = try pending.restore(from: spool.reader())
@@ -88,7 +111,9 @@ public final class APIHealthAgent: Sendable, Service {
                 logger.debug("Left a part of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
             }
         }
-        self.shipper = Shipper(pending: pending, configuration: configuration, clock: clock, logger: logger)
+        self.shippers = (0..<max(1, configuration.destinations.count)).map { index in
+            Shipper(pending: pending, index: index, configuration: configuration, clock: clock, logger: logger)
+        }
     }
 
     // MARK: Recording
@@ -96,7 +121,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// Records one request. Safe from any thread; never blocks on I/O.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        pending.record(sample, now: clock.coarseNow)
+        if !pending.record(sample, now: clock.coarseNow) { noticeIfStopped() }
     }
 
     /// Records the sample `request` builds, later: while the agent runs, its spool worker does it
@@ -118,14 +143,14 @@ public final class APIHealthAgent: Sendable, Service {
     /// ```
     package func recordLater(_ request: any EndedRequestSource) {
         guard configuration.isEnabled else { return }
-        pending.deferRecord(now: clock.coarseNow, .request(request))
+        if !pending.deferRecord(now: clock.coarseNow, .request(request)) { noticeIfStopped() }
     }
 
     /// Records `sample` later, when and where the `recordLater` that takes an ended request does: for
     /// the URLSession hook, which ends a sample on the way to the app's completion.
     package func recordLater(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        pending.deferRecord(now: clock.coarseNow, .sample(sample))
+        if !pending.deferRecord(now: clock.coarseNow, .sample(sample)) { noticeIfStopped() }
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
@@ -137,7 +162,9 @@ public final class APIHealthAgent: Sendable, Service {
     @discardableResult
     public func write(_ point: Point) -> Bool {
         guard configuration.isEnabled else { return false }
-        return pending.record(point, now: clock.coarseNow)
+        let accepted = pending.record(point, now: clock.coarseNow)
+        if !accepted { noticeIfStopped() }
+        return accepted
     }
 
     /// Records that a response could not be decoded, as a point of the parse-failure measurement.
@@ -293,9 +320,9 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// The agent's loops, each the one owner of its work.
-    private enum Loop {
-        /// Sends sealed batches (``Shipper/run()``).
-        case delivery
+    private enum Loop: Hashable {
+        /// Sends sealed batches to one destination (``Shipper/run()``).
+        case delivery(Int)
         /// Writes the spool and compresses waiting batches (``spoolLoop()``).
         case spool
         /// Records the agent's own health point every `selfMetricsInterval` (``selfMetricsLoop()``).
@@ -305,11 +332,24 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     private func runClaimed() async {
+        if configuration.isEnabled {
+            logger.info(
+                "APIHealth starts",
+                metadata: [
+                    "apihealth.destinations":
+                        "\(configuration.destinations.isEmpty ? "none: lines stay in the spool" : configuration.destinations.map { "\($0.displayName) \($0.redactedURL)" }.joined(separator: "; "))",
+                    "apihealth.spool":
+                        "\(configuration.spool?.directory.path ?? "none: pending lines are kept in memory only")",
+                ]
+            )
+        }
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Loop.self) { group in
-                group.addTask {
-                    await self.shipper.run()
-                    return .delivery
+                for shipper in self.shippers {
+                    group.addTask {
+                        await shipper.run()
+                        return .delivery(shipper.index)
+                    }
                 }
                 group.addTask {
                     await self.spoolLoop()
@@ -326,7 +366,7 @@ public final class APIHealthAgent: Sendable, Service {
                     return .shutdownDeadline
                 }
                 // Delivery and the spool end on their own once intake has closed and they are done.
-                var draining: Set<Loop> = [.delivery, .spool]
+                var draining = Set(self.shippers.map { Loop.delivery($0.index) } + [.spool])
                 while let ended = await group.next() {
                     draining.remove(ended)
                     if ended == .shutdownDeadline || draining.isEmpty { group.cancelAll() }
@@ -335,13 +375,15 @@ public final class APIHealthAgent: Sendable, Service {
         } onGracefulShutdown: {
             self.beginShutdown(deadline: self.configuration.shutdownDeadline)
         }
-        if !pending.isDrained && configuration.destination != nil {
+        if !pending.isDrained && !configuration.destinations.isEmpty {
             logger.info(
                 "APIHealth stopped with lines pending; they stay in the spool",
                 metadata: ["apihealth.pending.lines": "\(pending.currentMetrics.pendingLines)"]
             )
         }
         releaseSpool()
+        reportLosses()
+        summarizeLosses()
         lifecycle.withLock { $0.phase = .finished }
         runEnded.open()
     }
@@ -364,7 +406,7 @@ public final class APIHealthAgent: Sendable, Service {
         let end = ContinuousClock.now + deadline
         while true {
             let seen = pending.batchesLeft.generation
-            if pending.isDrained || configuration.destination == nil { break }
+            if pending.isDrained || configuration.destinations.isEmpty { break }
             let left = end - ContinuousClock.now
             if left <= .zero || Task.isCancelled { break }
             await pending.batchesLeft.wait(after: seen, atMost: left)
@@ -426,12 +468,65 @@ public final class APIHealthAgent: Sendable, Service {
             return true
         }
         guard first else { return }
-        shipper.startDraining()
+        for shipper in shippers { shipper.startDraining() }
         shutdownBegan.continuation.yield()
         shutdownBegan.continuation.finish()
     }
 
     /// Writes what is left to the spool and lets go of it, warning once if points are lost.
+    /// A point was not taken: if intake has closed, says once, at warning, that a producer still
+    /// records into a stopped agent.
+    private func noticeIfStopped() {
+        guard pending.isClosed else { return }
+        let first = reportedLosses.withLock { reported -> Bool in
+            defer { reported.recordedAfterStop = true }
+            return !reported.recordedAfterStop
+        }
+        guard first else { return }
+        logger.warning(
+            "APIHealth was stopped before a service that still records into it; its points are dropped. List the agent after the services that record into it in the ServiceGroup, so it stops after them",
+            metadata: ["apihealth.points.dropped_after_stop": "\(pending.droppedAfterClose)"]
+        )
+    }
+
+    /// Says once per destination, at warning, that its backlog reached its cap and points are dropped.
+    private func reportLosses() {
+        let destinations = pending.currentMetrics.destinations
+        for (index, destination) in destinations.enumerated() where destination.pointsDropped > 0 {
+            guard reportedLosses.withLock({ $0.droppedAtCap.insert(index).inserted }) else { continue }
+            logger.warning(
+                "APIHealth is dropping points: the backlog for a destination reached its cap, so its oldest batches are dropped",
+                metadata: [
+                    "apihealth.destination":
+                        "\(configuration.destinations.indices.contains(index) ? configuration.destinations[index].displayName : "none")",
+                    "apihealth.points.dropped": "\(destination.pointsDropped)",
+                    "apihealth.points.pending": "\(destination.pendingLines)",
+                    "apihealth.error": "\(destination.lastError ?? "none")",
+                ]
+            )
+        }
+    }
+
+    /// At shutdown, one warning with every loss counted since the start, if there was any.
+    private func summarizeLosses() {
+        let metrics = pending.currentMetrics
+        let lost = metrics.pointsDropped + metrics.pointsLost + metrics.pointsRejected + metrics.pointsExpired
+        guard lost > 0 else { return }
+        var summary: Logger.Metadata = [
+            "apihealth.points.recorded": "\(metrics.pointsRecorded)",
+            "apihealth.points.dropped": "\(metrics.pointsDropped)",
+            "apihealth.points.lost": "\(metrics.pointsLost)", "apihealth.points.rejected": "\(metrics.pointsRejected)",
+            "apihealth.points.expired": "\(metrics.pointsExpired)",
+            "apihealth.points.dropped_after_stop": "\(pending.droppedAfterClose)",
+        ]
+        for (index, destination) in metrics.destinations.enumerated()
+        where configuration.destinations.indices.contains(index) {
+            summary["apihealth.destination.\(configuration.destinations[index].displayName)"] =
+                "written \(destination.pointsWritten), dropped \(destination.pointsDropped), rejected \(destination.pointsRejected), expired \(destination.pointsExpired), pending \(destination.pendingLines)"
+        }
+        logger.warning("APIHealth stopped; some points were not delivered", metadata: summary)
+    }
+
     private func releaseSpool() {
         let lost = pending.releaseSpool { [logger] failure in
             logger.warning(
@@ -496,7 +591,9 @@ public final class APIHealthAgent: Sendable, Service {
                     metadata: ["apihealth.error": "\(failure)"]
                 )
             }
-            shipper.makeWaitingBodies()
+            // Every destination gets the same body: the first shipper makes them.
+            shippers[0].makeWaitingBodies()
+            reportLosses()
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
             await pending.filled.wait(atMost: AgentIntervals.writeThrough)

@@ -16,8 +16,22 @@ public struct APIHealthConfiguration: Sendable {
     public var isEnabled = true
     /// Names the default spool directory and the `User-Agent`.
     public var serviceName: String
-    /// Where batches go. `nil` keeps every line pending in the spool (see `influx-tail`).
-    public var destination: InfluxDestination?
+    /// Where batches go: every point goes to each destination, each with its own backlog, cap, retry
+    /// schedule and counters (a destination that is down never delays or drops what another gets).
+    /// Empty keeps every line pending in the spool (see `influx-tail`).
+    ///
+    /// ```swift
+    /// configuration.destinations = [
+    ///     InfluxDestination(urls: [influxA, influxB], api: .v2(organization: "acme", bucket: "apihealth")),
+    ///     InfluxDestination(url: URL(string: "http://vminsert:8480/insert/0/influx")!, api: .v2(organization: "", bucket: "")),
+    /// ]
+    /// ```
+    public var destinations: [InfluxDestination] = []
+    /// The first of ``destinations``; setting it replaces them all (`nil`: none).
+    public var destination: InfluxDestination? {
+        get { destinations.first }
+        set { destinations = newValue.map { [$0] } ?? [] }
+    }
     /// Measurement of request points.
     public var measurement = "apihealth_request"
     /// Measurement of parse-failure points.
@@ -60,8 +74,13 @@ public struct APIHealthConfiguration: Sendable {
         public var maximumLines = 5_000
         /// …or this many bytes of uncompressed line protocol.
         public var maximumBytes = 1 << 20
-        /// Cap on all pending data, in memory and in the spool; past it the oldest batch is dropped.
+        /// Cap on each destination's pending data, in memory and in the spool; past it the oldest batch
+        /// it still needs is dropped for it (a destination can set its own, see
+        /// ``InfluxDestination/maximumPendingBytes``).
         public var maximumPendingBytes = 64 << 20
+        /// A random delay from zero up to this is added to each flush (debounce and maximum age), drawn
+        /// anew for every batch, so a fleet of replicas started together does not write in the same second.
+        public var flushJitter: Duration = .zero
 
         public init() {}
     }
@@ -105,7 +124,7 @@ public struct APIHealthConfiguration: Sendable {
             case .relativeURL(let url): return "the InfluxDB URL \"\(url)\" must be absolute (http://host:port)"
             case .unsupportedScheme(let url): return "the InfluxDB URL \"\(url)\" must use http or https"
             case .unknownPrecision(let value): return "unknown precision \"\(value)\": use ns, us, ms or s"
-            case .unknownWriteAPI(let value): return "unknown write API \"\(value)\": use v2 or v1"
+            case .unknownWriteAPI(let value): return "unknown write API \"\(value)\": use v2, v1 or v3"
             case .missingSetting(let name): return "\(name) is required"
             case .unreadableTokenFile(let path): return "the token file \(path) cannot be read"
             case .invalidValue(let name, let value): return "\(name) has an invalid value \"\(value)\""
@@ -144,18 +163,31 @@ public struct APIHealthConfiguration: Sendable {
             case "0", "false", "no", "off": configuration.isEnabled = false
             default:
                 throw .invalidSetting(
-                    name: "APIHEALTH_ENABLED", reason: "\"\(enabled)\" is not one of 1, true, yes, on, 0, false, no, off")
+                    name: "APIHEALTH_ENABLED",
+                    reason: "\"\(enabled)\" is not one of 1, true, yes, on, 0, false, no, off"
+                )
             }
         }
         if let precision = environment["INFLUX_PRECISION"] {
             guard let value = Precision(rawValue: precision) else { throw .unknownPrecision(precision) }
             configuration.precision = value
         }
-        configuration.destination = try InfluxDestination.fromEnvironment(environment, notices: &configuration.notices)
+        configuration.destinations = try InfluxDestination.allFromEnvironment(
+            environment,
+            notices: &configuration.notices
+        )
+        if let text = environment["APIHEALTH_FLUSH_JITTER_MS"] {
+            guard let milliseconds = Int(text), milliseconds >= 0 else {
+                throw .invalidValue(name: "APIHEALTH_FLUSH_JITTER_MS", value: text)
+            }
+            configuration.batching.flushJitter = .milliseconds(milliseconds)
+        }
         if let directory = environment["APIHEALTH_SPOOL_DIR"] {
             guard !directory.trimmingCharacters(in: .whitespaces).isEmpty else {
                 throw .invalidSetting(
-                    name: "APIHEALTH_SPOOL_DIR", reason: "is set but empty; give a directory, or none to keep pending lines in memory only")
+                    name: "APIHEALTH_SPOOL_DIR",
+                    reason: "is set but empty; give a directory, or none to keep pending lines in memory only"
+                )
             }
             configuration.spool = directory == "none" ? nil : SpoolOptions(directory: URL(fileURLWithPath: directory))
         }
@@ -176,22 +208,40 @@ public struct APIHealthConfiguration: Sendable {
 
     /// Checks the settings that cannot be checked by their types.
     public func validate() throws(Error) {
-        if batching.maximumLines < 1 { throw .invalidValue(name: "batching.maximumLines", value: "\(batching.maximumLines)") }
-        if batching.maximumBytes < 1_024 { throw .invalidValue(name: "batching.maximumBytes", value: "\(batching.maximumBytes)") }
+        if batching.maximumLines < 1 {
+            throw .invalidValue(name: "batching.maximumLines", value: "\(batching.maximumLines)")
+        }
+        if batching.maximumBytes < 1_024 {
+            throw .invalidValue(name: "batching.maximumBytes", value: "\(batching.maximumBytes)")
+        }
         if batching.maximumPendingBytes < 2 * batching.maximumBytes {
             throw .invalidValue(name: "batching.maximumPendingBytes", value: "\(batching.maximumPendingBytes)")
         }
         if !Gzip.levels.contains(gzipLevel) { throw .invalidValue(name: "gzipLevel", value: "\(gzipLevel)") }
-        if measurement.isEmpty || measurement.hasPrefix("_") { throw .invalidValue(name: "measurement", value: measurement) }
+        if measurement.isEmpty || measurement.hasPrefix("_") {
+            throw .invalidValue(name: "measurement", value: measurement)
+        }
         if let spool, spool.directory.path.isEmpty {
             throw .invalidSetting(name: "spool.directory", reason: "is empty")
         }
+        if batching.flushJitter < .zero {
+            throw .invalidValue(name: "batching.flushJitter", value: "\(batching.flushJitter)")
+        }
         try retry.validate()
-        try destination?.validate()
+        if destinations.count > BatchingState.maximumDestinations {
+            throw .invalidSetting(name: "destinations", reason: "at most \(BatchingState.maximumDestinations)")
+        }
+        for destination in destinations {
+            try destination.validate()
+            if let cap = destination.maximumPendingBytes, cap < 2 * batching.maximumBytes {
+                throw .invalidValue(name: "destination.maximumPendingBytes", value: "\(cap)")
+            }
+        }
     }
 }
 
-/// The InfluxDB (or compatible) server batches are written to.
+/// An InfluxDB (or compatible) store batches are written to: one URL, or a failover group of URLs
+/// that all reach the same data (Telegraf's model).
 ///
 /// ```swift
 /// let destination = InfluxDestination(
@@ -199,82 +249,203 @@ public struct APIHealthConfiguration: Sendable {
 ///     api: .v2(organization: "acme", bucket: "apihealth"),
 ///     token: InfluxToken("s3cr3t")
 /// )
+/// let cluster = InfluxDestination(
+///     urls: [URL(string: "http://vminsert-1:8480/insert/0/influx")!, URL(string: "http://vminsert-2:8480/insert/0/influx")!],
+///     api: .v2(organization: "", bucket: "")
+/// )
 /// ```
+///
+/// The agent starts at a random URL of the group, stays on it while it answers, and moves to the
+/// next on a network error, a timeout, a 5xx, 429 or 503, or a configuration error (401, 403, 404);
+/// each URL keeps its own backoff and `Retry-After`, and a batch is retried byte for byte on the next.
+/// A path in a URL is kept in front of the write path: `http://vminsert:8480/insert/0/influx` writes
+/// to `…/insert/0/influx/api/v2/write`.
 public struct InfluxDestination: Sendable, Hashable {
     /// Which write endpoint to use.
     public enum WriteAPI: Sendable, Hashable {
-        /// `POST /api/v2/write?org=&bucket=&precision=` (InfluxDB 2.x, Cloud, 1.8+ and 3.x compatibility).
+        /// `POST /api/v2/write?org=&bucket=&precision=` (InfluxDB 2.x, Cloud, 1.8+ and 3.x compatibility,
+        /// VictoriaMetrics, vmagent).
         case v2(organization: String, bucket: String)
         /// `POST /write?db=&rp=&precision=` (InfluxDB 1.x). Unsigned fields are written as integers.
         case v1(database: String, retentionPolicy: String? = nil)
+        /// `POST /api/v3/write_lp?db=&precision=&accept_partial=true` (InfluxDB 3): a partial write keeps
+        /// the lines the server took, and the refused ones are counted one by one and kept in `rejected/`.
+        case v3(database: String)
     }
 
-    public var url: URL
+    /// How request bodies are sent.
+    public enum Compression: Sendable, Hashable {
+        /// `Content-Encoding: gzip` (the default).
+        case gzip
+        /// Plain line protocol, for sinks that refuse gzip.
+        case identity
+    }
+
+    /// The failover group: URLs that reach the same data. Not empty.
+    public var urls: [URL]
     public var api: WriteAPI
     public var token: InfluxToken?
+    /// How it appears in logs and in the agent's health points; the first URL's host and port by default.
+    public var name: String?
+    /// Extra headers on every write request (`X-Scope-OrgID`, a proxy's key, …).
+    public var headers: [String: String] = [:]
+    public var compression: Compression = .gzip
+    /// This destination's own cap on its backlog; ``APIHealthConfiguration/Batching/maximumPendingBytes``
+    /// when `nil`.
+    public var maximumPendingBytes: Int?
 
+    /// A destination at one URL.
     public init(url: URL, api: WriteAPI, token: InfluxToken? = nil) {
-        self.url = url
+        self.init(urls: [url], api: api, token: token)
+    }
+
+    /// A destination at a failover group of URLs.
+    public init(urls: [URL], api: WriteAPI, token: InfluxToken? = nil) {
+        self.urls = urls
         self.api = api
         self.token = token
     }
 
+    /// The first URL of the group; setting it replaces the group with that URL.
+    public var url: URL {
+        get { urls[0] }
+        set { urls = [newValue] }
+    }
+
+    /// The name it is logged with.
+    public var displayName: String {
+        if let name, !name.isEmpty { return name }
+        guard let url = urls.first else { return "destination" }
+        return (url.host ?? "destination") + (url.port.map { ":\($0)" } ?? "")
+    }
+
     /// The URL as it may be shown or logged: user and password replaced by `<redacted>`.
-    public var redactedURL: String { Self.redacted(url.absoluteString) }
+    public var redactedURL: String { urls.map { Self.redacted($0.absoluteString) }.joined(separator: ",") }
 
     /// `text` (a URL) with any user information replaced by `<redacted>`.
     static func redacted(_ text: String) -> String {
         guard let scheme = text.range(of: "://") else { return text }
-        let authorityEnd = text[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
+        let authorityEnd =
+            text[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
         guard let at = text[scheme.upperBound..<authorityEnd].lastIndex(of: "@") else { return text }
         return String(text[..<scheme.upperBound]) + "<redacted>" + String(text[at...])
     }
 
+    /// The destinations the environment describes: `INFLUX_*`, then `INFLUX_2_*`, `INFLUX_3_*`, … for
+    /// more destinations, each with the same settings.
+    static func allFromEnvironment(
+        _ environment: [String: String],
+        notices: inout [String]
+    ) throws(APIHealthConfiguration.Error) -> [InfluxDestination] {
+        var destinations: [InfluxDestination] = []
+        if let first = try fromEnvironment(environment, prefix: "INFLUX_", notices: &notices) {
+            destinations.append(first)
+        }
+        var number = 2
+        while let next = try fromEnvironment(environment, prefix: "INFLUX_\(number)_", notices: &notices) {
+            destinations.append(next)
+            number += 1
+        }
+        return destinations
+    }
+
     static func fromEnvironment(
-        _ environment: [String: String], notices: inout [String]
+        _ environment: [String: String],
+        prefix: String = "INFLUX_",
+        notices: inout [String]
     ) throws(APIHealthConfiguration.Error) -> InfluxDestination? {
-        let names = ["INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_TOKEN_FILE", "INFLUX_DATABASE", "INFLUX_WRITE_API"]
-        guard let urlText = environment["INFLUX_URL"], !urlText.isEmpty else {
+        let names = ["ORG", "BUCKET", "TOKEN", "TOKEN_FILE", "DATABASE", "WRITE_API"].map { prefix + $0 }
+        guard let urlText = environment[prefix + "URL"], !urlText.isEmpty else {
             if names.contains(where: { environment[$0] != nil }) { throw .missingURL }
             return nil
         }
-        guard let url = URL(string: urlText), url.scheme != nil, url.host != nil else { throw .relativeURL(redacted(urlText)) }
+        var urls: [URL] = []
+        for part in urlText.split(separator: ",") {
+            let text = part.trimmingCharacters(in: .whitespaces)
+            guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
+                throw .relativeURL(redacted(text))
+            }
+            urls.append(url)
+        }
+        guard !urls.isEmpty else { throw .relativeURL(redacted(urlText)) }
         var token: InfluxToken?
-        if let value = environment["INFLUX_TOKEN"], !value.isEmpty {
+        if let value = environment[prefix + "TOKEN"], !value.isEmpty {
             token = InfluxToken(value)
-        } else if let path = environment["INFLUX_TOKEN_FILE"] {
-            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { throw .unreadableTokenFile(path) }
+        } else if let path = environment[prefix + "TOKEN_FILE"] {
+            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw .unreadableTokenFile(path)
+            }
             let value = contents.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !value.isEmpty else { throw .invalidSetting(name: "INFLUX_TOKEN_FILE", reason: "\(path) holds no token") }
+            guard !value.isEmpty else {
+                throw .invalidSetting(name: prefix + "TOKEN_FILE", reason: "\(path) holds no token")
+            }
             token = InfluxToken(value)
             if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
                 let mode = attributes[.posixPermissions] as? Int, mode & 0o004 != 0
             {
-                notices.append("the token file \(path) can be read by other users (mode \(String(mode, radix: 8))); chmod o-r it")
+                notices.append(
+                    "the token file \(path) can be read by other users (mode \(String(mode, radix: 8))); chmod o-r it"
+                )
             }
         }
         let api: WriteAPI
-        switch environment["INFLUX_WRITE_API"] ?? "v2" {
+        switch environment[prefix + "WRITE_API"] ?? "v2" {
         case "v2":
-            guard let org = environment["INFLUX_ORG"], !org.isEmpty else { throw .missingSetting("INFLUX_ORG") }
-            guard let bucket = environment["INFLUX_BUCKET"], !bucket.isEmpty else { throw .missingSetting("INFLUX_BUCKET") }
+            guard let org = environment[prefix + "ORG"], !org.isEmpty else { throw .missingSetting(prefix + "ORG") }
+            guard let bucket = environment[prefix + "BUCKET"], !bucket.isEmpty else {
+                throw .missingSetting(prefix + "BUCKET")
+            }
             api = .v2(organization: org, bucket: bucket)
         case "v1":
-            guard let database = environment["INFLUX_DATABASE"], !database.isEmpty else {
-                throw .missingSetting("INFLUX_DATABASE")
+            guard let database = environment[prefix + "DATABASE"], !database.isEmpty else {
+                throw .missingSetting(prefix + "DATABASE")
             }
-            api = .v1(database: database, retentionPolicy: environment["INFLUX_RETENTION_POLICY"])
+            api = .v1(database: database, retentionPolicy: environment[prefix + "RETENTION_POLICY"])
+        case "v3":
+            guard let database = environment[prefix + "DATABASE"], !database.isEmpty else {
+                throw .missingSetting(prefix + "DATABASE")
+            }
+            api = .v3(database: database)
         case let other:
             throw .unknownWriteAPI(other)
         }
-        let destination = InfluxDestination(url: url, api: api, token: token)
+        var destination = InfluxDestination(urls: urls, api: api, token: token)
+        destination.name = environment[prefix + "NAME"]
+        if let headers = environment[prefix + "HEADERS"] {
+            for pair in headers.split(separator: ",") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                let name = parts[0].trimmingCharacters(in: .whitespaces)
+                guard parts.count == 2, !name.isEmpty else {
+                    throw .invalidSetting(name: prefix + "HEADERS", reason: "give Name=value pairs separated by commas")
+                }
+                destination.headers[name] = parts[1].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        switch environment[prefix + "CONTENT_ENCODING"] ?? "gzip" {
+        case "gzip": destination.compression = .gzip
+        case "identity": destination.compression = .identity
+        case let other:
+            throw .invalidSetting(name: prefix + "CONTENT_ENCODING", reason: "\"\(other)\" is not gzip or identity")
+        }
         try destination.validate()
         return destination
     }
 
     func validate() throws(APIHealthConfiguration.Error) {
-        guard let scheme = url.scheme?.lowercased(), url.host != nil else { throw .relativeURL(redactedURL) }
-        guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme(redactedURL) }
+        guard !urls.isEmpty else { throw .missingURL }
+        for url in urls {
+            let shown = Self.redacted(url.absoluteString)
+            guard let scheme = url.scheme?.lowercased(), url.host != nil else { throw .relativeURL(shown) }
+            guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme(shown) }
+        }
+        for (name, value) in headers {
+            let isToken = { (text: String) in
+                !text.isEmpty && text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F && $0 != ":" }
+            }
+            guard isToken(name), !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                throw .invalidSetting(name: "headers", reason: "\"\(name)\" is not a header name with a one-line value")
+            }
+        }
         if let token {
             if token.value.isEmpty { throw .invalidSetting(name: "token", reason: "is empty") }
             if token.value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
@@ -291,7 +462,12 @@ public struct InfluxDestination: Sendable, Hashable {
     /// destination.writeURL(precision: .ns)  // http://127.0.0.1:8086/write?db=metrics&precision=ns
     /// ```
     public func writeURL(precision: Precision) -> URL {
-        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        writeURL(at: url, precision: precision)
+    }
+
+    /// The write endpoint under `baseURL` (one URL of the group, its path kept in front) for `precision`.
+    func writeURL(at baseURL: URL, precision: Precision) -> URL {
+        var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false)!
         let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
         switch api {
         case .v2(let organization, let bucket):
@@ -305,7 +481,19 @@ public struct InfluxDestination: Sendable, Hashable {
             components.queryItems =
                 [URLQueryItem(name: "db", value: database)]
                 + (retentionPolicy.map { [URLQueryItem(name: "rp", value: $0)] } ?? [])
-                + [URLQueryItem(name: "precision", value: precision == .us ? "u" : precision == .ns ? "ns" : precision.rawValue)]
+                + [
+                    URLQueryItem(
+                        name: "precision",
+                        value: precision == .us ? "u" : precision == .ns ? "ns" : precision.rawValue
+                    )
+                ]
+        case .v3(let database):
+            let names: [Precision: String] = [.ns: "nanosecond", .us: "microsecond", .ms: "millisecond", .s: "second"]
+            components.path = base + "/api/v3/write_lp"
+            components.queryItems = [
+                URLQueryItem(name: "db", value: database), URLQueryItem(name: "precision", value: names[precision]),
+                URLQueryItem(name: "accept_partial", value: "true"),
+            ]
         }
         return components.url!
     }

@@ -51,6 +51,43 @@ public struct AgentMetrics: Sendable, Hashable {
     public var metricsOverflowed: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?
+    /// What each destination did, in the order they are configured (the counters above add them up;
+    /// the pending lines and bytes above are what the agent holds for any of them).
+    public var destinations: [DestinationMetrics] = []
+
+    public init() {}
+}
+
+/// What one destination did with the points sent to it.
+///
+/// ```swift
+/// for (index, destination) in agent.metrics.destinations.enumerated() where destination.pointsDropped > 0 {
+///     logger.info("destination \(index) is \(destination.pendingLines) lines behind")
+/// }
+/// ```
+public struct DestinationMetrics: Sendable, Hashable {
+    /// Points the destination acknowledged.
+    public var pointsWritten: UInt64 = 0
+    /// Points dropped because this destination's backlog exceeded its cap (oldest first).
+    public var pointsDropped: UInt64 = 0
+    /// Points the destination refused for good.
+    public var pointsRejected: UInt64 = 0
+    /// Points whose batch kept failing at this destination past the retry limit.
+    public var pointsExpired: UInt64 = 0
+    /// Write requests to it that failed and were scheduled again.
+    public var retries: UInt64 = 0
+    /// Write requests it answered with a 2xx.
+    public var batchesWritten: UInt64 = 0
+    /// Uncompressed bytes of the requests it stored.
+    public var bytesBeforeGzip: UInt64 = 0
+    /// Bytes on the wire after gzip.
+    public var bytesAfterGzip: UInt64 = 0
+    /// Lines recorded that it has not stored yet: its backlog.
+    public var pendingLines: Int = 0
+    /// Bytes of its backlog (kept within its cap).
+    public var pendingBytes: Int = 0
+    /// Its last failure, if its last write failed.
+    public var lastError: String?
 
     public init() {}
 }

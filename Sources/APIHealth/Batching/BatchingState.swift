@@ -1,126 +1,20 @@
 import LineProtocol
 
-/// One batch of encoded lines, open (still filling) or sealed (ready to send).
-struct PendingBatch {
-    /// Sorts in send order; also the spool file's stem (see ``SegmentName``).
-    var segment: String
-    /// The lines; empty once they are only in `body` (see `lineBytes`).
-    var bytes: [UInt8]
-    var lineCount: Int
-    /// The gzip request body of a sealed batch, made once, ahead of its send or at its first attempt,
-    /// and kept for its retries.
-    var body: [UInt8]?
-    /// The size of the lines when only `body` holds them (they are on disk, or there is no spool).
-    var linesOnlyInBody: Int?
-    var isSealed = false
-    var firstLineAt: Duration
-    var lastLineAt: Duration
-    /// Bytes already written through to the spool file.
-    var spooledBytes = 0
-    var isSpoolSealed = false
-    /// When its sends began to fail (for the retry limit).
-    var failingSince: Duration?
-    /// Whether the batches behind it may be joined into it before it is sent: not for a half of a batch
-    /// the server found too large, nor after a join failed.
-    var mayMerge = true
-
-    /// Bytes of line protocol in the batch.
-    var lineBytes: Int { linesOnlyInBody ?? bytes.count }
-
-    /// What the lines are held as, for work done outside the lock.
-    var contents: BatchContents { BatchContents(bytes: bytes, body: linesOnlyInBody == nil ? nil : body) }
-}
-
-/// A batch's lines as taken out of the state: the bytes themselves, or the gzip body that alone holds them.
-struct BatchContents {
-    var bytes: [UInt8]
-    /// Set when only the body holds the lines.
-    var body: [UInt8]?
-
-    /// The lines, unpacked from the body when only it holds them; `nil` if that fails.
-    func lines() -> [UInt8]? {
-        guard let body else { return bytes }
-        return try? Gzip.decompress(body)
-    }
-}
-
-/// What the shipper should do next.
-enum NextSend: Equatable {
-    /// Send the batch `segment`: its gzip body if made already.
-    case send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int)
-    /// Nothing to send before `deadline` (`nil`: until something is recorded).
-    case wait(until: Duration?)
-}
-
-/// What the head of the batches needs next.
-enum HeadStep: Equatable {
-    case next(NextSend)
-    /// Join the head batch and the ones behind it (outside the lock), then ask again.
-    case merge(MergePlan)
-}
-
-/// Sealed batches at the head to join into one, within the batch limits.
-struct MergePlan: Equatable {
-    /// The batches joined, oldest first.
-    var sources: [String]
-    /// Their lines, in the same order.
-    var contents: [BatchContents]
-    /// The name of the joined batch: its last source's sequence first, so it keeps its place.
-    var segment: String
-    var lineCount: Int
-    var lineBytes: Int
-
-    static func == (lhs: MergePlan, rhs: MergePlan) -> Bool { lhs.segment == rhs.segment && lhs.sources == rhs.sources }
-}
-
-/// The two halves of a batch the server found too large, made outside the lock.
-struct SplitHalves {
-    var first: [UInt8]
-    var firstLines: Int
-    var second: [UInt8]
-    var secondLines: Int
-
-    /// Cuts `lines` (whole lines, `count` of them) in two on a line boundary; `nil` for a single line.
-    init?(_ lines: [UInt8], count: Int) {
-        guard count > 1 else { return nil }
-        // Line ends inside string values are not line boundaries: count lines with the splitter.
-        var boundaries: [Int] = []
-        lines.withUnsafeBufferPointer { buffer in
-            for line in LineSplitter(buffer) { boundaries.append(line.range.upperBound + 1) }
-        }
-        guard boundaries.count > 1 else { return nil }
-        let firstCount = boundaries.count / 2 + boundaries.count % 2
-        let cut = min(boundaries[firstCount - 1], lines.count)
-        first = Array(lines[..<cut])
-        firstLines = firstCount
-        second = Array(lines[cut...])
-        secondLines = count - firstCount
-    }
-}
-
-/// Writing through to the spool: what the spool worker writes, seals and removes in one round.
-struct SpoolWork {
-    struct Append {
-        var segment: String
-        /// The bytes recorded since the last round (empty when the round only seals the file), copied:
-        /// a slice would share the open batch's buffer, which the next line recorded would then copy.
-        var bytes: [UInt8]
-        /// Where the batch's bytes end once they are written.
-        var end: Int
-        var seals: Bool
-    }
-
-    var appends: [Append] = []
-    /// Files of batches delivered, dropped, merged or split: removed after the appends.
-    var removals: [String] = []
-
-    var isEmpty: Bool { appends.isEmpty && removals.isEmpty }
-}
-
-/// What one round of the spool worker achieved.
-struct SpoolProgress {
-    var written: [(segment: String, end: Int, sealed: Bool)] = []
-    var failures: [SpoolError] = []
+/// One destination's view of the pending batches: its cursor (the batches with its bit still set),
+/// its retry schedule, its backlog against its own cap, and its counters.
+struct DestinationCursor {
+    /// No send before this (the destination's backoff, or a `Retry-After`).
+    var retryNotBefore: Duration?
+    /// Sends in a row that failed.
+    var failedAttempts = 0
+    /// The batch being sent now: joins leave it alone.
+    var inFlight: String?
+    /// Bytes and lines of the batches it still needs: its backlog, kept within `maximumPendingBytes`.
+    var pendingBytes = 0
+    var pendingLines = 0
+    var pendingBatches = 0
+    let maximumPendingBytes: Int
+    var counters = DestinationMetrics()
 }
 
 /// The pending batches as a plain value: every change is an event (a line recorded, a flush due, a
@@ -129,24 +23,31 @@ struct SpoolProgress {
 /// lock `record` takes and runs that work after releasing it, so recording never waits for the disk,
 /// gzip or the network; the tests drive it alone, with no disk or network.
 ///
-/// Invariants (checked by the property tests): every recorded line is pending, written, dropped,
-/// rejected or expired, each once; batches go out in the order their lines were recorded; pending
-/// bytes stay within the cap but for the one batch being filled or sent.
+/// Every batch goes to every destination: each destination has its own cursor over the same batches
+/// (a bit per batch), its own retry schedule and its own cap, so a destination that is down keeps its
+/// backlog within its cap and never delays or drops what another gets. A batch leaves when no
+/// destination needs it any more.
+///
+/// Invariants (checked by the property tests), per destination: every recorded line is pending,
+/// written, dropped, rejected or expired, each once; batches go out in the order their lines were
+/// recorded; its backlog stays within its cap but for the one batch being filled.
 struct BatchingState {
     private(set) var batches: [PendingBatch] = []
     private(set) var nextSequence: UInt64 = 1
-    /// Bytes of line protocol pending (what the cap is on).
+    /// Bytes of line protocol held for any destination.
     private(set) var pendingBytes = 0
+    /// The agent's own counters; what destinations did is in their cursors.
     var metrics = AgentMetrics()
     var recentInstants: RecentInstants
     private(set) var isClosed = false
+    /// Points offered after intake closed (a producer still recording after the agent stopped).
+    private(set) var droppedAfterClose: UInt64 = 0
     /// Whether the batches are mirrored in a spool directory.
     private(set) var hasSpool: Bool
     let limits: APIHealthConfiguration.Batching
-    /// The destination's retry schedule: no send before `retryNotBefore`; failed attempts in a row.
-    /// It belongs to the destination, not to a batch, so dropping the head at the cap keeps it.
-    private(set) var retryNotBefore: Duration?
-    private(set) var failedAttempts = 0
+    private(set) var destinations: [DestinationCursor]
+    /// One bit per destination.
+    private let allDestinations: UInt64
     /// Spool files to remove, for the spool worker (never a recording thread).
     private var spoolRemovals: [String] = []
     /// The first spool failure not yet reported to the agent's logger.
@@ -158,12 +59,25 @@ struct BatchingState {
     /// The capacity a new batch's buffer gets: a full batch and the line that overflows it.
     let bufferCapacity: Int
     static let spareBufferLimit = 2
+    /// Destinations one agent ships to at most (a bit each).
+    static let maximumDestinations = 64
 
-    init(limits: APIHealthConfiguration.Batching, precision: Precision, hasSpool: Bool) {
+    /// The state for `destinationCaps.count` destinations (at least one), each with its own cap.
+    init(
+        limits: APIHealthConfiguration.Batching,
+        precision: Precision,
+        hasSpool: Bool,
+        destinationCaps: [Int]? = nil
+    ) {
         self.limits = limits
         self.hasSpool = hasSpool
         recentInstants = RecentInstants(precision: precision)
         bufferCapacity = min(limits.maximumBytes, 16 << 20) + 64 * 1_024
+        let caps = Array((destinationCaps ?? [limits.maximumPendingBytes]).prefix(Self.maximumDestinations))
+        destinations = (caps.isEmpty ? [limits.maximumPendingBytes] : caps).map {
+            DestinationCursor(maximumPendingBytes: $0)
+        }
+        allDestinations = destinations.count == 64 ? ~0 : (1 << UInt64(destinations.count)) - 1
     }
 
     // MARK: Recording
@@ -175,7 +89,7 @@ struct BatchingState {
         var wakesShipper = false
         /// A batch was sealed by its size: the spool worker writes it through and makes its body now.
         var sealedFull = false
-        /// Batches were dropped at the cap: the spool worker removes their files.
+        /// Batches were dropped at a destination's cap.
         var dropped = false
     }
 
@@ -188,7 +102,7 @@ struct BatchingState {
     ) -> Appended {
         var result = Appended()
         if isClosed {
-            metrics.pointsDropped += 1
+            countDroppedAfterClose()
             return result
         }
         if batches.isEmpty || batches[batches.count - 1].isSealed {
@@ -198,9 +112,11 @@ struct BatchingState {
                     bytes: newBuffer(),
                     lineCount: 0,
                     firstLineAt: now,
-                    lastLineAt: now
+                    lastLineAt: now,
+                    awaiting: allDestinations
                 )
             )
+            for index in destinations.indices { destinations[index].pendingBatches += 1 }
             result.wakesShipper = true
         }
         let last = batches.count - 1
@@ -216,21 +132,32 @@ struct BatchingState {
             } else {
                 metrics.pointsInvalid += 1
             }
-            if batches[last].lineCount == 0 { batches.removeLast() }
+            if batches[last].lineCount == 0 {
+                batches.removeLast()
+                for index in destinations.indices { destinations[index].pendingBatches -= 1 }
+            }
             return result
         }
         result.accepted = true
         if !repairs.isEmpty { metrics.pointsRepaired += 1 }
         batches[last].lineCount += 1
         batches[last].lastLineAt = now
-        pendingBytes += batches[last].bytes.count - before
+        let added = batches[last].bytes.count - before
+        pendingBytes += added
         metrics.pointsRecorded += 1
         if batches[last].lineCount >= limits.maximumLines || batches[last].bytes.count >= limits.maximumBytes {
             seal(last)
             result.wakesShipper = true
             result.sealedFull = true
         }
-        if pendingBytes > limits.maximumPendingBytes { result.dropped = dropOldest() }
+        // Last: dropping shifts the batches' indices.
+        for index in destinations.indices {
+            destinations[index].pendingBytes += added
+            destinations[index].pendingLines += 1
+            if destinations[index].pendingBytes > destinations[index].maximumPendingBytes {
+                result.dropped = dropOldest(for: index) || result.dropped
+            }
+        }
         return result
     }
 
@@ -240,21 +167,52 @@ struct BatchingState {
     /// Counts a sample that could not become a line at all.
     mutating func countInvalid() { metrics.pointsInvalid += 1 }
 
-    /// Counts a point dropped before it became a line (recorded after intake closed).
-    mutating func countDropped() { metrics.pointsDropped += 1 }
+    /// Counts a point dropped before it became a line (offered after intake closed).
+    mutating func countDroppedAfterClose() {
+        metrics.pointsDropped += 1
+        droppedAfterClose += 1
+    }
 
-    /// Drops the oldest batches while pending data is over the cap, keeping the newest; their spool
-    /// files go to the spool worker. The retry schedule is the destination's, so it stays.
-    private mutating func dropOldest() -> Bool {
+    /// Drops the oldest batches `destination` still needs while its backlog is over its cap, keeping its
+    /// newest; a batch no destination needs any more leaves (its spool file goes to the spool worker).
+    /// The retry schedule is the destination's, so it stays.
+    private mutating func dropOldest(for destination: Int) -> Bool {
+        let bit: UInt64 = 1 << UInt64(destination)
         var dropped = false
-        while pendingBytes > limits.maximumPendingBytes && batches.count > 1 {
-            let batch = batches.removeFirst()
-            pendingBytes -= batch.lineBytes
-            metrics.pointsDropped += UInt64(batch.lineCount)
-            if hasSpool { spoolRemovals.append(batch.segment) }
+        var index = 0
+        while destinations[destination].pendingBytes > destinations[destination].maximumPendingBytes
+            && destinations[destination].pendingBatches > 1 && index < batches.count
+        {
+            guard batches[index].awaiting & bit != 0 else {
+                index += 1
+                continue
+            }
+            let batch = batches[index]
+            release(index, from: destination)
+            destinations[destination].counters.pointsDropped += UInt64(batch.lineCount)
             dropped = true
+            if batches.indices.contains(index), batches[index].segment == batch.segment { index += 1 }
         }
         return dropped
+    }
+
+    /// Clears `destination`'s bit on batch `index` and takes it off the destination's backlog; the batch
+    /// leaves when no destination needs it, its file going to the spool worker. Returns whether it left.
+    @discardableResult
+    private mutating func release(_ index: Int, from destination: Int) -> Bool {
+        let bit: UInt64 = 1 << UInt64(destination)
+        guard batches[index].awaiting & bit != 0 else { return false }
+        batches[index].awaiting &= ~bit
+        destinations[destination].pendingBytes -= batches[index].lineBytes
+        destinations[destination].pendingLines -= batches[index].lineCount
+        destinations[destination].pendingBatches -= 1
+        if destinations[destination].inFlight == batches[index].segment { destinations[destination].inFlight = nil }
+        guard batches[index].awaiting == 0 else { return false }
+        var batch = batches.remove(at: index)
+        pendingBytes -= batch.lineBytes
+        if hasSpool { spoolRemovals.append(batch.segment) }
+        reuse(&batch.bytes)
+        return true
     }
 
     private mutating func takeSequence() -> UInt64 {
@@ -264,11 +222,12 @@ struct BatchingState {
 
     // MARK: Sealing
 
-    /// Seals the open batch if its debounce or maximum age has passed. Returns when it next falls due.
-    mutating func sealDue(now: Duration) -> Duration? {
+    /// Seals the open batch if its debounce (plus `jitter`) or maximum age has passed. Returns when it
+    /// next falls due.
+    mutating func sealDue(now: Duration, jitter: Duration = .zero) -> Duration? {
         guard let last = batches.indices.last, !batches[last].isSealed else { return nil }
         let batch = batches[last]
-        let due = min(batch.lastLineAt + limits.flushDelay, batch.firstLineAt + limits.maximumAge)
+        let due = min(batch.lastLineAt + limits.flushDelay, batch.firstLineAt + limits.maximumAge) + jitter
         if isClosed || now >= due {
             seal(last)
             return nil
@@ -297,39 +256,58 @@ struct BatchingState {
 
     // MARK: Sending
 
-    /// The oldest sealed batch if it may be sent at `now`, a join of the batches at the head to make
-    /// first, or how long to wait.
-    mutating func nextSend(now: Duration, openDeadline: Duration?) -> HeadStep {
-        guard let head = batches.first, head.isSealed else { return .next(.wait(until: openDeadline)) }
-        if let notBefore = retryNotBefore, notBefore > now {
+    /// The index of the oldest batch `destination` still needs.
+    private func head(of destination: Int) -> Int? {
+        let bit: UInt64 = 1 << UInt64(destination)
+        return batches.firstIndex { $0.awaiting & bit != 0 }
+    }
+
+    /// The oldest sealed batch `destination` needs if it may be sent at `now`, a join to make first,
+    /// or how long to wait.
+    mutating func nextSend(now: Duration, openDeadline: Duration?, destination: Int = 0) -> HeadStep {
+        guard let index = head(of: destination), batches[index].isSealed else {
+            return .next(.wait(until: openDeadline))
+        }
+        if let notBefore = destinations[destination].retryNotBefore, notBefore > now {
             return .next(.wait(until: openDeadline.map { min($0, notBefore) } ?? notBefore))
         }
-        if let plan = mergePlan() { return .merge(plan) }
+        if let plan = mergePlan(at: index) { return .merge(plan) }
+        let head = batches[index]
+        destinations[destination].inFlight = head.segment
         return .next(
             .send(segment: head.segment, body: head.body, lineCount: head.lineCount, lineBytes: head.lineBytes)
         )
     }
 
-    /// The sealed batches waiting behind the head that fit into it within the batch limits, so a
-    /// backlog (many small batches cut while the server was away) goes out in few requests.
-    private mutating func mergePlan() -> MergePlan? {
+    /// Whether one of `segments` is being sent to a destination.
+    private func isInFlight(_ segments: ArraySlice<PendingBatch>) -> Bool {
+        destinations.contains { cursor in
+            cursor.inFlight.map { flying in segments.contains { $0.segment == flying } } ?? false
+        }
+    }
+
+    /// The sealed batches after batch `start` that fit into it within the batch limits, needed by the
+    /// same destinations and being sent to none, so a backlog (many small batches cut while the server
+    /// was away) goes out in few requests.
+    private mutating func mergePlan(at start: Int) -> MergePlan? {
+        let awaiting = batches[start].awaiting
         func mergeable(_ batch: PendingBatch) -> Bool {
-            batch.isSealed && batch.mayMerge && (!hasSpool || batch.isSpoolSealed)
+            batch.isSealed && batch.mayMerge && batch.awaiting == awaiting && (!hasSpool || batch.isSpoolSealed)
         }
-        guard mergeable(batches[0]) else { return nil }
-        var count = 1
-        var lines = batches[0].lineCount
-        var size = batches[0].lineBytes
-        while count < batches.count, mergeable(batches[count]),
-            lines + batches[count].lineCount <= limits.maximumLines,
-            size + batches[count].lineBytes <= limits.maximumBytes
+        guard mergeable(batches[start]) else { return nil }
+        var end = start + 1
+        var lines = batches[start].lineCount
+        var size = batches[start].lineBytes
+        while end < batches.count, mergeable(batches[end]),
+            lines + batches[end].lineCount <= limits.maximumLines,
+            size + batches[end].lineBytes <= limits.maximumBytes
         {
-            lines += batches[count].lineCount
-            size += batches[count].lineBytes
-            count += 1
+            lines += batches[end].lineCount
+            size += batches[end].lineBytes
+            end += 1
         }
-        guard count > 1 else { return nil }
-        let sources = batches[0..<count]
+        guard end - start > 1, !isInFlight(batches[start..<end]) else { return nil }
+        let sources = batches[start..<end]
         return MergePlan(
             sources: sources.map(\.segment),
             contents: sources.map(\.contents),
@@ -340,19 +318,27 @@ struct BatchingState {
     }
 
     /// The join of `plan` is made (`lines`, written to the spool as a sealed file when `written`), or
-    /// could not be (`nil`). It replaces its sources if they are still the head; otherwise (one was
-    /// dropped meanwhile) it is let go. Its sources' files, or its own, go to the spool worker.
+    /// could not be (`nil`). It replaces its sources if they are still there, in a row, unchanged and
+    /// being sent nowhere; otherwise (one was dropped or sent meanwhile) it is let go. Its sources'
+    /// files, or its own, go to the spool worker.
     mutating func merged(_ plan: MergePlan, lines: [UInt8]?, written: Bool, failure: SpoolError?) {
         if let failure { countSpoolFailure(failure) }
-        let stillHead =
-            batches.count >= plan.sources.count && zip(batches, plan.sources).allSatisfy { $0.segment == $1 }
-        guard let lines, stillHead, !hasSpool || written else {
+        let start = batches.firstIndex { $0.segment == plan.sources[0] }
+        let unchanged = start.map { start in
+            batches.count - start >= plan.sources.count
+                && zip(batches[start...], plan.sources).allSatisfy {
+                    $0.segment == $1 && $0.awaiting == batches[start].awaiting
+                }
+                && !isInFlight(batches[start..<(start + plan.sources.count)])
+        }
+        guard let start, unchanged == true, let lines, !hasSpool || written else {
             if written { spoolRemovals.append(plan.segment) }
-            // Sent as it is: a join that failed is not tried again for this head.
-            if !batches.isEmpty, batches[0].segment == plan.sources[0] { batches[0].mayMerge = false }
+            // Sent as it is: a join that failed is not tried again for this batch.
+            if let start { batches[start].mayMerge = false }
             return
         }
-        var merged = batches[0]
+        let range = start..<(start + plan.sources.count)
+        var merged = batches[start]
         merged.segment = plan.segment
         merged.bytes = lines
         merged.body = nil
@@ -360,9 +346,12 @@ struct BatchingState {
         merged.lineCount = plan.lineCount
         merged.spooledBytes = lines.count
         merged.isSpoolSealed = true
-        merged.lastLineAt = batches[plan.sources.count - 1].lastLineAt
-        pendingBytes += lines.count - plan.lineBytes
-        batches.replaceSubrange(0..<plan.sources.count, with: [merged])
+        merged.lastLineAt = batches[range.upperBound - 1].lastLineAt
+        merged.failingSince = batches[range].compactMap(\.failingSince).min()
+        for index in destinations.indices where merged.awaiting & (1 << UInt64(index)) != 0 {
+            destinations[index].pendingBatches -= plan.sources.count - 1
+        }
+        batches.replaceSubrange(range, with: [merged])
         if hasSpool { spoolRemovals += plan.sources }
     }
 
@@ -391,35 +380,63 @@ struct BatchingState {
         releaseLines(index)
     }
 
-    /// The server stored batch `segment`. Its file goes to the spool worker.
-    mutating func delivered(_ segment: String, sentBytes: Int, compressedBytes: Int) {
-        metrics.batchesWritten += 1
-        metrics.bytesBeforeGzip += UInt64(sentBytes)
-        metrics.bytesAfterGzip += UInt64(compressedBytes)
-        metrics.lastError = nil
-        retryNotBefore = nil
-        failedAttempts = 0
-        guard let index = batches.firstIndex(where: { $0.segment == segment }) else { return }
-        var batch = batches.remove(at: index)
-        pendingBytes -= batch.lineBytes
-        metrics.pointsWritten += UInt64(batch.lineCount)
-        if hasSpool { spoolRemovals.append(segment) }
-        reuse(&batch.bytes)
+    /// `destination` stored batch `segment`.
+    mutating func delivered(_ segment: String, sentBytes: Int, compressedBytes: Int, destination: Int = 0) {
+        destinations[destination].counters.batchesWritten += 1
+        destinations[destination].counters.bytesBeforeGzip += UInt64(sentBytes)
+        destinations[destination].counters.bytesAfterGzip += UInt64(compressedBytes)
+        destinations[destination].counters.lastError = nil
+        destinations[destination].retryNotBefore = nil
+        destinations[destination].failedAttempts = 0
+        destinations[destination].inFlight = nil
+        guard let index = batches.firstIndex(where: { $0.segment == segment }),
+            batches[index].awaiting & (1 << UInt64(destination)) != 0
+        else { return }
+        destinations[destination].counters.pointsWritten += UInt64(batches[index].lineCount)
+        batches[index].failingSince = nil
+        release(index, from: destination)
     }
 
-    /// The server refused batch `segment` for good (or it failed past the retry limit): it leaves the
-    /// pending batches and is counted. Returns its lines for `rejected/`, to be written outside the lock
+    /// What refusing a batch leaves to do outside the lock.
+    struct Refusal {
+        /// The batch's lines, for `rejected/`.
+        var contents: BatchContents
+        /// No destination needs the batch any more: its spool file goes with the copy.
+        var removesFile: Bool
+    }
+
+    /// `destination` refused batch `segment` for good (or it failed past the retry limit): the batch
+    /// leaves its cursor and is counted, `refusedCount` of its lines as refused (the rest were stored:
+    /// a partial write) or all of them. Returns its lines for `rejected/`, to be written outside the lock
     /// (`nil` if the batch is gone or there is no spool).
-    mutating func refused(_ segment: String, reason: String, expired: Bool, count: Int?) -> BatchContents? {
-        metrics.lastError = reason
-        guard let index = batches.firstIndex(where: { $0.segment == segment }) else { return nil }
-        let batch = batches.remove(at: index)
-        pendingBytes -= batch.lineBytes
-        let refused = UInt64(min(count ?? batch.lineCount, batch.lineCount))
-        if expired { metrics.pointsExpired += refused } else { metrics.pointsRejected += refused }
-        // A partial write (InfluxDB 1.x answers `dropped=N`): the server stored the other lines.
-        metrics.pointsWritten += UInt64(batch.lineCount) - refused
-        return hasSpool ? batch.contents : nil
+    mutating func refused(
+        _ segment: String,
+        reason: String,
+        expired: Bool,
+        count refusedCount: Int?,
+        destination: Int = 0
+    ) -> Refusal? {
+        destinations[destination].counters.lastError = reason
+        destinations[destination].inFlight = nil
+        guard let index = batches.firstIndex(where: { $0.segment == segment }),
+            batches[index].awaiting & (1 << UInt64(destination)) != 0
+        else { return nil }
+        let batch = batches[index]
+        let refused = UInt64(min(refusedCount ?? batch.lineCount, batch.lineCount))
+        if expired {
+            destinations[destination].counters.pointsExpired += refused
+        } else {
+            destinations[destination].counters.pointsRejected += refused
+        }
+        // A partial write (InfluxDB 1.x answers `dropped=N`, InfluxDB 3 lists the lines): the rest are stored.
+        destinations[destination].counters.pointsWritten += UInt64(batch.lineCount) - refused
+        let left = release(index, from: destination)
+        guard hasSpool else { return nil }
+        if left, let removal = spoolRemovals.lastIndex(of: segment) {
+            // Removed with the copy, which must be written first.
+            spoolRemovals.remove(at: removal)
+        }
+        return Refusal(contents: batch.contents, removesFile: left)
     }
 
     /// The lines of batch `segment` to split after a 413, and how many there are; `nil` if it is gone.
@@ -428,53 +445,79 @@ struct BatchingState {
         return (batch.contents, batch.lineCount)
     }
 
-    /// Batch `segment` is cut into `halves` (written to the spool as `first`/`second` when `written`):
-    /// they replace it, never joined again. If it is gone meanwhile, the halves' files are let go.
+    /// `destination` found batch `segment` too large: it gets the `halves` (written to the spool as
+    /// `names` when `written`) in its place, never joined again, and the batch leaves its cursor (other
+    /// destinations still get it whole). If the batch is gone meanwhile, the halves' files are let go.
     mutating func split(
         _ segment: String,
         into halves: SplitHalves,
         names: (first: String, second: String),
         written: Bool,
-        failure: SpoolError?
+        failure: SpoolError?,
+        destination: Int = 0
     ) {
         if let failure { countSpoolFailure(failure) }
-        guard let index = batches.firstIndex(where: { $0.segment == segment }) else {
-            if written { spoolRemovals += [names.first, names.second] }
+        let bit: UInt64 = 1 << UInt64(destination)
+        destinations[destination].inFlight = nil
+        guard let index = batches.firstIndex(where: { $0.segment == segment }), batches[index].awaiting & bit != 0
+        else {
+            if written && !batches.contains(where: { $0.segment == names.first }) {
+                spoolRemovals += [names.first, names.second]
+            }
             return
         }
-        var first = batches[index]
-        first.mayMerge = false
-        first.body = nil
-        first.linesOnlyInBody = nil
-        first.segment = names.first
-        first.bytes = halves.first
-        first.lineCount = halves.firstLines
-        first.spooledBytes = halves.first.count
-        first.isSpoolSealed = true
-        var second = first
-        second.segment = names.second
-        second.bytes = halves.second
-        second.lineCount = halves.secondLines
-        second.spooledBytes = halves.second.count
-        pendingBytes += halves.first.count + halves.second.count - batches[index].lineBytes
-        batches.replaceSubrange(index...index, with: [first, second])
+        let original = batches[index]
+        var originalIndex = index
+        if index >= 2, batches[index - 2].segment == names.first, batches[index - 1].segment == names.second {
+            // Another destination split it the same way: the halves are shared.
+            batches[index - 2].awaiting |= bit
+            batches[index - 1].awaiting |= bit
+        } else {
+            originalIndex += 2
+            var first = original
+            first.awaiting = bit
+            first.mayMerge = false
+            first.body = nil
+            first.linesOnlyInBody = nil
+            first.segment = names.first
+            first.bytes = halves.first
+            first.lineCount = halves.firstLines
+            first.spooledBytes = halves.first.count
+            first.isSpoolSealed = written || !hasSpool
+            var second = first
+            second.segment = names.second
+            second.bytes = halves.second
+            second.lineCount = halves.secondLines
+            second.spooledBytes = halves.second.count
+            pendingBytes += halves.first.count + halves.second.count
+            batches.insert(contentsOf: [first, second], at: index)
+        }
+        destinations[destination].pendingBytes += halves.first.count + halves.second.count
+        destinations[destination].pendingLines += halves.firstLines + halves.secondLines
+        destinations[destination].pendingBatches += 2
+        let left = release(originalIndex, from: destination)
         // The whole batch stays on disk when the halves could not be written; they still go from memory.
-        if hasSpool && written { spoolRemovals.append(segment) }
+        if left && hasSpool && !written, let removal = spoolRemovals.lastIndex(of: original.segment) {
+            spoolRemovals.remove(at: removal)
+        }
     }
 
-    /// A send of batch `segment` failed: the destination waits until `notBefore`. Returns `false` when
-    /// the batch has been failing for longer than `retryLimit` (the caller then refuses it as expired).
+    /// A send of batch `segment` to `destination` failed: the destination waits until `notBefore`.
+    /// Returns `false` when the batch has been failing for longer than `retryLimit` (the caller then
+    /// refuses it as expired).
     mutating func failed(
         _ segment: String,
         notBefore: Duration,
         now: Duration,
         error: String,
-        retryLimit: Duration?
+        retryLimit: Duration?,
+        destination: Int = 0
     ) -> Bool {
-        metrics.retries += 1
-        metrics.lastError = error
-        failedAttempts += 1
-        retryNotBefore = notBefore
+        destinations[destination].counters.retries += 1
+        destinations[destination].counters.lastError = error
+        destinations[destination].failedAttempts += 1
+        destinations[destination].retryNotBefore = notBefore
+        destinations[destination].inFlight = nil
         guard let index = batches.firstIndex(where: { $0.segment == segment }) else { return true }
         let since = batches[index].failingSince ?? now
         batches[index].failingSince = since
@@ -483,7 +526,17 @@ struct BatchingState {
     }
 
     /// Retry waits end now (shutdown sends what is pending without waiting out backoff).
-    mutating func clearRetryWait() { retryNotBefore = nil }
+    mutating func clearRetryWait(destination: Int? = nil) {
+        for index in destinations.indices where destination == nil || destination == index {
+            destinations[index].retryNotBefore = nil
+        }
+    }
+
+    /// Sends in a row that failed for `destination`.
+    func failedAttempts(destination: Int = 0) -> Int { destinations[destination].failedAttempts }
+
+    /// Whether `destination` has nothing left to send.
+    func isDrained(destination: Int) -> Bool { destinations[destination].pendingBatches == 0 }
 
     // MARK: Spool
 
@@ -544,14 +597,23 @@ struct BatchingState {
 
     // MARK: Restoring and shutdown
 
-    /// Batches a previous run left in the spool, ahead of anything recorded; `nextSequence` continues
-    /// after the highest sequence found.
+    /// Batches a previous run left in the spool, ahead of anything recorded, for every destination;
+    /// `nextSequence` continues after the highest sequence found.
     mutating func restored(_ restored: [PendingBatch], sequencesAfter highest: UInt64, linesLeftOut: Int) {
         nextSequence = max(nextSequence, highest + 1)
+        var restored = restored
+        for index in restored.indices { restored[index].awaiting = allDestinations }
         batches.insert(contentsOf: restored, at: 0)
-        pendingBytes += restored.reduce(0) { $0 + $1.lineBytes }
+        let bytes = restored.reduce(0) { $0 + $1.lineBytes }
+        let lines = restored.reduce(0) { $0 + $1.lineCount }
+        pendingBytes += bytes
         metrics.spoolLinesLeftOut += UInt64(linesLeftOut)
-        if pendingBytes > limits.maximumPendingBytes { _ = dropOldest() }
+        for index in destinations.indices {
+            destinations[index].pendingBytes += bytes
+            destinations[index].pendingLines += lines
+            destinations[index].pendingBatches += restored.count
+            if destinations[index].pendingBytes > destinations[index].maximumPendingBytes { _ = dropOldest(for: index) }
+        }
     }
 
     /// Stops intake: later lines are dropped and counted. The open batch is sealed.
@@ -578,11 +640,28 @@ struct BatchingState {
         return lost
     }
 
-    /// The counters, with what is pending now.
+    /// The counters, with what is pending now: the destinations' summed, and each one's.
     var currentMetrics: AgentMetrics {
         var metrics = metrics
         metrics.pendingLines = batches.reduce(0) { $0 + $1.lineCount }
         metrics.pendingBytes = pendingBytes
+        metrics.destinations = destinations.map { cursor in
+            var counters = cursor.counters
+            counters.pendingLines = cursor.pendingLines
+            counters.pendingBytes = cursor.pendingBytes
+            return counters
+        }
+        for cursor in destinations {
+            metrics.pointsWritten += cursor.counters.pointsWritten
+            metrics.pointsDropped += cursor.counters.pointsDropped
+            metrics.pointsRejected += cursor.counters.pointsRejected
+            metrics.pointsExpired += cursor.counters.pointsExpired
+            metrics.retries += cursor.counters.retries
+            metrics.batchesWritten += cursor.counters.batchesWritten
+            metrics.bytesBeforeGzip += cursor.counters.bytesBeforeGzip
+            metrics.bytesAfterGzip += cursor.counters.bytesAfterGzip
+        }
+        metrics.lastError = destinations.lazy.compactMap { $0.counters.lastError }.first
         return metrics
     }
 

@@ -60,27 +60,49 @@ final class PendingBatches: Sendable {
     static let maximumDeferred = 512
     /// Emptied batch buffers kept for reuse at most.
     static var spareBufferLimit: Int { BatchingState.spareBufferLimit }
-    /// Signalled when a batch is sealed or something is recorded into an empty store.
-    let wakeup = Wakeup()
+    /// One per destination's shipper, signalled when a batch is sealed or opened (see ``wakeup(for:)``).
+    private let wakeups: [Wakeup]
     /// Signalled when the spool worker has work now: a batch sealed by its size (to write through and
     /// compress at once, rather than at its next round), or files to remove.
     let filled = Wakeup()
     /// Announced when batches leave (delivered, refused, dropped), for those waiting for none to be left.
     let batchesLeft = Broadcast()
 
+    /// Pending batches for `destinationCaps.count` destinations (one by default), each backlog within
+    /// its cap.
     init(
         batching: APIHealthConfiguration.Batching,
         encoder: LineEncoder,
         spool: SpoolDirectory?,
-        schema: RequestSchema? = nil
+        schema: RequestSchema? = nil,
+        destinationCaps: [Int]? = nil
     ) {
         self.encoder = encoder
         self.schema = schema
         self.spoolDirectory = Locked(spool)
-        self.state = Locked(BatchingState(limits: batching, precision: encoder.precision, hasSpool: spool != nil))
+        self.wakeups = (0..<max(1, destinationCaps?.count ?? 1)).map { _ in Wakeup() }
+        self.state = Locked(
+            BatchingState(
+                limits: batching,
+                precision: encoder.precision,
+                hasSpool: spool != nil,
+                destinationCaps: destinationCaps
+            )
+        )
     }
 
     private var spool: SpoolDirectory? { spoolDirectory.withLock { $0 } }
+
+    /// What the shipper of `destination` waits on: signalled when a batch is sealed or opened, or retry
+    /// waits end.
+    func wakeup(for destination: Int) -> Wakeup { wakeups[min(destination, wakeups.count - 1)] }
+
+    /// The first destination's wakeup (a store with no destination seals its batches on it).
+    var wakeup: Wakeup { wakeups[0] }
+
+    private func wakeShippers() {
+        for wakeup in wakeups { wakeup.signal() }
+    }
 
     // MARK: Recording
 
@@ -143,7 +165,7 @@ final class PendingBatches: Sendable {
         _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
     ) -> Bool {
         let appended = state.withLock { $0.append(now: now, encode) }
-        if appended.wakesShipper { wakeup.signal() }
+        if appended.wakesShipper { wakeShippers() }
         if appended.sealedFull || appended.dropped { filled.signal() }
         if appended.dropped { batchesLeft.announce() }
         return appended.accepted
@@ -154,18 +176,20 @@ final class PendingBatches: Sendable {
     /// must see every sample (pending lines, sealing before a send, flushing, shutdown) drains first,
     /// and the caller that queues the ``maximumDeferred``th sample drains them all unless a drain is
     /// under way. `now` is when the request ended, for batching.
-    /// Once intake has closed, a sample is dropped (and counted) at once.
-    func deferRecord(now: Duration, _ source: DeferredSample.Source) {
+    /// Once intake has closed, a sample is dropped (and counted) at once: returns `false`.
+    @discardableResult
+    func deferRecord(now: Duration, _ source: DeferredSample.Source) -> Bool {
         let waiting = deferred.withLock { queue -> Int? in
             if queue.isClosed { return nil }
             queue.samples.append(DeferredSample(now: now, source: source))
             return queue.samples.count
         }
         guard let waiting else {
-            state.withLock { $0.countDropped() }
-            return
+            state.withLock { $0.countDroppedAfterClose() }
+            return false
         }
         if waiting >= Self.maximumDeferred { drainDeferred(waitingForOneUnderWay: false) }
+        return true
     }
 
     /// Builds and encodes every deferred sample, in the order they were queued. With
@@ -210,24 +234,25 @@ final class PendingBatches: Sendable {
 
     // MARK: Sealing and sending
 
-    /// Seals the open batch if its debounce or maximum age has passed. Returns when it next falls due.
-    func sealDue(now: Duration) -> Duration? {
+    /// Seals the open batch if its debounce (plus `jitter`) or maximum age has passed. Returns when it
+    /// next falls due.
+    func sealDue(now: Duration, jitter: Duration = .zero) -> Duration? {
         drainDeferred()
-        return state.withLock { $0.sealDue(now: now) }
+        return state.withLock { $0.sealDue(now: now, jitter: jitter) }
     }
 
     /// Seals the open batch now (`flush()` and shutdown).
     func sealOpenBatch() {
         drainDeferred()
         state.withLock { $0.sealOpenBatch() }
-        wakeup.signal()
+        wakeShippers()
     }
 
     /// The oldest sealed batch if it may be sent at `now` (joined first with the batches behind it,
     /// outside the lock, see ``merge(_:)``), or how long to wait.
-    func next(now: Duration, openDeadline: Duration?) -> NextSend {
+    func next(now: Duration, openDeadline: Duration?, destination: Int = 0) -> NextSend {
         while true {
-            switch state.withLock({ $0.nextSend(now: now, openDeadline: openDeadline) }) {
+            switch state.withLock({ $0.nextSend(now: now, openDeadline: openDeadline, destination: destination) }) {
             case .next(let next): return next
             case .merge(let plan): merge(plan)
             }
@@ -294,22 +319,69 @@ final class PendingBatches: Sendable {
         return body
     }
 
-    /// The server stored the batch. Its spool file is removed by the spool worker.
-    func acknowledge(_ segment: String, sentBytes: Int, compressedBytes: Int) {
-        state.withLock { $0.delivered(segment, sentBytes: sentBytes, compressedBytes: compressedBytes) }
+    /// `destination` stored the batch. Its spool file is removed by the spool worker once no
+    /// destination needs it.
+    func acknowledge(_ segment: String, sentBytes: Int, compressedBytes: Int, destination: Int = 0) {
+        state.withLock {
+            $0.delivered(segment, sentBytes: sentBytes, compressedBytes: compressedBytes, destination: destination)
+        }
         filled.signal()
         batchesLeft.announce()
     }
 
-    /// The server refused the batch for good: it moves to `rejected/` with `reason` (written outside
-    /// the lock).
-    func reject(_ segment: String, reason: String, expired: Bool = false, count: Int? = nil) {
-        let contents = state.withLock { $0.refused(segment, reason: reason, expired: expired, count: count) }
+    /// `destination` refused the batch for good: a copy goes to `rejected/` with `reason` (written
+    /// outside the lock), and the batch's file goes once no destination needs it. `count` refused
+    /// lines of a partial write (the rest were stored); all of them by default.
+    func reject(_ segment: String, reason: String, expired: Bool = false, count: Int? = nil, destination: Int = 0) {
+        let refusal = state.withLock {
+            $0.refused(segment, reason: reason, expired: expired, count: count, destination: destination)
+        }
         batchesLeft.announce()
         // Lines that cannot be unpacked from the body stay in their spool file, read again at the next start.
-        guard let contents, let spool, let lines = contents.lines() else { return }
+        guard let refusal, let spool, let lines = refusal.contents.lines() else { return }
+        writeRejected(lines, of: segment, reason: reason, removingSegment: refusal.removesFile, in: spool)
+    }
+
+    /// `destination` stored all but some lines of a batch (a partial write): `refused` maps the
+    /// refused lines' numbers (from 1) to the server's reason. They are counted one by one and copied
+    /// to `rejected/` with their reasons; the batch leaves the destination's cursor.
+    func rejectLines(_ segment: String, refused: [Int: String], destination: Int = 0) {
+        let summary = refused.sorted { $0.key < $1.key }.map { "line \($0.key): \($0.value)" }.joined(separator: "\n")
+        let refusal = state.withLock {
+            $0.refused(
+                segment,
+                reason: "partial write: \(summary)",
+                expired: false,
+                count: refused.count,
+                destination: destination
+            )
+        }
+        batchesLeft.announce()
+        guard let refusal, let spool, let lines = refusal.contents.lines() else { return }
+        var kept: [UInt8] = []
+        var number = 0
+        lines.withUnsafeBufferPointer { buffer in
+            for line in LineSplitter(buffer) {
+                number += 1
+                if refused[number] != nil {
+                    kept += buffer[line.range]
+                    kept.append(UInt8(ascii: "\n"))
+                }
+            }
+        }
+        writeRejected(kept, of: segment, reason: summary, removingSegment: refusal.removesFile, in: spool)
+    }
+
+    /// Copies refused lines to `rejected/`, then removes the batch's own file if no destination needs it.
+    private func writeRejected(
+        _ lines: [UInt8],
+        of segment: String,
+        reason: String,
+        removingSegment: Bool,
+        in spool: SpoolDirectory
+    ) {
         do throws(SpoolError) {
-            try spool.reject(segment, bytes: lines, reason: reason)
+            try spool.reject(segment, bytes: lines, reason: reason, removingSegment: removingSegment)
         } catch {
             state.withLock { $0.countSpoolFailure(error) }
         }
@@ -317,7 +389,7 @@ final class PendingBatches: Sendable {
 
     /// Splits a batch into two halves on a line boundary (after a 413), outside the lock; the halves
     /// are written to the spool before the batch's own file goes. `false` for a single line.
-    func split(_ segment: String) -> Bool {
+    func split(_ segment: String, destination: Int = 0) -> Bool {
         guard let source = state.withLock({ $0.splitSource(segment) }), let lines = source.contents.lines(),
             let halves = SplitHalves(lines, count: source.lineCount)
         else { return false }
@@ -339,7 +411,9 @@ final class PendingBatches: Sendable {
                 failure = error
             }
         }
-        state.withLock { $0.split(segment, into: halves, names: names, written: written, failure: failure) }
+        state.withLock {
+            $0.split(segment, into: halves, names: names, written: written, failure: failure, destination: destination)
+        }
         filled.signal()
         return true
     }
@@ -351,18 +425,33 @@ final class PendingBatches: Sendable {
         notBefore: Duration,
         now: Duration,
         error: String,
-        retryLimit: Duration?
+        retryLimit: Duration?,
+        destination: Int = 0
     ) -> Bool {
         let keep = state.withLock {
-            $0.failed(segment, notBefore: notBefore, now: now, error: error, retryLimit: retryLimit)
+            $0.failed(
+                segment,
+                notBefore: notBefore,
+                now: now,
+                error: error,
+                retryLimit: retryLimit,
+                destination: destination
+            )
         }
-        if !keep { reject(segment, reason: "still failing after the retry limit: \(error)", expired: true) }
+        if !keep {
+            reject(
+                segment,
+                reason: "still failing after the retry limit: \(error)",
+                expired: true,
+                destination: destination
+            )
+        }
         return keep
     }
 
-    /// The number of sends in a row that failed (the backoff grows with it).
-    func attempts(of segment: String) -> Int {
-        state.withLock { $0.failedAttempts }
+    /// The number of sends in a row to `destination` that failed (the backoff grows with it).
+    func attempts(of segment: String, destination: Int = 0) -> Int {
+        state.withLock { $0.failedAttempts(destination: destination) }
     }
 
     // MARK: Shutdown
@@ -372,7 +461,7 @@ final class PendingBatches: Sendable {
         deferred.withLock { $0.isClosed = true }
         drainDeferred()
         state.withLock { $0.close() }
-        wakeup.signal()
+        wakeShippers()
     }
 
     var isClosed: Bool { state.withLock { $0.isClosed } }
@@ -382,10 +471,18 @@ final class PendingBatches: Sendable {
         !hasDeferredSamples && state.withLock { $0.batches.isEmpty }
     }
 
+    /// `destination` has nothing left to send and no sample waits to be encoded.
+    func isDrained(destination: Int) -> Bool {
+        !hasDeferredSamples && state.withLock { $0.isDrained(destination: destination) }
+    }
+
+    /// Points offered after intake closed, dropped (a producer that still records after the agent stopped).
+    var droppedAfterClose: UInt64 { state.withLock { $0.droppedAfterClose } }
+
     /// Retry waits end now (shutdown sends what is pending without waiting out backoff).
     func clearRetryWaits() {
         state.withLock { $0.clearRetryWait() }
-        wakeup.signal()
+        wakeShippers()
     }
 
     // MARK: Spool

@@ -31,7 +31,9 @@ final class RequestSchema: Sendable {
         )
         var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
         // The destination is excluded by host and port, so other services on its host are still seen.
-        if let destination = configuration.destination { excluded.insert(Self.hostTag(destination.url)) }
+        for destination in configuration.destinations {
+            for url in destination.urls { excluded.insert(Self.hostTag(url)) }
+        }
         self.excludedHosts = excluded
         var names = excluded
         for entry in excluded {

@@ -19,6 +19,10 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Each delay is scaled by a random factor in `1 ± jitter` (0 through 1), so agents do not retry in
     /// lockstep; a delay scaled past ``maximumDelay`` is cut to it.
     public var jitter: Double = 0.2
+    /// A destination that cannot be reached (connection refused, timeout) is tried again at least this
+    /// often, whatever the backoff has grown to, so delivery resumes within seconds of it coming back;
+    /// a server that answers with an error (5xx, 429, 503) gets the whole backoff.
+    public var maximumReconnectDelay: Duration = .seconds(4)
     /// A batch still failing after this long is set aside in the spool's `rejected/` area (counted),
     /// so that it cannot hold back the batches behind it forever. Not negative.
     public var maximumRetryDuration: Duration = .seconds(3_600)
@@ -65,12 +69,22 @@ public struct RetryPolicy: Sendable, Hashable {
     /// - Throws: ``APIHealthConfiguration/Error/invalidValue(name:value:)`` naming the first setting
     ///   that is out of range (`retry.multiplier`, `retry.jitter`, `retry.initialDelay`, …).
     public func validate() throws(APIHealthConfiguration.Error) {
-        if !multiplier.isFinite || multiplier < 1 { throw .invalidValue(name: "retry.multiplier", value: "\(multiplier)") }
-        if !jitter.isFinite || jitter < 0 || jitter > 1 { throw .invalidValue(name: "retry.jitter", value: "\(jitter)") }
+        if !multiplier.isFinite || multiplier < 1 {
+            throw .invalidValue(name: "retry.multiplier", value: "\(multiplier)")
+        }
+        if !jitter.isFinite || jitter < 0 || jitter > 1 {
+            throw .invalidValue(name: "retry.jitter", value: "\(jitter)")
+        }
         if initialDelay < .zero { throw .invalidValue(name: "retry.initialDelay", value: "\(initialDelay)") }
         if maximumDelay < .zero { throw .invalidValue(name: "retry.maximumDelay", value: "\(maximumDelay)") }
         if initialDelay > maximumDelay {
-            throw .invalidValue(name: "retry.initialDelay", value: "\(initialDelay) (over retry.maximumDelay \(maximumDelay))")
+            throw .invalidValue(
+                name: "retry.initialDelay",
+                value: "\(initialDelay) (over retry.maximumDelay \(maximumDelay))"
+            )
+        }
+        if maximumReconnectDelay < .zero {
+            throw .invalidValue(name: "retry.maximumReconnectDelay", value: "\(maximumReconnectDelay)")
         }
         if maximumRetryDuration < .zero {
             throw .invalidValue(name: "retry.maximumRetryDuration", value: "\(maximumRetryDuration)")

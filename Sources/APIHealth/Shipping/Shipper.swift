@@ -6,17 +6,26 @@ import Logging
 import FoundationNetworking
 #endif
 
-/// Sends sealed batches, oldest first, one request at a time, and decides what each answer means.
+/// Sends the sealed batches one destination still needs, oldest first, one request at a time, to the
+/// URL of its failover group in use, and decides what each answer means. One per destination, each
+/// with its own cursor over the pending batches, retry schedule and session.
 final class Shipper: Sendable {
     private let pending: PendingBatches
+    /// The destination's index among the configured ones (its cursor in the pending batches).
+    let index: Int
     private let destination: InfluxDestination?
     private let configuration: APIHealthConfiguration
     private let clock: any AgentClock
     private let logger: Logger
     private let session: URLSession
     private let userAgent: String
+    /// Whether a v1 destination is among those the lines go to: every body then carries unsigned
+    /// values as integers, the same body for each destination.
+    private let writesUnsignedAsSigned: Bool
     /// The last state logged, so each change of state is logged once.
     private let health = Locked(Health.starting)
+    /// Guards the failover group: the URL in use and each URL's backoff.
+    private let endpoints: Locked<EndpointGroup>
     private let random = Locked(SystemRandomNumberGenerator())
     /// Shutdown in progress: retries wait briefly instead of backing off.
     private let isDraining = Locked(false)
@@ -29,17 +38,28 @@ final class Shipper: Sendable {
         case rejecting
     }
 
+    /// The shipper of destination `index` of `configuration` (none: it only seals batches).
     init(
         pending: PendingBatches,
+        index: Int = 0,
         configuration: APIHealthConfiguration,
         clock: any AgentClock,
         logger: Logger
     ) {
         self.pending = pending
-        self.destination = configuration.destination
+        self.index = index
+        let destination = configuration.destinations.indices.contains(index) ? configuration.destinations[index] : nil
+        self.destination = destination
         self.configuration = configuration
         self.clock = clock
+        var logger = logger
+        if let destination, configuration.destinations.count > 1 {
+            logger[metadataKey: "apihealth.destination"] = "\(destination.displayName)"
+        }
         self.logger = logger
+        let urls = destination?.urls ?? []
+        self.endpoints = Locked(EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
+        writesUnsignedAsSigned = configuration.destinations.contains { if case .v1 = $0.api { true } else { false } }
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = configuration.requestTimeout.secondsDouble
         sessionConfiguration.timeoutIntervalForResource = configuration.requestTimeout.secondsDouble * 2
@@ -57,17 +77,22 @@ final class Shipper: Sendable {
 
     /// Runs until the task is cancelled, or intake is closed and nothing is left to send.
     func run() async {
+        // Drawn once per shipper: how much later than the others this replica flushes.
+        let jitter =
+            configuration.batching.flushJitter > .zero
+            ? Duration.nanoseconds(Int64.random(in: 0...configuration.batching.flushJitter.nanoseconds))
+            : .zero
         while !Task.isCancelled {
             let now = clock.now
-            let openDeadline = pending.sealDue(now: now)
-            if pending.isClosed && (pending.isDrained || destination == nil) { return }
+            let openDeadline = pending.sealDue(now: now, jitter: jitter)
+            if pending.isClosed && (pending.isDrained(destination: index) || destination == nil) { return }
             guard destination != nil else {
                 await pending.wakeup.wait(until: openDeadline, on: clock)
                 continue
             }
-            switch pending.next(now: now, openDeadline: openDeadline) {
+            switch pending.next(now: now, openDeadline: openDeadline, destination: index) {
             case .wait(let deadline):
-                await pending.wakeup.wait(until: deadline, on: clock)
+                await pending.wakeup(for: index).wait(until: deadline, on: clock)
             case .send(let segment, let body, let lineCount, let lineBytes):
                 await send(segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
             }
@@ -81,12 +106,12 @@ final class Shipper: Sendable {
         pending.makeWaitingBodies(makeBody)
     }
 
-    /// The request body of `lines`: gzip at the configured level, of the lines as this destination
+    /// The request body of `lines`: gzip at the configured level, of the lines as every destination
     /// takes them. `nil` if gzip failed.
     private func makeBody(_ lines: [UInt8]) -> [UInt8]? {
         var payload = lines
-        if case .v1 = destination?.api {
-            // Lines kept for another destination (or before one was set) may carry unsigned values,
+        if writesUnsignedAsSigned {
+            // Lines kept from before (or recorded with no v1 destination) may carry unsigned values,
             // which InfluxDB 1.x refuses: they go out as integers, clamped values counted once.
             let rewrite = LineEncoder.rewritingUnsignedAsSigned(lines)
             if rewrite.rewrittenFields > 0 { payload = rewrite.lines }
@@ -98,16 +123,27 @@ final class Shipper: Sendable {
     private func send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int) async {
         guard let destination else { return }
         guard let body = body ?? pending.body(of: segment, making: makeBody) else {
-            pending.reject(segment, reason: "gzip failed")
+            pending.reject(segment, reason: "gzip failed", destination: index)
             return
         }
-        var request = URLRequest(url: destination.writeURL(precision: configuration.precision))
+        let url = endpoints.withLock { $0.currentURL }
+        var request = URLRequest(url: destination.writeURL(at: url, precision: configuration.precision))
         request.httpMethod = "POST"
-        request.httpBody = Data(body)
+        switch destination.compression {
+        case .gzip:
+            request.httpBody = Data(body)
+            request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
+        case .identity:
+            guard let lines = try? Gzip.decompress(body) else {
+                pending.reject(segment, reason: "gzip body cannot be read back", destination: index)
+                return
+            }
+            request.httpBody = Data(lines)
+        }
         request.timeoutInterval = configuration.requestTimeout.secondsDouble
-        request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
         request.setValue("text/plain; charset=utf-8", forHTTPHeaderField: "Content-Type")
         request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
+        for (name, value) in destination.headers { request.setValue(value, forHTTPHeaderField: name) }
         if let token = destination.token {
             request.setValue("Token \(token.value)", forHTTPHeaderField: "Authorization")
         }
@@ -126,7 +162,7 @@ final class Shipper: Sendable {
             outcome = WriteOutcome.classify(status: http.statusCode, headers: headers, body: data)
         } catch {
             if Task.isCancelled { return }
-            outcome = .retry(reason: Self.describe(error), retryAfter: nil)
+            outcome = .retry(reason: Self.describe(error), retryAfter: nil, unreachable: true)
         }
         await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
     }
@@ -144,11 +180,14 @@ final class Shipper: Sendable {
         lineBytes: Int
     ) async {
         let now = clock.now
+        let url = InfluxDestination.redacted(endpoints.withLock { $0.currentURL.absoluteString })
         switch outcome {
         case .delivered:
-            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count)
+            endpoints.withLock { $0.succeeded() }
+            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count, destination: index)
             transition(to: .healthy)
         case .rejected(let status, let message, let dropped):
+            endpoints.withLock { $0.succeeded() }
             let firstLine = ((try? Gzip.decompress(body)) ?? []).prefix { $0 != UInt8(ascii: "\n") }
             if transition(to: .rejecting) {
                 logger.info(
@@ -160,40 +199,91 @@ final class Shipper: Sendable {
                     ]
                 )
             }
-            pending.reject(segment, reason: "HTTP \(status): \(message)", count: dropped)
-        case .tooLarge:
-            if !pending.split(segment) {
-                pending.reject(segment, reason: "HTTP 413: a single line is larger than the server accepts")
-            }
-        case .misconfigured(let status, let message):
-            if transition(to: .misconfigured(status)) {
+            pending.reject(segment, reason: "HTTP \(status): \(message)", count: dropped, destination: index)
+        case .partial(let refused):
+            endpoints.withLock { $0.succeeded() }
+            if transition(to: .rejecting) {
                 logger.info(
-                    "InfluxDB refused the agent's credentials or target; data is kept and retried",
-                    metadata: ["apihealth.status": "\(status)", "apihealth.message": "\(message.prefix(500))"]
+                    "InfluxDB stored a batch but for some lines; they are kept in the spool's rejected/ area",
+                    metadata: [
+                        "apihealth.batch.lines": "\(lineCount)", "apihealth.refused.lines": "\(refused.count)",
+                        "apihealth.first_refusal": "\(refused.min { $0.key < $1.key }?.value.prefix(300) ?? "")",
+                    ]
                 )
             }
+            pending.rejectLines(segment, refused: refused, destination: index)
+        case .tooLarge:
+            endpoints.withLock { $0.succeeded() }
+            if !pending.split(segment, destination: index) {
+                pending.reject(
+                    segment,
+                    reason: "HTTP 413: a single line is larger than the server accepts",
+                    destination: index
+                )
+            }
+        case .misconfigured(let status, let message):
+            let firstTime = endpoints.withLock { $0.reportConfigurationError(status) }
+            if firstTime {
+                let backlog =
+                    pending.currentMetrics.destinations.indices.contains(index)
+                    ? pending.currentMetrics.destinations[index] : DestinationMetrics()
+                logger.warning(
+                    "InfluxDB refused the agent's credentials or target; points are kept and retried, and dropped once the backlog reaches its cap",
+                    metadata: [
+                        "apihealth.url": "\(url)", "apihealth.status": "\(status)",
+                        "apihealth.message": "\(message.prefix(500))",
+                        "apihealth.points.pending": "\(backlog.pendingLines)",
+                        "apihealth.points.dropped": "\(backlog.pointsDropped)",
+                    ]
+                )
+            }
+            transition(to: .misconfigured(status))
             scheduleRetry(segment, error: "HTTP \(status): \(message)", retryAfter: nil, now: now, expires: false)
-        case .retry(let reason, let retryAfter):
+        case .retry(let reason, let retryAfter, let unreachable):
             if transition(to: .failing(reason)) {
                 logger.info(
                     "Writing to InfluxDB failed; retrying with backoff",
-                    metadata: ["apihealth.error": "\(reason)"]
+                    metadata: ["apihealth.url": "\(url)", "apihealth.error": "\(reason)"]
                 )
             }
-            scheduleRetry(segment, error: reason, retryAfter: retryAfter, now: now, expires: true)
+            scheduleRetry(
+                segment,
+                error: reason,
+                retryAfter: retryAfter,
+                now: now,
+                expires: true,
+                unreachable: unreachable
+            )
         }
     }
 
-    private func scheduleRetry(_ segment: String, error: String, retryAfter: Duration?, now: Duration, expires: Bool) {
-        let attempt = pending.attempts(of: segment) + 1
-        var delay = retryAfter ?? random.withLock { configuration.retry.delay(afterAttempt: attempt, using: &$0) }
-        if isDraining.withLock({ $0 }) { delay = min(delay, AgentIntervals.drainingRetryDelay) }
+    /// Backs the URL in use off (a `Retry-After`, or the policy's delay for its failures in a row, no
+    /// longer than the reconnect delay when it could not be reached) and moves to the next URL of the
+    /// group; the destination waits only if every URL is backing off.
+    private func scheduleRetry(
+        _ segment: String,
+        error: String,
+        retryAfter: Duration?,
+        now: Duration,
+        expires: Bool,
+        unreachable: Bool = false
+    ) {
+        let draining = isDraining.withLock { $0 }
+        let notBefore = endpoints.withLock { group -> Duration in
+            var delay =
+                retryAfter
+                ?? random.withLock { configuration.retry.delay(afterAttempt: group.currentFailures + 1, using: &$0) }
+            if unreachable && retryAfter == nil { delay = min(delay, configuration.retry.maximumReconnectDelay) }
+            if draining { delay = min(delay, AgentIntervals.drainingRetryDelay) }
+            return group.failed(until: now + delay, now: now)
+        }
         _ = pending.scheduleRetry(
             segment,
-            notBefore: now + delay,
+            notBefore: notBefore,
             now: now,
             error: error,
-            retryLimit: expires ? configuration.retry.maximumRetryDuration : nil
+            retryLimit: expires ? configuration.retry.maximumRetryDuration : nil,
+            destination: index
         )
     }
 
@@ -212,5 +302,16 @@ final class Shipper: Sendable {
             current = next
             return changed
         }
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped to `Int64`.
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (total, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflow2 ? (seconds < 0 ? .min : .max) : total
     }
 }

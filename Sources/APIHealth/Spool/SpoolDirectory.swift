@@ -51,7 +51,11 @@ final class SpoolDirectory: @unchecked Sendable {
     private var removedOrder: [String] = []
 
     /// Opens (or creates) the spool directory and takes its lock.
-    init(options: SpoolOptions, precision: Precision, fileSystem: any SpoolFileSystem = SystemFileSystem()) throws(SpoolError) {
+    init(
+        options: SpoolOptions,
+        precision: Precision,
+        fileSystem: any SpoolFileSystem = SystemFileSystem()
+    ) throws(SpoolError) {
         root = options.directory
         fsyncWrites = options.fsync
         self.fileSystem = fileSystem
@@ -67,7 +71,9 @@ final class SpoolDirectory: @unchecked Sendable {
             lock = fileSystem.openat(descriptor, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
             guard lock >= 0 else {
                 let code = errno
-                if code == ELOOP { throw SpoolError(code: .unsafe, path: path + "/.lock", reason: "is a symbolic link") }
+                if code == ELOOP {
+                    throw SpoolError(code: .unsafe, path: path + "/.lock", reason: "is a symbolic link")
+                }
                 throw SpoolError(code: .permissionDenied, path: path + "/.lock", reason: systemError(code))
             }
             guard let status = EntryStatus.of(descriptor: lock), status.isRegularFile, status.owner == owner else {
@@ -103,12 +109,26 @@ final class SpoolDirectory: @unchecked Sendable {
 
     /// Opens `path` as a directory without following a link, creating it (0700) with its parents
     /// when missing. Refuses a directory of another user or one that group or others can write.
-    private static func openRoot(_ path: String, owner: uid_t, fileSystem: any SpoolFileSystem) throws(SpoolError) -> (Int32, Bool) {
-        guard !path.isEmpty else { throw SpoolError(code: .cannotCreate, path: path, reason: "the spool path is empty") }
+    private static func openRoot(
+        _ path: String,
+        owner: uid_t,
+        fileSystem: any SpoolFileSystem
+    ) throws(SpoolError) -> (Int32, Bool) {
+        guard !path.isEmpty else {
+            throw SpoolError(code: .cannotCreate, path: path, reason: "the spool path is empty")
+        }
         var created = false
         if let status = EntryStatus.of(path) {
-            if status.type == S_IFLNK { throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link; give the directory itself") }
-            if !status.isDirectory { throw SpoolError(code: .unsafe, path: path, reason: "exists and is \(status.kindDescription), not a directory") }
+            if status.type == S_IFLNK {
+                throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link; give the directory itself")
+            }
+            if !status.isDirectory {
+                throw SpoolError(
+                    code: .unsafe,
+                    path: path,
+                    reason: "exists and is \(status.kindDescription), not a directory"
+                )
+            }
         } else {
             let code = errno
             if code == ENOTDIR || code == ENOENT, let blocker = firstNonDirectoryAncestor(of: path) {
@@ -135,7 +155,9 @@ final class SpoolDirectory: @unchecked Sendable {
         let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
-            if code == ELOOP { throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link; give the directory itself") }
+            if code == ELOOP {
+                throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link; give the directory itself")
+            }
             if code == ENOTDIR { throw SpoolError(code: .unsafe, path: path, reason: "is not a directory") }
             if code == EACCES { throw .permissionDenied(path: path) }
             throw .cannotCreate(directory: path, reason: systemError(code))
@@ -164,12 +186,19 @@ final class SpoolDirectory: @unchecked Sendable {
     private static func checkOwnership(_ descriptor: Int32, path: String, owner: uid_t) throws(SpoolError) {
         guard let status = EntryStatus.of(descriptor: descriptor) else { throw .io(path: path, reason: systemError()) }
         if status.owner != owner {
-            throw SpoolError(code: .unsafe, path: path, reason: "is owned by uid \(status.owner), not by this user (uid \(owner))")
+            throw SpoolError(
+                code: .unsafe,
+                path: path,
+                reason: "is owned by uid \(status.owner), not by this user (uid \(owner))"
+            )
         }
         if status.permissions & 0o022 != 0 {
             throw SpoolError(
-                code: .unsafe, path: path,
-                reason: "group or others can write it (mode \(String(status.permissions, radix: 8))); use a directory only this user can write")
+                code: .unsafe,
+                path: path,
+                reason:
+                    "group or others can write it (mode \(String(status.permissions, radix: 8))); use a directory only this user can write"
+            )
         }
         if status.permissions & 0o700 != 0o700 && owner != 0 { throw .permissionDenied(path: path) }
     }
@@ -195,11 +224,19 @@ final class SpoolDirectory: @unchecked Sendable {
     }
 
     private static func checkMarker(
-        _ descriptor: Int32, path: String, created: Bool, owner: uid_t, fileSystem: any SpoolFileSystem
+        _ descriptor: Int32,
+        path: String,
+        created: Bool,
+        owner: uid_t,
+        fileSystem: any SpoolFileSystem
     ) throws(SpoolError) {
         if let status = EntryStatus.of(markerName, in: descriptor) {
             guard status.isRegularFile, status.owner == owner else {
-                throw SpoolError(code: .unsafe, path: path + "/" + markerName, reason: "is \(status.kindDescription) or not of this user")
+                throw SpoolError(
+                    code: .unsafe,
+                    path: path + "/" + markerName,
+                    reason: "is \(status.kindDescription) or not of this user"
+                )
             }
             return
         }
@@ -207,11 +244,19 @@ final class SpoolDirectory: @unchecked Sendable {
             guard let entries = directoryEntries(descriptor) else { throw .permissionDenied(path: path) }
             if !entries.isEmpty && !isEarlierSpool(descriptor, entries: entries, owner: owner) {
                 throw SpoolError(
-                    code: .notASpool, path: path,
-                    reason: "holds files but is not an APIHealth spool (no \(markerName) file); give an empty or new directory")
+                    code: .notASpool,
+                    path: path,
+                    reason:
+                        "holds files but is not an APIHealth spool (no \(markerName) file); give an empty or new directory"
+                )
             }
         }
-        let marker = fileSystem.openat(descriptor, markerName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let marker = fileSystem.openat(
+            descriptor,
+            markerName,
+            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+            0o600
+        )
         guard marker >= 0 else { throw .io(path: path + "/" + markerName, reason: systemError()) }
         let text = Array("APIHealth spool: the agent reads, writes and removes files here\n".utf8)
         let written = text.withUnsafeBytes { fileSystem.write(marker, $0) }
@@ -219,7 +264,12 @@ final class SpoolDirectory: @unchecked Sendable {
         guard written == text.count else { throw .io(path: path + "/" + markerName, reason: "cannot write the marker") }
     }
 
-    private static func openRejected(_ root: Int32, path: String, owner: uid_t, fileSystem: any SpoolFileSystem) throws(SpoolError) -> Int32 {
+    private static func openRejected(
+        _ root: Int32,
+        path: String,
+        owner: uid_t,
+        fileSystem: any SpoolFileSystem
+    ) throws(SpoolError) -> Int32 {
         let folder = path + "/" + rejectedName
         if fileSystem.mkdirat(root, rejectedName, 0o700) != 0 && errno != EEXIST {
             throw .cannotCreate(directory: folder, reason: systemError())
@@ -257,7 +307,12 @@ final class SpoolDirectory: @unchecked Sendable {
         let name = Self.openName(segment)
         var descriptor = descriptors[segment] ?? -1
         if descriptor < 0 {
-            descriptor = fileSystem.openat(rootDescriptor, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            descriptor = fileSystem.openat(
+                rootDescriptor,
+                name,
+                O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                0o600
+            )
             guard descriptor >= 0 else { throw .io(path: path(name), reason: systemError()) }
             descriptors[segment] = descriptor
             lengths[segment] = 0
@@ -266,7 +321,9 @@ final class SpoolDirectory: @unchecked Sendable {
         let before = lengths[segment] ?? 0
         do throws(SpoolError) {
             try writeAll(descriptor, bytes, path: path(name))
-            if fsyncWrites && fileSystem.fsync(descriptor) != 0 { throw .io(path: path(name), reason: "fsync: \(systemError())") }
+            if fsyncWrites && fileSystem.fsync(descriptor) != 0 {
+                throw .io(path: path(name), reason: "fsync: \(systemError())")
+            }
         } catch {
             if fileSystem.ftruncate(descriptor, before) != 0 {
                 // The file cannot be cut back: drop it; the batch is written again whole.
@@ -309,7 +366,9 @@ final class SpoolDirectory: @unchecked Sendable {
     }
 
     private func syncDirectory(_ descriptor: Int32) throws(SpoolError) {
-        guard fileSystem.fsync(descriptor) == 0 else { throw .io(path: root.path, reason: "fsync of the directory: \(systemError())") }
+        guard fileSystem.fsync(descriptor) == 0 else {
+            throw .io(path: root.path, reason: "fsync of the directory: \(systemError())")
+        }
     }
 
     /// Closes the open file of `segment` and renames it to its sealed name (with `fsync`, the rename is
@@ -322,7 +381,9 @@ final class SpoolDirectory: @unchecked Sendable {
         lengths[segment] = nil
         guard fileSystem.renameat(rootDescriptor, Self.openName(segment), Self.sealedName(segment)) == 0 else {
             let code = errno
-            if code == ENOENT, EntryStatus.of(Self.sealedName(segment), in: rootDescriptor)?.isRegularFile == true { return }
+            if code == ENOENT, EntryStatus.of(Self.sealedName(segment), in: rootDescriptor)?.isRegularFile == true {
+                return
+            }
             throw .io(path: path(Self.sealedName(segment)), reason: "cannot seal: \(systemError(code))")
         }
         if fsyncWrites { try syncDirectory(rootDescriptor) }
@@ -349,7 +410,9 @@ final class SpoolDirectory: @unchecked Sendable {
 
     /// Removes `name` only if it is a regular file of ours.
     private func unlinkOwned(_ name: String, in directory: Int32) {
-        guard let status = EntryStatus.of(name, in: directory), status.isRegularFile, status.owner == owner else { return }
+        guard let status = EntryStatus.of(name, in: directory), status.isRegularFile, status.owner == owner else {
+            return
+        }
         _ = fileSystem.unlinkat(directory, name)
     }
 
@@ -373,7 +436,9 @@ final class SpoolDirectory: @unchecked Sendable {
         guard descriptor >= 0 else { throw .io(path: path(temporary), reason: systemError()) }
         do throws(SpoolError) {
             try writeAll(descriptor, bytes[...], path: path(temporary))
-            if fsyncWrites && fileSystem.fsync(descriptor) != 0 { throw .io(path: path(temporary), reason: "fsync: \(systemError())") }
+            if fsyncWrites && fileSystem.fsync(descriptor) != 0 {
+                throw .io(path: path(temporary), reason: "fsync: \(systemError())")
+            }
         } catch {
             _ = fileSystem.close(descriptor)
             _ = fileSystem.unlinkat(directory, temporary)
@@ -391,12 +456,12 @@ final class SpoolDirectory: @unchecked Sendable {
     /// Copies a batch the server refused for good to `rejected/` with the server's reason, then removes
     /// it from the spool. When the copy cannot be written the segment stays where it is (and is sent
     /// again by the next start) and the error is thrown.
-    func reject(_ segment: String, bytes: [UInt8], reason: String) throws(SpoolError) {
+    func reject(_ segment: String, bytes: [UInt8], reason: String, removingSegment: Bool = true) throws(SpoolError) {
         mutex.lock()
         defer { mutex.unlock() }
         try writeFileAtomically(rejectedDescriptor, SegmentName.sealedFile(segment), bytes: bytes)
         try writeFileAtomically(rejectedDescriptor, segment + ".reason", bytes: Array(reason.utf8))
-        removeLocked(segment)
+        if removingSegment { removeLocked(segment) }
         trimRejected()
     }
 

@@ -1,0 +1,137 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real VictoriaMetrics component (`victoria-metrics`, `vmauth`, `vmagent` from Debian's
+/// `victoria-metrics` package, which `scripts/test` installs) that a test starts on a free loopback
+/// port, stops with SIGTERM (so it keeps what it acknowledged) and starts again on the same port.
+public final class VictoriaProcess: @unchecked Sendable {
+    public let port: Int
+    public let directory: URL
+    private let executable: String
+    private let arguments: (Int, URL) -> [String]
+    private let lock = NSLock()
+    private var process: Process?
+
+    /// The executable's path, or a failure saying what to install.
+    static func path(of executable: String) throws -> String {
+        for folder in ["/usr/bin", "/usr/local/bin"]
+        where FileManager.default.isExecutableFile(atPath: "\(folder)/\(executable)") {
+            return "\(folder)/\(executable)"
+        }
+        throw TestFailure(
+            message: "\(executable) is missing: run the suite with scripts/test, which installs victoria-metrics"
+        )
+    }
+
+    private init(executable: String, arguments: @escaping (Int, URL) -> [String]) throws {
+        self.executable = try Self.path(of: executable)
+        self.arguments = arguments
+        port = try Self.freePort()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apihealth-\(executable)-\(UUID().uuidString)"
+        )
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    public var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    /// A single-node VictoriaMetrics with its own data directory.
+    public static func victoriaMetrics() async throws -> VictoriaProcess {
+        let server = try VictoriaProcess(executable: "victoria-metrics") { port, directory in
+            [
+                "-storageDataPath", directory.appendingPathComponent("data").path, "-httpListenAddr",
+                "127.0.0.1:\(port)",
+                "-retentionPeriod=100y", "-search.latencyOffset=0s", "-loggerLevel=ERROR",
+            ]
+        }
+        try await server.start()
+        return server
+    }
+
+    /// `vmauth` with the routing `config` (YAML).
+    public static func vmauth(config: String) async throws -> VictoriaProcess {
+        let server = try VictoriaProcess(executable: "vmauth") { port, directory in
+            [
+                "-auth.config", directory.appendingPathComponent("auth.yml").path, "-httpListenAddr",
+                "127.0.0.1:\(port)",
+                "-loggerLevel=ERROR",
+            ]
+        }
+        try Data(config.utf8).write(to: server.directory.appendingPathComponent("auth.yml"))
+        try await server.start()
+        return server
+    }
+
+    /// `vmagent` relaying what it takes to `remoteWrite` (a VictoriaMetrics' `/api/v1/write`).
+    public static func vmagent(remoteWrite: URL) async throws -> VictoriaProcess {
+        let server = try VictoriaProcess(executable: "vmagent") { port, directory in
+            [
+                "-remoteWrite.url", remoteWrite.absoluteString, "-httpListenAddr", "127.0.0.1:\(port)",
+                "-remoteWrite.tmpDataPath", directory.appendingPathComponent("buffer").path, "-loggerLevel=ERROR",
+                "-remoteWrite.flushInterval=100ms",
+            ]
+        }
+        try await server.start()
+        return server
+    }
+
+    /// Starts it (again) and waits until it answers `/health`.
+    public func start() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments(port, directory)
+        process.standardOutput = FileHandle.nullDevice
+        let log = directory.appendingPathComponent("log-\(UUID().uuidString).txt")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: log)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        lock.withLock { self.process = process }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let reply = try? await HTTP.send("GET", url.appendingPathComponent("health")), reply.status == 200 {
+                return
+            }
+            if !process.isRunning {
+                let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw TestFailure(message: "\(executable) exited: \(text.suffix(2_000))")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure(message: "\(executable) did not answer /health within 60 s")
+    }
+
+    /// Stops it with SIGTERM and waits for it to exit: what it acknowledged is kept.
+    public func stop() {
+        guard let process = lock.withLock({ self.process.take() }), process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// A loopback port nothing listens on now.
+    public static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure(message: "socket: \(errno)") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard bound else { throw TestFailure(message: "bind: \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
