@@ -21,8 +21,8 @@ public final class FaultServer: Sendable {
     private let state = NIOLockedValueBox(State())
     public let server: LoopbackHTTPServer
 
-    public static func start(port: Int = 0, script: @escaping Script) async throws -> FaultServer {
-        try await start(script: script) { try await LoopbackHTTPServer.start(port: port, handler: $0) }
+    public static func start(script: @escaping Script) async throws -> FaultServer {
+        try await start(script: script) { try await LoopbackHTTPServer.start(handler: $0) }
     }
 
     /// Starts on `port`, which refused connections until now (a destination that comes back up).

@@ -71,14 +71,6 @@ public func temporaryDirectory(_ prefix: String = "apihealth") -> URL {
     return url
 }
 
-/// A loopback port nobody listens on: bound by a server that is then shut down.
-public func closedLoopbackPort() async throws -> Int {
-    let probe = try await LoopbackHTTPServer.start { _ in .text(204, "") }
-    let port = probe.port
-    try await probe.shutdown()
-    return port
-}
-
 /// Polls `read` until it returns at least `count` values (recording happens as requests complete), for
 /// at most ``eventTimeout``; returns what it read last.
 public func waitForValues<Value>(_ count: Int, _ read: () -> [Value]) async throws -> [Value] {
