@@ -3,8 +3,9 @@
 /// waits for happens, so a passing test never spends it.
 public let eventTimeout: Duration = .seconds(60)
 
-/// Waits until `condition` holds, checking it every few milliseconds, for at most `timeout` of real
-/// time. Returns whether it held.
+/// Waits until `condition` holds, for at most `timeout` of real time. Returns whether it held. The
+/// condition is checked at once, then at growing intervals (5 ms to 100 ms), so that a long wait
+/// does not load the machine it waits on.
 ///
 /// ```swift
 /// #expect(await waitUntil { agent.metrics.pointsWritten == 5 })
@@ -14,9 +15,11 @@ public func waitUntil(
     _ condition: () async throws -> Bool
 ) async rethrows -> Bool {
     let end = ContinuousClock.now + timeout
+    var pause = Duration.milliseconds(5)
     while ContinuousClock.now < end {
         if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
+        try? await Task.sleep(for: pause)
+        pause = min(pause * 2, .milliseconds(100))
     }
     return try await condition()
 }
