@@ -51,6 +51,10 @@ public final class LoopbackHTTPServer: Sendable {
             case generated(totalBytes: Int, chunkSize: Int)
             /// Never answer: the connection hangs until the client gives up.
             case hang
+            /// The head announces `totalBytes`, `sentBytes` of them follow, and then nothing: the
+            /// connection is held open, mid-body, until the client closes it (a body a client cancels
+            /// while it is still arriving, whatever the machine's speed).
+            case stalled(totalBytes: Int, sentBytes: Int)
         }
 
         public var status: Int
@@ -100,7 +104,35 @@ public final class LoopbackHTTPServer: Sendable {
     /// Starts listening on `127.0.0.1:port` (0: a free port).
     public static func start(port: Int = 0, threads: Int = 1, handler: @escaping Handler) async throws -> LoopbackHTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let bootstrap = ServerBootstrap(group: group)
+        let channel = try await bootstrap(group, handler).bind(host: "127.0.0.1", port: port).get()
+        return LoopbackHTTPServer(group: group, channel: channel)
+    }
+
+    /// Starts listening on `socket`, a TCP socket already bound to a loopback address but not yet
+    /// listening (so that, until now, connections to its port were refused and no other process could
+    /// take the port). The server owns the socket from then on, and closes it even if starting fails.
+    package static func start(
+        boundSocket socket: CInt,
+        threads: Int = 1,
+        handler: @escaping Handler
+    ) async throws -> LoopbackHTTPServer {
+        guard listen(socket, 1_024) == 0 else {
+            let error = IOError(errnoCode: errno, reason: "listen")
+            close(socket)
+            throw error
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        do {
+            let channel = try await bootstrap(group, handler).withBoundSocket(socket).get()
+            return LoopbackHTTPServer(group: group, channel: channel)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    private static func bootstrap(_ group: any EventLoopGroup, _ handler: @escaping Handler) -> ServerBootstrap {
+        ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 1_024)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -110,8 +142,6 @@ public final class LoopbackHTTPServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(RequestHandler(handler: handler))
                 }
             }
-        let channel = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
-        return LoopbackHTTPServer(group: group, channel: channel)
     }
 
     public func shutdown() async throws {
@@ -167,6 +197,7 @@ private func sendResponse(
     case .hang: return
     case .bytes(let bytes): length = bytes.count
     case .generated(let total, _): length = total
+    case .stalled(let total, _): length = total
     }
     headers.replaceOrAdd(name: "Content-Length", value: "\(length)")
     if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
@@ -189,6 +220,12 @@ private func sendResponse(
                 try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk))).get()
                 sent += size
             }
+        case .stalled(let total, let sent):
+            let part = ByteBuffer(repeating: UInt8(ascii: "x"), count: min(sent, total))
+            try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(part))).get()
+            // The rest never comes: hold the connection until the client closes it.
+            try await channel.closeFuture.get()
+            return
         }
         try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
         if !keepAlive { try await channel.close().get() }

@@ -31,7 +31,7 @@ final class AHCHarness: Sendable {
         configuration.precision = .ns
         agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-tests"))
         var clientConfiguration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
-        clientConfiguration.timeout.read = .seconds(20)
+        clientConfiguration.timeout.read = .seconds(60)
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
 
@@ -46,7 +46,7 @@ final class AHCHarness: Sendable {
     }
 
     /// Runs `request` plainly or instrumented and reads the whole body.
-    func run(_ request: HTTPClientRequest, instrumented: Bool, timeout: TimeAmount = .seconds(20)) async -> Seen {
+    func run(_ request: HTTPClientRequest, instrumented: Bool, timeout: TimeAmount = .seconds(60)) async -> Seen {
         do {
             let response =
                 instrumented
@@ -98,7 +98,7 @@ final class AHCHarness: Sendable {
         let started = ContinuousClock.now
         let response = try await harness.client.execute(
             HTTPClientRequest(url: harness.url("/timed")),
-            timeout: .seconds(20),
+            timeout: .seconds(60),
             recordingTo: harness.agent,
             module: "ahc"
         )
@@ -157,11 +157,11 @@ final class AHCHarness: Sendable {
                 instrumented
                 ? try await harness.client.execute(
                     request,
-                    timeout: .seconds(20),
+                    timeout: .seconds(60),
                     recordingTo: harness.agent,
                     module: "ahc"
                 )
-                : try await harness.client.execute(request, timeout: .seconds(20))
+                : try await harness.client.execute(request, timeout: .seconds(60))
             let body = try await response.body.collect(upTo: 2 << 20)
             #expect(body == payload)
             return (Int(response.status.code), response.headers.first(name: "X-Received-Bytes"))
@@ -177,8 +177,10 @@ final class AHCHarness: Sendable {
 
     @Test func transportFailuresAreTheSameAndRecorded() async throws {
         let harness = try await AHCHarness()
-        let refused = HTTPClientRequest(url: "http://127.0.0.1:\(try await closedLoopbackPort())/ok")
+        let closed = try RefusingPort()
+        let refused = HTTPClientRequest(url: closed.url.absoluteString + "/ok")
         #expect(await harness.run(refused, instrumented: true) == (await harness.run(refused, instrumented: false)))
+        withExtendedLifetime(closed) {}
         let hang = HTTPClientRequest(url: harness.url("/hang"))
         let plainTimeout = await harness.run(hang, instrumented: false, timeout: .milliseconds(300))
         let observedTimeout = await harness.run(hang, instrumented: true, timeout: .milliseconds(300))
@@ -192,22 +194,44 @@ final class AHCHarness: Sendable {
 
     @Test func cancellingMidBodyReachesTheCallerAndEndsTheSample() async throws {
         let harness = try await AHCHarness()
+        // The server sends the head and the first 64 KiB of a 200 MiB body, then holds the rest until
+        // the client goes away: the body is still arriving when the task is cancelled, however fast or
+        // slow the machine.
+        let (firstBytes, sawFirstBytes) = AsyncStream.makeStream(of: Int.self)
         let reading = Task {
+            defer { sawFirstBytes.finish() }
             let response = try await harness.client.execute(
-                HTTPClientRequest(url: harness.url("/bytes/\(200 << 20)")),
-                timeout: .seconds(60),
+                HTTPClientRequest(url: harness.url("/stalled/\(200 << 20)")),
+                timeout: .seconds(120),
                 recordingTo: harness.agent,
                 module: "ahc"
             )
             var bytes = 0
-            for try await chunk in response.body { bytes += chunk.readableBytes }
+            for try await chunk in response.body {
+                if bytes == 0 { sawFirstBytes.yield(chunk.readableBytes) }
+                bytes += chunk.readableBytes
+            }
             return bytes
         }
-        try await Task.sleep(for: .milliseconds(300))
+        var arrivals = firstBytes.makeAsyncIterator()
+        guard await arrivals.next() != nil else {
+            Issue.record("the read ended before any of the body arrived: \(await reading.result)")
+            return
+        }
         reading.cancel()
-        await #expect(throws: (any Error).self) { _ = try await reading.value }
+        // Without the cancellation the read would end only in the client's read timeout, a different error.
+        let outcome = await reading.result
+        guard case .failure(let error) = outcome else {
+            Issue.record("the read ended without an error: \(outcome)")
+            return
+        }
+        #expect(
+            error is CancellationError || (error as? HTTPClientError) == .cancelled,
+            "the caller sees the cancellation, not another failure: \(error)"
+        )
         let point = try #require(try await harness.waitForRequests(1).first)
         #expect(point.tag("status") == "error")
+        #expect(point.field("error") == .string("NSURLErrorDomain \(NSURLErrorCancelled)"))
         await harness.close()
     }
 
@@ -216,7 +240,7 @@ final class AHCHarness: Sendable {
         do {
             let response = try await harness.client.execute(
                 HTTPClientRequest(url: harness.url("/ok")),
-                timeout: .seconds(20),
+                timeout: .seconds(60),
                 recordingTo: harness.agent,
                 module: "ahc"
             )
@@ -240,7 +264,7 @@ final class AHCHarness: Sendable {
                 // Read to the end: the observation itself waits in the agent's queue.
                 let response = try await client.execute(
                     HTTPClientRequest(url: server.baseURL + "/ok"),
-                    timeout: .seconds(20),
+                    timeout: .seconds(60),
                     recordingTo: agent,
                     module: "ahc"
                 )
@@ -249,7 +273,7 @@ final class AHCHarness: Sendable {
             // Dropped unread: the observation's copy waits in the queue.
             _ = try await client.execute(
                 HTTPClientRequest(url: server.baseURL + "/ok"),
-                timeout: .seconds(20),
+                timeout: .seconds(60),
                 recordingTo: agent,
                 module: "ahc"
             )
@@ -267,7 +291,7 @@ final class AHCHarness: Sendable {
                     let path = index % 4 == 0 ? "/status/500" : index % 4 == 1 ? "/status/404" : "/ok"
                     let response = try await harness.client.execute(
                         HTTPClientRequest(url: harness.url(path)),
-                        timeout: .seconds(30),
+                        timeout: .seconds(60),
                         recordingTo: harness.agent,
                         module: "ahc"
                     )

@@ -33,6 +33,8 @@ struct Observed: Equatable {
 
 final class CaptureHarness: Sendable {
     let server: LoopbackHTTPServer
+    /// The paths the server was asked for.
+    let arrivals = Arrivals()
     let agent: APIHealthAgent
     let plain: URLSession
     let instrumented: URLSession
@@ -42,7 +44,7 @@ final class CaptureHarness: Sendable {
         module: String = "tests",
         configure: (inout APIHealthConfiguration) -> Void = { _ in }
     ) async throws {
-        server = try await LoopbackHTTPServer.start(threads: 2, handler: TestRoutes.handle)
+        server = try await LoopbackHTTPServer.start(threads: 2, handler: arrivals.noting(TestRoutes.handle))
         spool = temporaryDirectory("capture")
         var configuration = APIHealthConfiguration(serviceName: "capture-tests")
         configuration.spool = SpoolOptions(directory: spool)
@@ -50,10 +52,10 @@ final class CaptureHarness: Sendable {
         configure(&configuration)
         agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "capture-tests"))
         let plainConfiguration = URLSessionConfiguration.ephemeral
-        plainConfiguration.timeoutIntervalForRequest = 20
+        plainConfiguration.timeoutIntervalForRequest = 60
         plain = URLSession(configuration: plainConfiguration)
         let instrumentedConfiguration = URLSessionConfiguration.ephemeral
-        instrumentedConfiguration.timeoutIntervalForRequest = 20
+        instrumentedConfiguration.timeoutIntervalForRequest = 60
         agent.instrument(instrumentedConfiguration, module: module)
         instrumented = URLSession(configuration: instrumentedConfiguration)
     }
@@ -126,10 +128,11 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
 
     @Test func transportFailuresMatchAndAreRecorded() async throws {
         let harness = try await CaptureHarness()
-        let refusedURL = URL(string: "http://127.0.0.1:\(try await closedLoopbackPort())/ok")!
-        let refused = URLRequest(url: refusedURL)
+        let closed = try RefusingPort()
+        let refused = URLRequest(url: closed.url.appendingPathComponent("ok"))
         let plainRefused = await observe(harness.plain, refused)
         let instrumentedRefused = await observe(harness.instrumented, refused)
+        withExtendedLifetime(closed) {}
         #expect(plainRefused.errorCode != nil)
         #expect(instrumentedRefused == plainRefused)
 
@@ -151,8 +154,10 @@ func observe(_ session: URLSession, _ request: URLRequest) async -> Observed {
 
     @Test func cancellationReachesTheAppAndIsRecorded() async throws {
         let harness = try await CaptureHarness()
-        let task = Task { await observe(harness.instrumented, URLRequest(url: harness.url("/slow"))) }
-        try await Task.sleep(for: .milliseconds(300))
+        // The server never answers: the request is under way, whatever the machine's speed, from its
+        // arrival until the app cancels it (had the cancellation not reached it, it would time out).
+        let task = Task { await observe(harness.instrumented, URLRequest(url: harness.url("/hang"))) }
+        #expect(await harness.arrivals.wait(for: "/hang"))
         task.cancel()
         let observed = await task.value
         #expect(observed.errorCode == NSURLErrorCancelled)

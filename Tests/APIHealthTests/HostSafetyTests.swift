@@ -63,7 +63,7 @@ func observeWithHandler(_ session: URLSession, _ url: URL) async -> Observed {
         _ agent: APIHealthAgent?, module: String = "tests", delegate: DecidingDelegate
     ) -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 20
+        configuration.timeoutIntervalForRequest = 60
         agent?.instrument(configuration, module: module)
         return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }

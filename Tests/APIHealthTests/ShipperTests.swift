@@ -72,8 +72,15 @@ struct ShipperHarness {
 
     var logs: [String] { CollectingLogHandler.messages.withLockedValue { $0.filter { $0.hasPrefix(label) } } }
 
-    /// Lets the background loop act on what it was just given (real time; nothing waits on it).
+    /// Lets the background loop act on what it was just given (real time), before a check that it did
+    /// *not* do something. Never what a check that something happened relies on: that waits for it.
     func settle() async { try? await Task.sleep(for: .milliseconds(150)) }
+
+    /// Waits until the shipper has decided to wait `delay` from the clock's present time (a retry
+    /// scheduled), so that moving the clock on cannot come before its decision and shift its deadline.
+    func waitForRetry(in delay: Duration) async -> Bool {
+        await clock.waitForSleeper(until: clock.now + delay)
+    }
 
     func finish() async {
         await agent.shutdown(deadline: .seconds(1))
@@ -115,13 +122,12 @@ struct ShipperHarness {
         harness.write(3)
         harness.agent.flush()
         #expect(await fault.waitForRequests(1))
-        await harness.settle()
+        #expect(await harness.waitForRetry(in: .seconds(30)))
         harness.clock.advance(by: .seconds(29))
         await harness.settle()
         #expect(fault.requests.count == 1, "not before Retry-After")
         harness.clock.advance(by: .seconds(1))
         #expect(await fault.waitForRequests(2))
-        await harness.settle()
         #expect(harness.storedIndices == [0, 1, 2])
         #expect(harness.agent.metrics.retries == 1)
         await harness.finish()
@@ -136,13 +142,14 @@ struct ShipperHarness {
         harness.agent.flush()
         for (attempt, wait) in [(1, 5), (2, 10), (3, 20)] {
             #expect(await fault.waitForRequests(attempt))
-            await harness.settle()
+            #expect(await harness.waitForRetry(in: .seconds(wait)), "attempt \(attempt + 1) is scheduled")
             harness.clock.advance(by: .seconds(wait - 1))
             await harness.settle()
             #expect(fault.requests.count == attempt, "attempt \(attempt + 1) waits \(wait) s")
             harness.clock.advance(by: .seconds(1))
         }
         #expect(await fault.waitForRequests(4))
+        #expect(await waitUntil { harness.agent.metrics.pointsWritten == 5 })
         await harness.settle()
         #expect(harness.storedIndices == [0, 1, 2, 3, 4], "delivered once")
         #expect(harness.agent.metrics.pointsWritten == 5)
@@ -156,7 +163,8 @@ struct ShipperHarness {
         let harness = try ShipperHarness(fault: fault)
         harness.write(10)
         harness.agent.flush()
-        for _ in 0..<100 where harness.storedIndices.count < 10 { await harness.settle() }
+        #expect(await waitUntil { harness.storedIndices.count >= 10 && harness.agent.metrics.pointsWritten >= 10 })
+        await harness.settle()
         #expect(harness.storedIndices == Array(0..<10), "every line once, in order")
         #expect(fault.requests.filter { $0.count <= 2 }.allSatisfy { !$0.isEmpty })
         #expect(harness.agent.metrics.pointsWritten == 10)
@@ -196,34 +204,44 @@ struct ShipperHarness {
         harness.write(2)
         harness.agent.flush()
         #expect(await fault.waitForRequests(1))
-        try await Task.sleep(for: .milliseconds(1_600))
+        // The request times out after 1 s of real time, however long that takes to be noticed.
+        #expect(await harness.waitForRetry(in: .seconds(5)))
         harness.clock.advance(by: .seconds(5))
         #expect(await fault.waitForRequests(2))
-        await harness.settle()
         #expect(harness.storedIndices == [0, 1])
-        #expect(harness.agent.metrics.lastError == nil)
+        #expect(
+            await waitUntil { harness.agent.metrics.lastError == nil },
+            "\(String(describing: harness.agent.metrics.lastError))"
+        )
         await harness.finish()
     }
 
     @Test func serverDownForAWhileThenUpLosesNothing() async throws {
-        let port = try await closedLoopbackPort()
+        let down = try RefusingPort()
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
-        let harness = try ShipperHarness(fault: fault, url: URL(string: "http://127.0.0.1:\(port)")!)
+        let harness = try ShipperHarness(fault: fault, url: down.url)
         harness.write(50)
         harness.agent.flush()
-        for _ in 0..<4 {
-            await harness.settle()
+        // Each refused attempt schedules the next within the longest backoff (125 s); the clock moves
+        // past it only once the attempt has failed.
+        for attempt in 1...3 {
+            #expect(await waitUntil { harness.agent.metrics.retries >= attempt }, "attempt \(attempt) failed")
             harness.clock.advance(by: .seconds(130))
         }
         #expect(harness.agent.metrics.retries >= 3)
         #expect(harness.agent.metrics.pendingLines == 50)
-        let up = try await FaultServer.start(port: port) { _, _ in .text(204, "") }
+        let up = try await FaultServer.start(on: down) { _, _ in .text(204, "") }
         harness.write(50, from: 50)
         harness.agent.flush()
-        for _ in 0..<20 where up.stored.count < 100 {
-            harness.clock.advance(by: .seconds(130))
-            await harness.settle()
+        // Whatever retry wait is pending when the server comes up ends within 130 s of clock time.
+        let delivered = await waitUntil {
+            if up.stored.count >= 100 && harness.agent.metrics.pointsWritten >= 100 { return true }
+            if let next = harness.clock.nextDeadline, next <= harness.clock.now + .seconds(130) {
+                harness.clock.advance(by: .seconds(130))
+            }
+            return false
         }
+        #expect(delivered)
         #expect(up.stored.count == 100)
         #expect(harness.agent.metrics.pointsWritten == 100)
         await up.shutdown()
@@ -236,13 +254,13 @@ struct ShipperHarness {
         harness.write(4)
         harness.agent.flush()
         #expect(await fault.waitForRequests(1))
-        await harness.settle()
+        #expect(await harness.waitForRetry(in: .seconds(5)))
         harness.clock.advance(by: .seconds(5))
         #expect(await fault.waitForRequests(2))
-        await harness.settle()
+        #expect(await harness.waitForRetry(in: .seconds(10)))
         harness.clock.advance(by: .seconds(10))
         #expect(await fault.waitForRequests(3))
-        await harness.settle()
+        #expect(await waitUntil { harness.agent.metrics.pointsWritten == 4 })
         #expect(harness.storedIndices == [0, 1, 2, 3])
         #expect(fault.requestHeaders.first?["authorization"] == "Token t0ken-value")
         #expect(harness.logs.filter { $0.contains("credentials") }.count == 1)
@@ -253,9 +271,9 @@ struct ShipperHarness {
     }
 
     @Test func pendingMemoryIsCappedDroppingTheOldest() async throws {
-        let port = try await closedLoopbackPort()
+        let down = try RefusingPort()
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
-        let harness = try ShipperHarness(fault: fault, url: URL(string: "http://127.0.0.1:\(port)")!) {
+        let harness = try ShipperHarness(fault: fault, url: down.url) {
             $0.batching.maximumBytes = 16 * 1_024
             $0.batching.maximumPendingBytes = 64 * 1_024
         }

@@ -24,7 +24,7 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
                 duration: .milliseconds(10 + index), statusCode: index % 5 == 0 ? 500 : 200))
     }
     for point in extra { agent.write(point) }
-    await agent.shutdown(deadline: .seconds(2))
+    await agent.shutdown(deadline: .seconds(60))
 }
 
 @Suite struct InfluxTailTests {
@@ -82,8 +82,9 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "tail"))
         agent.start()
         agent.write(Point(measurement: "other", fields: ["v": 1]))
-        for _ in 0..<200 where agent.metrics.pointsRejected < 21 { try await Task.sleep(for: .milliseconds(20)) }
-        await agent.shutdown(deadline: .seconds(1))
+        #expect(await waitUntil { agent.metrics.pointsRejected >= 21 })
+        // Generous: shutdown sends the agent's last health point (rejected too) and returns once it has.
+        await agent.shutdown(deadline: .seconds(60))
         await fault.shutdown()
         let stats = try await Child.run("influx-tail", ["--spool", spool.path, "--stats", "--format", "json"])
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any])
@@ -136,15 +137,15 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
     }
 
     @Test func followShowsLinesAsTheyAreRecordedThroughRotationAndRemoval() async throws {
-        let spool = temporaryDirectory("tail-follow")
+        let spool = temporaryDirectory("tail-follow").appendingPathComponent("spool")
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
-        let writer = try Child("spool-writer", [spool.path, "300", "5", fault.url.absoluteString, "300"])
-        try await Task.sleep(for: .milliseconds(200))
+        // The tail first, waiting for the spool: every line is recorded after the tail started.
         let tail = try Child("influx-tail", ["--spool", spool.path, "-f", "--measurement", "crash"])
+        #expect(await waitUntil { tail.stderr.contains("waiting for it") }, "\(tail.stderr)")
+        let writer = try Child("spool-writer", [spool.path, "300", "5", fault.url.absoluteString, "300"])
         #expect(await writer.wait() == 0, "\(writer.stderr)")
-        try await Task.sleep(for: .milliseconds(300))
         tail.signal(SIGTERM)
-        #expect(await tail.wait(timeout: .seconds(5)) != nil, "--follow stops on SIGTERM")
+        #expect(await tail.wait() != nil, "--follow stops on SIGTERM")
         let seen = Set(tail.stdout.split(separator: "\n").compactMap { line -> Int? in
             guard let point = try? LineParser().parseLine(Array(line.utf8)), case .int(let n) = point.field("n") else { return nil }
             return Int(n)
@@ -167,7 +168,13 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
     @Test func pointsRecordedBeforeAKillSurviveAndShipOnTheNextStart() async throws {
         let spool = temporaryDirectory("crash")
         let writer = try Child("spool-writer", [spool.path, "1000000", "0"])
-        try await Task.sleep(for: .milliseconds(1_500))
+        // Killed once its 1,001st point was reported over 200 ms ago (the check below allows a point
+        // 100 ms to reach the disk), however long the writer took to start.
+        let recordedEnough = await waitUntil {
+            guard let reported = writer.arrival(ofLine: "recorded 1000") else { return false }
+            return reported < ContinuousClock.now - .milliseconds(200)
+        }
+        #expect(recordedEnough, "\(writer.stderr)")
         writer.signal(SIGKILL)
         let killedAt = ContinuousClock.now
         _ = await writer.wait()
@@ -193,11 +200,9 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         #expect(agent.metrics.pointsWritten >= UInt64(inSpool.count))
         #expect(agent.metrics.pendingLines == 0)
         var stored = 0
-        for _ in 0..<50 {
-            let series = try await victoria.export(namePattern: "crash_n")
-            stored = Set(series.flatMap(\.values)).count
-            if stored >= inSpool.count { break }
-            try await Task.sleep(for: .milliseconds(300))
+        _ = try await waitUntil {
+            stored = Set(try await victoria.export(namePattern: "crash_n").flatMap(\.values)).count
+            return stored >= inSpool.count
         }
         #expect(stored == Set(inSpool).count)
     }
@@ -217,7 +222,7 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         agent.start()
         let arrived = await fault.waitForRequests(1)
         #expect(arrived)
-        await agent.shutdown(deadline: .seconds(2))
+        await agent.shutdown(deadline: .seconds(60))
         #expect(fault.requests.first?.filter { $0.hasPrefix("ok ") }.count == 3, "the leftovers are re-batched into one request")
         #expect(fault.stored.filter { $0.hasPrefix("ok ") } == ["ok n=1i 1", "ok n=2i 2", "ok n=4i 4"], "leftovers first, in order")
         await fault.shutdown()

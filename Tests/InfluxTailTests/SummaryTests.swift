@@ -54,7 +54,7 @@ func writeKnownSpool(_ directory: URL) async throws {
         let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: nil)
         _ = try? agent.decode(User.self, from: Data("{}".utf8), for: URLRequest(url: url), response: response, module: "accounts")
     }
-    await agent.shutdown(deadline: .seconds(2))
+    await agent.shutdown(deadline: .seconds(60))
 }
 
 /// The JSON rows `influx-tail --summary --format json` printed, parsed.
@@ -210,32 +210,29 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
                 (try? JSONSerialization.jsonObject(with: Data(line.text.utf8)) as? [String: Any])?["requests"] as? Int
             }
         }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while requestsSeen().isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await waitUntil { !requestsSeen().isEmpty })
         #expect(requestsSeen() == [5])
         let next = spool.appendingPathComponent(".00000000000000000002.tmp")
         try Data(lines(7, from: 5).utf8).write(to: next)
         try FileManager.default.moveItem(at: next, to: spool.appendingPathComponent("00000000000000000002.lp"))
-        while !requestsSeen().contains(12) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await waitUntil { requestsSeen().contains(12) })
         #expect(requestsSeen() == [5, 12], "a new snapshot once the new lines are in")
         tail.signal(SIGINT)
-        #expect(await tail.wait(timeout: .seconds(5)) == 0, "Ctrl-C ends the follow loop cleanly")
+        #expect(await tail.wait() == 0, "Ctrl-C ends the follow loop cleanly")
     }
 
     @Test func followWaitsForASpoolThatDoesNotExistYet() async throws {
         let spool = temporaryDirectory("summary-later").appendingPathComponent("spool")
         let tail = try Child("influx-tail", ["--spool", spool.path, "-f"])
         defer { if tail.process.isRunning { tail.signal(SIGKILL) } }
-        try await Task.sleep(for: .milliseconds(700))
+        #expect(await waitUntil { tail.stderr.contains("waiting for it") }, "says it waits: \(tail.stderr)")
         #expect(tail.process.isRunning, "waits like tail -F: \(tail.stderr)")
         try FileManager.default.createDirectory(at: spool, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try Data("late v=1i 1\n".utf8).write(to: spool.appendingPathComponent("00000000000000000001.lp"))
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !tail.stdout.contains("late v=1i 1") && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await waitUntil { tail.stdout.contains("late v=1i 1") })
         #expect(tail.stdout == "late v=1i 1\n")
-        #expect(tail.stderr.contains("waiting for it"))
         tail.signal(SIGTERM)
-        #expect(await tail.wait(timeout: .seconds(5)) != nil)
+        #expect(await tail.wait() != nil)
     }
 
     @Test func tableSortsByTimestampAndAnUnknownWhereKeyIsSaidOnce() async throws {
@@ -265,26 +262,41 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         #expect(help.stdout.contains("nearest-rank"))
     }
 
+    /// A command running under a real pseudo-terminal (`script`), and what the terminal has received
+    /// so far (written through as it arrives).
+    struct TerminalRun {
+        let process: Process
+        let log: URL
+
+        init(_ command: String, environment: [String: String] = [:]) throws {
+            log = temporaryDirectory("pty").appendingPathComponent("typescript")
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+            process.arguments = ["-q", "-e", "-f", "-c", command, log.path]
+            var env = ProcessInfo.processInfo.environment
+            env["TERM"] = "xterm-256color"
+            env["NO_COLOR"] = nil
+            for (key, value) in environment { env[key] = value }
+            process.environment = env
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+        }
+
+        var screen: String { String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self) }
+
+        /// Waits for the command to end (ending it if it has not after ``eventTimeout``); returns what the
+        /// terminal received.
+        func finish() async -> String {
+            if !(await waitUntil { !process.isRunning }) { process.terminate() }
+            process.waitUntilExit()
+            return screen
+        }
+    }
+
     /// Runs a command under a real pseudo-terminal (`script`), returning what the terminal received.
     func underTerminal(_ command: String, environment: [String: String] = [:]) async throws -> String {
-        let folder = temporaryDirectory("pty")
-        let log = folder.appendingPathComponent("typescript")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-q", "-e", "-c", command, log.path]
-        var env = ProcessInfo.processInfo.environment
-        env["TERM"] = "xterm-256color"
-        env["NO_COLOR"] = nil
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let end = ContinuousClock.now + .seconds(20)
-        while process.isRunning && ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        return String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self)
+        await (try TerminalRun(command, environment: environment)).finish()
     }
 
     @Test func onATerminalColoursAndLiveRedrawRestoreTheScreen() async throws {
@@ -305,9 +317,20 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         let never = try await underTerminal("'\(tail)' --spool '\(spool.path)' --summary --color never")
         #expect(!never.contains("\u{1B}["))
 
-        // Live: the alternate screen and a hidden cursor, redrawn in place; SIGTERM restores both.
-        let live = try await underTerminal(
-            "'\(tail)' --spool '\(spool.path)' --summary -f & pid=$!; sleep 2.5; kill -TERM $pid; wait $pid; echo exit=$?")
+        // Live: the alternate screen and a hidden cursor, redrawn in place; SIGTERM restores both. Ended
+        // once it has redrawn twice, however long it took to start.
+        let pidFile = temporaryDirectory("pty-pid").appendingPathComponent("pid")
+        let run = try TerminalRun(
+            "'\(tail)' --spool '\(spool.path)' --summary -f & pid=$!; echo $pid > '\(pidFile.path)'; wait $pid; echo exit=$?"
+        )
+        #expect(
+            await waitUntil { run.screen.components(separatedBy: "\u{1B}[H").count >= 3 },
+            "\(run.screen.debugDescription)"
+        )
+        let pidText = String(decoding: try Data(contentsOf: pidFile), as: UTF8.self)
+        let pid = try #require(Int32(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+        kill(pid, SIGTERM)
+        let live = await run.finish()
         #expect(live.contains("\u{1B}[?1049h\u{1B}[?25l"), "enters the alternate screen, hides the cursor")
         #expect(live.components(separatedBy: "\u{1B}[H").count >= 3, "redrawn in place at least twice")
         #expect(live.contains("\u{1B}[?25h\u{1B}[?1049l"), "restores the cursor and the screen")

@@ -31,12 +31,11 @@ import Testing
         #expect(metrics.bytesAfterGzip * 5 < metrics.bytesBeforeGzip, "gzip shrinks the batches")
         var total = 0
         var values = Set<Double>()
-        for _ in 0..<50 {
+        _ = try await waitUntil {
             let series = try await victoria.export(namePattern: "\(measurement)_value")
             total = series.reduce(0) { $0 + $1.values.count }
             values = Set(series.flatMap(\.values))
-            if total >= 100_000 { break }
-            try await Task.sleep(for: .milliseconds(300))
+            return total >= 100_000
         }
         #expect(total == 100_000)
         #expect(values == Set((0..<100_000).map(Double.init)))
@@ -57,7 +56,7 @@ import Testing
                 startedAt: started, duration: .microseconds(12_345_678), statusCode: 201, requestBytes: 512,
                 responseBytes: 2_048, timeToFirstByte: .microseconds(8_250_000), redirectCount: 1,
                 correlationID: "abc-123"))
-        await agent.shutdown(deadline: .seconds(10))
+        await agent.shutdown(deadline: .seconds(60))
         let rows = try await influx.query("SELECT * FROM apihealth_request").first?.rows ?? []
         #expect(rows.count == 1)
         let row = try #require(rows.first)
@@ -93,7 +92,7 @@ import Testing
             agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(Int64(index)))],
                 timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))))
         }
-        await agent.shutdown(deadline: .seconds(10))
+        await agent.shutdown(deadline: .seconds(60))
         let series = try await influx.query("SELECT count(n) FROM last_words")
         #expect((series.first?.rows.first?["count"] as? NSNumber)?.intValue == 1_000)
         #expect(agent.metrics.pointsDropped == 0)
@@ -123,7 +122,7 @@ import Testing
         sending.spool = SpoolOptions(directory: spool)
         let second = try APIHealthAgent(configuration: sending, logger: Logger(label: "leftovers"))
         second.start()
-        await second.shutdown(deadline: .seconds(10))
+        await second.shutdown(deadline: .seconds(60))
         #expect(second.metrics.pointsRejected == 0)
         #expect(second.metrics.pointsRepaired == 1, "the one value above Int64.max, clamped and counted")
         let rows = try await influx.query("SELECT bytes FROM kept").first?.rows ?? []

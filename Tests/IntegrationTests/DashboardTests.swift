@@ -175,7 +175,7 @@ private func matches(_ pattern: String, in text: String) -> [String] {
                 parseFailures["\(sample.host) \(sample.module) \(sample.path)", default: 0] += 1
             }
         }
-        await agent.shutdown(deadline: .seconds(10))
+        await agent.shutdown(deadline: .seconds(60))
         #expect(agent.metrics.pointsRejected == 0)
 
         // Latency percentiles by host and path.
@@ -280,7 +280,7 @@ private func matches(_ pattern: String, in text: String) -> [String] {
                 agent.write(Point(measurement: label, tags: tags, fields: [Point.Field("count", .uint(UInt64(step * increment)))], timestamp: timestamp))
             }
         }
-        await agent.shutdown(deadline: .seconds(10))
+        await agent.shutdown(deadline: .seconds(60))
         #expect(agent.metrics.pointsRejected == 0)
 
         func query(_ name: String, interval: Int) throws -> String {

@@ -13,16 +13,23 @@ import Testing
                 "INFLUX_URL": influx.base.absoluteString, "INFLUX_WRITE_API": "v1", "INFLUX_DATABASE": influx.database,
                 "APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_FLUSH_DELAY_MS": "60000",
             ])
-        try await Task.sleep(for: .seconds(3))
+        // Stopped once more than 60 requests are in its spool (it sends nothing before SIGTERM), however
+        // long it took to start.
+        #expect(
+            await waitUntil {
+                let lines = (try? SpoolReader(directory: spool).segments().flatMap(\.lines)) ?? []
+                return lines.filter { $0.starts(with: Array("apihealth_request,".utf8)) }.count > 60
+            }
+        )
         demo.signal(SIGTERM)
-        let status = await demo.wait(timeout: .seconds(30))
+        let status = await demo.wait()
         #expect(status == 0, "\(demo.stderr)")
         let summary = demo.stdout
         func number(_ label: String) -> Int? {
             summary.split(separator: "\n").first { $0.contains(label) }.flatMap { Int($0.split(separator: " ").last ?? "") }
         }
         let requests = try #require(number("requests"))
-        #expect(requests > 60, "the demo ran for about 3 seconds at 60 requests/s")
+        #expect(requests > 60, "the demo made more than 60 requests before SIGTERM")
         #expect(number("points pending") == 0)
         #expect(number("points dropped") == 0)
         let counted = try await influx.query("SELECT count(duration_ms) FROM apihealth_request")
@@ -78,14 +85,19 @@ import Testing
 
     @Test func aDestinationThatCannotBeReachedIsWarnedOnceWithTheReason() async throws {
         let spool = temporaryDirectory("demo-dead")
+        let dead = try RefusingPort()
         let demo = try await Child.run(
             "apihealth-demo", ["--duration", "2", "--rate", "20"],
             environment: [
-                "APIHEALTH_SPOOL_DIR": spool.path, "INFLUX_URL": "http://127.0.0.1:9", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
+                "APIHEALTH_SPOOL_DIR": spool.path, "INFLUX_URL": dead.url.absoluteString, "INFLUX_ORG": "o",
+                "INFLUX_BUCKET": "b",
                 "INFLUX_TOKEN": "t", "APIHEALTH_FLUSH_DELAY_MS": "300",
             ])
+        withExtendedLifetime(dead) {}
         #expect(demo.status == 0, "\(demo.stderr)")
-        let warnings = demo.stderr.split(separator: "\n").filter { $0.contains("warning") && $0.contains("cannot send to http://127.0.0.1:9") }
+        let warnings = demo.stderr.split(separator: "\n").filter {
+            $0.contains("warning") && $0.contains("cannot send to \(dead.url.absoluteString)")
+        }
         #expect(warnings.count == 1, "\(demo.stderr)")
         #expect(warnings.first?.contains("connect") == true, "says why: \(demo.stderr)")
         #expect(number("points written", in: demo.stdout) == 0)
@@ -114,9 +126,7 @@ import Testing
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let end = ContinuousClock.now + .seconds(30)
-        while process.isRunning && ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning { process.terminate() }
+        if !(await waitUntil { !process.isRunning }) { process.terminate() }
         process.waitUntilExit()
         let screen = String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self)
         #expect(screen.contains("\r1s/2s  requests "), "\(screen.debugDescription)")

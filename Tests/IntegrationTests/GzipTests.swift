@@ -101,9 +101,9 @@ import Testing
         let reply = try await victoria.write(lines, gzip: implementation)
         #expect(reply.status == 204, "\(reply.text)")
         var exported: [VictoriaMetrics.Series] = []
-        for _ in 0..<50 where exported.count < 500 {
+        _ = try await waitUntil {
             exported = try await victoria.export(namePattern: "\(measurement)_v")
-            if exported.count < 500 { try await Task.sleep(for: .milliseconds(200)) }
+            return exported.count >= 500
         }
         #expect(exported.count == 500)
         #expect(Set(exported.compactMap { $0.labels["n"].flatMap(Double.init) }) == Set(exported.flatMap(\.values)))

@@ -137,9 +137,9 @@ import Testing
         let reply = try await victoria.write(lines)
         #expect(reply.status == 204, "VictoriaMetrics refused: \(reply.text)")
         var exported: [VictoriaMetrics.Series] = []
-        for _ in 0..<50 where exported.count < values.count {
+        _ = try await waitUntil {
             exported = try await victoria.export(namePattern: "\(measurement)_value")
-            if exported.count < values.count { try await Task.sleep(for: .milliseconds(200)) }
+            return exported.count >= values.count
         }
         #expect(exported.count == values.count)
         for (index, value) in values.enumerated() {

@@ -47,13 +47,20 @@ import Testing
             expected += Int64(round * 1_000)
             floating.increment(by: 0.25)
             meter.set(Double(round * 10))
-            try await Task.sleep(for: .milliseconds(600))
+            try await Task.sleep(for: .milliseconds(600))  // a few intervals apart; nothing relies on how many
         }
+        // Points keep coming every interval with nothing new: wait for them rather than for a time.
+        #expect(
+            await waitUntil {
+                let stored = try? await setup.influx.query(#"SELECT count("count") FROM "jobs_done""#)
+                return ((stored?.first?.rows.first?["count"] as? NSNumber)?.intValue ?? 0) >= 6
+            }
+        )
         meter.increment(by: 2.5)
         meter.decrement(by: 1)
         counter.increment(by: 7)  // recorded after the last interval: only the shutdown flush ships it
         expected += 7
-        await setup.agent.shutdown(deadline: .seconds(10))
+        await setup.agent.shutdown(deadline: .seconds(60))
         #expect(setup.agent.metrics.pointsRejected == 0 && setup.agent.metrics.pointsDropped == 0)
 
         let counts = try #require(
@@ -85,7 +92,7 @@ import Testing
             samples.append(nanoseconds)
             timer.recordNanoseconds(nanoseconds)
         }
-        await setup.agent.shutdown(deadline: .seconds(10))
+        await setup.agent.shutdown(deadline: .seconds(60))
 
         let series = try await setup.influx.query(#"SELECT * FROM "db_query" WHERE "metric_type" = 'timer'"#)
         let row = try #require(series.first?.rows.first)
@@ -119,8 +126,14 @@ import Testing
         recorder.record(Double.nan)  // cannot be written: left out
         gauge.record(21.5)
         gauge.record(19)
-        try await Task.sleep(for: .milliseconds(900))  // several intervals, only the first with values
-        await setup.agent.shutdown(deadline: .seconds(10))
+        // Several intervals, only the first with values: wait until three have been written.
+        #expect(
+            await waitUntil {
+                let stored = try? await setup.influx.query(#"SELECT count("value") FROM "temperature""#)
+                return ((stored?.first?.rows.first?["count"] as? NSNumber)?.intValue ?? 0) >= 3
+            }
+        )
+        await setup.agent.shutdown(deadline: .seconds(60))
 
         let series = try await setup.influx.query(#"SELECT * FROM "payload_size" WHERE "metric_type" = 'recorder'"#)
         let rows = try #require(series.first).rows
@@ -151,7 +164,7 @@ import Testing
             factory: setup.factory
         )
         .increment(by: 4)
-        await setup.agent.shutdown(deadline: .seconds(10))
+        await setup.agent.shutdown(deadline: .seconds(60))
 
         let series = try await setup.influx.query(#"SELECT "count" FROM "odd label,with space" GROUP BY *"#)
         #expect(series.count == 1)
@@ -190,7 +203,7 @@ import Testing
             }
         }
         withExtendedLifetime(anchor) {}
-        await setup.agent.shutdown(deadline: .seconds(10))
+        await setup.agent.shutdown(deadline: .seconds(60))
         let values = try #require(try await setup.influx.query(#"SELECT "count" FROM "increments""#).first).values
             .compactMap { Self.number($0[1]) }
         #expect(values.last == 8_000_000)
@@ -207,7 +220,7 @@ import Testing
         Counter(label: "per_tenant", dimensions: [("tenant", "t0")], factory: setup.factory).increment()
         CoreMetrics.Timer(label: "late_timer", dimensions: [], factory: setup.factory).recordMilliseconds(5)
         #expect(setup.agent.metrics.metricsOverflowed == 4)
-        await setup.agent.shutdown(deadline: .seconds(10))
+        await setup.agent.shutdown(deadline: .seconds(60))
 
         let tenants = try await setup.influx.query(#"SELECT last("count") FROM "per_tenant" GROUP BY "tenant""#)
         #expect(Set(tenants.compactMap { $0.tags["tenant"] }) == ["t0", "t1", "t2", "t3", "t4"])

@@ -7,7 +7,8 @@ import NIOConcurrencyHelpers
 /// A small write endpoint that answers as a script says, for the failures real servers will not
 /// produce on demand (429 with Retry-After, 413, 503, a hung socket). It decodes what it stores.
 public final class FaultServer: Sendable {
-    /// What the server does with the request numbered `index` (from 0) carrying `lines`.
+    /// What the server does with the request numbered `index` (from 0) carrying `lines`. Called under
+    /// the server's lock: it must not call back into the server.
     public typealias Script = @Sendable (_ index: Int, _ lines: [String]) -> LoopbackHTTPServer.Response
 
     private struct State {
@@ -20,9 +21,21 @@ public final class FaultServer: Sendable {
     private let state = NIOLockedValueBox(State())
     public let server: LoopbackHTTPServer
 
-    public static func start(port: Int = 0, script: @escaping Script) async throws -> FaultServer {
+    public static func start(script: @escaping Script) async throws -> FaultServer {
+        try await start(script: script) { try await LoopbackHTTPServer.start(handler: $0) }
+    }
+
+    /// Starts on `port`, which refused connections until now (a destination that comes back up).
+    public static func start(on port: RefusingPort, script: @escaping Script) async throws -> FaultServer {
+        try await start(script: script) { try await port.startServer(handler: $0) }
+    }
+
+    private static func start(
+        script: @escaping Script,
+        server start: (@escaping LoopbackHTTPServer.Handler) async throws -> LoopbackHTTPServer
+    ) async throws -> FaultServer {
         let box = NIOLockedValueBox<FaultServer?>(nil)
-        let server = try await LoopbackHTTPServer.start(port: port) { request in
+        let server = try await start { request in
             guard let fault = box.withLockedValue({ $0 }) else { return .text(503, "starting") }
             return fault.handle(request, script: script)
         }
@@ -44,20 +57,20 @@ public final class FaultServer: Sendable {
             body = decoded
         }
         let lines = String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init)
-        let index = state.withLockedValue { state -> Int in
+        let headers = Dictionary(
+            request.headers.map { ($0.name.lowercased(), $0.value) },
+            uniquingKeysWith: { a, _ in a }
+        )
+        // One step under the lock: a test that sees the request counted also sees its lines stored.
+        return state.withLockedValue { state in
+            let response = script(state.requests.count, lines)
             state.requests.append(lines)
-            state.headers.append(Dictionary(request.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a }))
+            state.headers.append(headers)
             state.paths.append(request.uri)
-            return state.requests.count - 1
-        }
-        let response = script(index, lines)
-        if case .hang = response.body {
+            if case .hang = response.body { return response }
+            if (200..<300).contains(response.status) { state.stored += lines }
             return response
         }
-        if (200..<300).contains(response.status) {
-            state.withLockedValue { $0.stored += lines }
-        }
-        return response
     }
 
     /// Every request's lines, in arrival order.
@@ -68,13 +81,8 @@ public final class FaultServer: Sendable {
     public var requestURIs: [String] { state.withLockedValue { $0.paths } }
 
     /// Waits (real time) until `count` requests have arrived; returns whether they did.
-    public func waitForRequests(_ count: Int, timeout: Duration = .seconds(10)) async -> Bool {
-        let end = ContinuousClock.now + timeout
-        while ContinuousClock.now < end {
-            if requests.count >= count { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return requests.count >= count
+    public func waitForRequests(_ count: Int, timeout: Duration = eventTimeout) async -> Bool {
+        await waitUntil(timeout: timeout) { requests.count >= count }
     }
 
     public func shutdown() async {

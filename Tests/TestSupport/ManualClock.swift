@@ -60,4 +60,11 @@ public final class ManualClock: AgentClock, Sendable {
 
     /// The earliest deadline anyone sleeps until.
     public var nextDeadline: Duration? { state.withLockedValue { $0.sleepers.map(\.deadline).min() } }
+
+    /// Waits (real time) until someone sleeps until `deadline`: the code under test has decided when it
+    /// acts next, so moving time past `deadline` now wakes it, however late its decision came.
+    /// Returns whether it happened within `timeout`.
+    public func waitForSleeper(until deadline: Duration, timeout: Duration = eventTimeout) async -> Bool {
+        await waitUntil(timeout: timeout) { state.withLockedValue { $0.sleepers.contains { $0.deadline == deadline } } }
+    }
 }

@@ -71,6 +71,12 @@ public final class Child: Sendable {
     public var stderr: String { String(decoding: errors.withLockedValue { $0 }, as: UTF8.self) }
     public var lines: [(at: ContinuousClock.Instant, text: String)] { timedLines.withLockedValue { $0.map { (at: $0.0, text: $0.1) } } }
 
+    /// When the first stdout line equal to `text` arrived; `nil` while none has. Cheap however much
+    /// the child has printed after it.
+    public func arrival(ofLine text: String) -> ContinuousClock.Instant? {
+        timedLines.withLockedValue { lines in lines.first { $0.1 == text }?.0 }
+    }
+
     public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
     /// Waits for the process to end; `nil` if it is still running after `timeout` (it is then killed).
@@ -82,16 +88,15 @@ public final class Child: Sendable {
             process.waitUntilExit()
             return nil
         }
-        let drained = ContinuousClock.now + .seconds(5)
-        while !outputEnded.withLockedValue({ $0 }) && ContinuousClock.now < drained {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        _ = await waitUntil { outputEnded.withLockedValue { $0 } }
         return process.terminationStatus
     }
 
     /// Runs to completion and returns the exit status, stdout and stderr (read from files after exit, so
     /// nothing is lost however fast the child writes and exits). With `user`, the child runs as that
-    /// unprivileged user (through `setpriv`, with only `PATH` and `HOME` in its environment).
+    /// unprivileged user (through `setpriv`, with only `PATH` and `HOME` in its environment), from a
+    /// copy of the executable in a folder every user can enter: the checkout may sit in a folder only
+    /// its owner can enter (a `mktemp -d` parent), where the user could not even reach the binary.
     public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:], asUser user: String? = nil
     ) async throws -> (status: Int32?, stdout: String, stderr: String) {
@@ -103,11 +108,15 @@ public final class Child: Sendable {
         _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         let process = Process()
-        let path = try binDirectory().appendingPathComponent(executable)
-        if let user {
+        var path = try binDirectory().appendingPathComponent(executable)
+        let shared = try user.map { try sharedTemporaryDirectory("apihealth-\($0)") }
+        defer { if let shared { try? FileManager.default.removeItem(at: shared) } }
+        if let user, let shared {
+            path = try stage(path, in: shared)
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=\(user)", "--regid=nogroup", "--clear-groups", path.path] + arguments
             process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"].merging(environment) { $1 }
+            process.currentDirectoryURL = shared
         } else {
             process.executableURL = path
             process.arguments = arguments
@@ -129,4 +138,24 @@ public final class Child: Sendable {
         let stderr = String(decoding: (try? Data(contentsOf: errURL)) ?? Data(), as: UTF8.self)
         return (process.terminationStatus, stdout, stderr)
     }
+
+    /// Copies `executable` into `folder`, readable and runnable by every user. Returns the copy. The
+    /// package's own modules are linked into it; the libraries it loads are the toolchain's.
+    private static func stage(_ executable: URL, in folder: URL) throws -> URL {
+        let copy = folder.appendingPathComponent(executable.lastPathComponent)
+        try FileManager.default.copyItem(at: executable, to: copy)
+        guard chmod(copy.path, 0o755) == 0 else { throw TestFailure(message: "chmod \(copy.path): errno \(errno)") }
+        return copy
+    }
+}
+
+/// A fresh, empty folder under /tmp that every user can enter (mode 0755), for what a test runs as
+/// another user or hands to one: `temporaryDirectory()` follows `TMPDIR`, which may lie in a folder
+/// only its owner can enter.
+public func sharedTemporaryDirectory(_ prefix: String) throws -> URL {
+    var template = Array("/tmp/\(prefix).XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw TestFailure(message: "mkdtemp: errno \(errno)") }
+    let path = String(cString: made)
+    guard chmod(path, 0o755) == 0 else { throw TestFailure(message: "chmod \(path): errno \(errno)") }
+    return URL(fileURLWithPath: path, isDirectory: true)
 }

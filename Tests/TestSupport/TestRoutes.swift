@@ -1,5 +1,6 @@
 import Foundation
 import LoopbackHTTPServer
+import NIOConcurrencyHelpers
 
 /// The endpoints the capture tests call, on a real loopback HTTP server.
 public enum TestRoutes {
@@ -22,6 +23,10 @@ public enum TestRoutes {
         case "bytes":
             let count = Int(parts.last ?? "") ?? 0
             return LoopbackHTTPServer.Response(status: 200, body: .generated(totalBytes: count, chunkSize: 64 * 1_024))
+        case "stalled":
+            // The head announces the whole body; 64 KiB of it come, then nothing until the client leaves.
+            let count = Int(parts.last ?? "") ?? 0
+            return LoopbackHTTPServer.Response(status: 200, body: .stalled(totalBytes: count, sentBytes: 64 * 1_024))
         case "headers":
             // Echoes the request's X-Token and Authorization headers, to see what went out.
             let token = request.header("X-Token") ?? "-"
@@ -66,21 +71,35 @@ public func temporaryDirectory(_ prefix: String = "apihealth") -> URL {
     return url
 }
 
-/// A loopback port nobody listens on: bound by a server that is then shut down.
-public func closedLoopbackPort() async throws -> Int {
-    let probe = try await LoopbackHTTPServer.start { _ in .text(204, "") }
-    let port = probe.port
-    try await probe.shutdown()
-    return port
+/// Polls `read` until it returns at least `count` values (recording happens as requests complete), for
+/// at most ``eventTimeout``; returns what it read last.
+public func waitForValues<Value>(_ count: Int, _ read: () -> [Value]) async throws -> [Value] {
+    _ = await waitUntil { read().count >= count }
+    return read()
 }
 
-/// Polls `read` until it returns at least `count` values (recording happens as requests complete), for
-/// at most five seconds; returns what it read last.
-public func waitForValues<Value>(_ count: Int, _ read: () -> [Value]) async throws -> [Value] {
-    for _ in 0..<500 {
-        let values = read()
-        if values.count >= count { return values }
-        try await Task.sleep(for: .milliseconds(10))
+/// The paths a server was asked for, in order of arrival, so that a test can act once a request is
+/// under way (an event) instead of after a guessed time.
+///
+/// ```swift
+/// let arrivals = Arrivals()
+/// let server = try await LoopbackHTTPServer.start(handler: arrivals.noting(TestRoutes.handle))
+/// ```
+public final class Arrivals: Sendable {
+    private let paths = NIOLockedValueBox([String]())
+
+    public init() {}
+
+    /// `handler`, noting each request's path as it arrives.
+    public func noting(_ handler: @escaping LoopbackHTTPServer.Handler) -> LoopbackHTTPServer.Handler {
+        { request in
+            self.paths.withLockedValue { $0.append(request.path) }
+            return await handler(request)
+        }
     }
-    return read()
+
+    /// Waits until a request for `path` has arrived; returns whether one did within `timeout`.
+    public func wait(for path: String, timeout: Duration = eventTimeout) async -> Bool {
+        await waitUntil(timeout: timeout) { paths.withLockedValue { $0.contains(path) } }
+    }
 }

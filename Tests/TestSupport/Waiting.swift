@@ -1,0 +1,25 @@
+/// How long a test waits for something it expects before calling its absence a failure: long enough
+/// that a machine busy with other builds is never mistaken for a bug. A wait ends as soon as what it
+/// waits for happens, so a passing test never spends it.
+public let eventTimeout: Duration = .seconds(60)
+
+/// Waits until `condition` holds, for at most `timeout` of real time. Returns whether it held. The
+/// condition is checked at once, then at growing intervals (5 ms to 100 ms), so that a long wait
+/// does not load the machine it waits on.
+///
+/// ```swift
+/// #expect(await waitUntil { agent.metrics.pointsWritten == 5 })
+/// ```
+public func waitUntil(
+    timeout: Duration = eventTimeout,
+    _ condition: () async throws -> Bool
+) async rethrows -> Bool {
+    let end = ContinuousClock.now + timeout
+    var pause = Duration.milliseconds(5)
+    while ContinuousClock.now < end {
+        if try await condition() { return true }
+        try? await Task.sleep(for: pause)
+        pause = min(pause * 2, .milliseconds(100))
+    }
+    return try await condition()
+}
