@@ -162,9 +162,20 @@ final class Shipper: Sendable {
             outcome = WriteOutcome.classify(status: http.statusCode, headers: headers, body: data)
         } catch {
             if Task.isCancelled { return }
-            outcome = .retry(reason: Self.describe(error), retryAfter: nil, unreachable: true)
+            outcome = .retry(reason: Self.describe(error), retryAfter: nil, unreachable: Self.isUnreachable(error))
         }
         await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
+    }
+
+    /// Whether no server could be reached at all (refused, no route, no such host): such a URL is
+    /// probed again soon. A timeout means a server that took the request and is slow: full backoff.
+    private static func isUnreachable(_ error: any Error) -> Bool {
+        let nsError = error as NSError
+        guard nsError.domain == NSURLErrorDomain else { return false }
+        return [
+            NSURLErrorCannotConnectToHost, NSURLErrorCannotFindHost, NSURLErrorDNSLookupFailed,
+            NSURLErrorNotConnectedToInternet, NSURLErrorNetworkConnectionLost,
+        ].contains(nsError.code)
     }
 
     private static func describe(_ error: any Error) -> String {
