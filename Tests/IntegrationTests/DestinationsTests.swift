@@ -133,6 +133,18 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
             ]
         )
         configuration.destinations[1].name = "late"
+        // The same points to the live destination alone, for the delivery delay to compare with.
+        let alone = try APIHealthAgent(
+            configuration: Self.configuration("alone", destinations: [configuration.destinations[0]]),
+            logger: Logger(label: "alone")
+        )
+        alone.start()
+        let aloneRun = UUID().uuidString
+        let aloneStarted = ContinuousClock.now
+        for index in 0..<3_000 { alone.write(Self.point(index, run: aloneRun)) }
+        #expect(try await Self.waitUntil { try await Self.stored(aloneRun, at: live.url).count >= 3_000 })
+        let aloneDelay = ContinuousClock.now - aloneStarted
+        await alone.shutdown(deadline: .seconds(30))
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "fanout"))
         agent.start()
         let started = ContinuousClock.now
@@ -151,7 +163,10 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
         #expect(metrics.destinations.count == 2)
         #expect(metrics.destinations[0].pointsWritten == 3_000 && metrics.destinations[0].pendingLines == 0)
         #expect(metrics.destinations[1].pendingLines == 3_000 && metrics.destinations[1].pointsDropped == 0)
-        print("fan-out: the live destination had all 3,000 points \(delay) after the first was recorded")
+        print(
+            "fan-out: the live destination had all 3,000 points \(delay) after the first was recorded (alone: \(aloneDelay))"
+        )
+        #expect(delay < aloneDelay + .seconds(5), "a dead destination does not hold the live one back")
         try await late.start()
         var lateStored: [Int] = []
         #expect(
@@ -168,14 +183,14 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
 
     @Test func aDeadDestinationsBacklogStaysWithinItsOwnCapAndNeverDropsTheLiveOnesPoints() async throws {
         let live = try await VictoriaProcess.victoriaMetrics()
-        let deadPort = try VictoriaProcess.freePort()
+        let dead = try RefusingPort()
         let run = UUID().uuidString
         var configuration = Self.configuration(
             "fanout-cap",
             destinations: [
                 InfluxDestination(url: live.url, api: .v2(organization: "o", bucket: "b")),
                 InfluxDestination(
-                    url: URL(string: "http://127.0.0.1:\(deadPort)")!,
+                    url: dead.url,
                     api: .v2(organization: "o", bucket: "b")
                 ),
             ]
@@ -193,9 +208,9 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
             }
         )
         #expect(Set(liveStored) == Set(0..<5_000), "the live destination loses nothing to the dead one's cap")
-        let dead = agent.metrics.destinations[1]
-        #expect(dead.pointsDropped > 0 && dead.pendingBytes <= (64 << 10) + (8 << 10))
-        #expect(UInt64(dead.pendingLines) + dead.pointsDropped == 5_000)
+        let backlog = agent.metrics.destinations[1]
+        #expect(backlog.pointsDropped > 0 && backlog.pendingBytes <= (64 << 10) + (8 << 10))
+        #expect(UInt64(backlog.pendingLines) + backlog.pointsDropped == 5_000)
         await agent.shutdown(deadline: .milliseconds(500))
     }
 

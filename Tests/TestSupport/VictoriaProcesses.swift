@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A real VictoriaMetrics component (`victoria-metrics`, `vmauth`, `vmagent` from Debian's
 /// `victoria-metrics` package, which `scripts/test` installs) that a test starts on a free loopback
 /// port, stops with SIGTERM (so it keeps what it acknowledged) and starts again on the same port.
@@ -116,22 +112,8 @@ public final class VictoriaProcess: @unchecked Sendable {
         process.waitUntilExit()
     }
 
-    /// A loopback port nothing listens on now.
+    /// A loopback port nothing listens on now (bound and let go at once).
     public static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure(message: "socket: \(errno)") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
-        }
-        guard bound else { throw TestFailure(message: "bind: \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        try RefusingPort().port
     }
 }
