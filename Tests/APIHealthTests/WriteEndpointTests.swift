@@ -78,6 +78,25 @@ import Testing
         await harness.finish()
     }
 
+    @Test func aDestinationWithACoarserPrecisionGetsItsTimestampsRewritten() async throws {
+        let fault = try await FaultServer.start { _, _ in .text(204, "") }
+        let harness = try ShipperHarness(fault: fault) { configuration in
+            configuration.destinations[0].precision = .ms
+        }
+        harness.write(2)
+        harness.agent.flush()
+        #expect(await fault.waitForRequests(1))
+        #expect(fault.requestURIs.first?.hasSuffix("precision=ms") == true)
+        // 1_700_000_000_000_000_000 + n nanoseconds: the same millisecond.
+        #expect(fault.requests.first?.allSatisfy { $0.hasSuffix(" 1700000000000") } == true, "\(fault.requests)")
+        #expect(
+            PrecisionRewrite.rewrite(Array("m v=1i -1500\nm v=2i 2999\n".utf8), from: .us, to: .ms)
+                == Array("m v=1i -2\nm v=2i 2\n".utf8),
+            "rounded down, before 1970 too"
+        )
+        await harness.finish()
+    }
+
     @Test func aBatchFailingAtOneURLOfTheGroupGoesByteForByteToTheNext() async throws {
         let failing = try await FaultServer.start { _, _ in .text(503, "overloaded") }
         let working = try await FaultServer.start { _, _ in .text(204, "") }

@@ -236,6 +236,13 @@ public struct APIHealthConfiguration: Sendable {
             if let cap = destination.maximumPendingBytes, cap < 2 * batching.maximumBytes {
                 throw .invalidValue(name: "destination.maximumPendingBytes", value: "\(cap)")
             }
+            if let own = destination.precision, own.nanosecondsPerUnit < precision.nanosecondsPerUnit {
+                throw .invalidSetting(
+                    name: "destination.precision",
+                    reason:
+                        "\(own.rawValue) is finer than the agent's precision \(precision.rawValue); set the agent's to the finest"
+                )
+            }
         }
     }
 }
@@ -293,6 +300,10 @@ public struct InfluxDestination: Sendable, Hashable {
     /// This destination's own cap on its backlog; ``APIHealthConfiguration/Batching/maximumPendingBytes``
     /// when `nil`.
     public var maximumPendingBytes: Int?
+    /// The timestamp precision this destination keeps, no finer than the agent's
+    /// (``APIHealthConfiguration/precision``): its lines are rewritten to it as they are sent. `nil`: the
+    /// agent's.
+    public var precision: Precision?
 
     /// A destination at one URL.
     public init(url: URL, api: WriteAPI, token: InfluxToken? = nil) {
@@ -411,6 +422,10 @@ public struct InfluxDestination: Sendable, Hashable {
         }
         var destination = InfluxDestination(urls: urls, api: api, token: token)
         destination.name = environment[prefix + "NAME"]
+        if prefix != "INFLUX_", let precision = environment[prefix + "PRECISION"] {
+            guard let value = Precision(rawValue: precision) else { throw .unknownPrecision(precision) }
+            destination.precision = value
+        }
         if let headers = environment[prefix + "HEADERS"] {
             for pair in headers.split(separator: ",") {
                 let parts = pair.split(separator: "=", maxSplits: 1)

@@ -127,18 +127,29 @@ final class Shipper: Sendable {
             return
         }
         let url = endpoints.withLock { $0.currentURL }
-        var request = URLRequest(url: destination.writeURL(at: url, precision: configuration.precision))
+        let precision = destination.precision ?? configuration.precision
+        var request = URLRequest(url: destination.writeURL(at: url, precision: precision))
         request.httpMethod = "POST"
-        switch destination.compression {
-        case .gzip:
-            request.httpBody = Data(body)
-            request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
-        case .identity:
-            guard let lines = try? Gzip.decompress(body) else {
+        if destination.compression == .identity || precision != configuration.precision {
+            // This destination's own form of the shared body: plain, or at its coarser precision.
+            guard var lines = try? Gzip.decompress(body) else {
                 pending.reject(segment, reason: "gzip body cannot be read back", destination: index)
                 return
             }
-            request.httpBody = Data(lines)
+            if precision != configuration.precision {
+                lines = PrecisionRewrite.rewrite(lines, from: configuration.precision, to: precision)
+            }
+            if destination.compression == .gzip,
+                let compressed = try? Gzip.compress(lines, level: configuration.gzipLevel)
+            {
+                request.httpBody = Data(compressed)
+                request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
+            } else {
+                request.httpBody = Data(lines)
+            }
+        } else {
+            request.httpBody = Data(body)
+            request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
         }
         request.timeoutInterval = configuration.requestTimeout.secondsDouble
         request.setValue("text/plain; charset=utf-8", forHTTPHeaderField: "Content-Type")
