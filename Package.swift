@@ -55,7 +55,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift6
@@ -108,7 +107,6 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "LineProtocol", "APIHealth", "LoopbackHTTPServer",
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/TestSupport",
             swiftSettings: strictSwift6

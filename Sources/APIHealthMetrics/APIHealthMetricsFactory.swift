@@ -1,7 +1,6 @@
 import APIHealth
 import CoreMetrics
 import LineProtocol
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -52,11 +51,11 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     private let agent: APIHealthAgent
     private let precision: Precision
     /// Guards which handler stands for which series.
-    private let registry = Mutex(Registry())
+    private let registry = Locked(Registry())
     /// Guards the last timestamp written, and makes flushes take turns.
-    private let lastTimestamp = Mutex<Int64>(Int64.min)
+    private let lastTimestamp = Locked<Int64>(Int64.min)
     /// Guards the interval loop's task: cancelled at shutdown or when the factory goes away.
-    private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let loop = Locked<Task<Void, Never>?>(nil)
 
     /// Makes a factory that writes through `agent`, starting its interval loop now.
     ///

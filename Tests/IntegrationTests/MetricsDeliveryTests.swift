@@ -2,7 +2,6 @@ import CoreMetrics
 import Foundation
 import LineProtocol
 import Logging
-import Synchronization
 import TestSupport
 import Testing
 
@@ -172,7 +171,7 @@ import Testing
         let anchor = Counter(label: label, dimensions: [], factory: setup.factory)
         let factory = setup.factory
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let remaining = Mutex(8)
+            let remaining = Locked(8)
             for _ in 0..<8 {
                 Thread.detachNewThread {
                     for _ in 0..<1_000 {

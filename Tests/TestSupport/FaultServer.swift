@@ -2,7 +2,6 @@ import APIHealth
 import Foundation
 import LineProtocol
 import LoopbackHTTPServer
-import NIOConcurrencyHelpers
 
 /// A small write endpoint that answers as a script says, for the failures real servers will not
 /// produce on demand (429 with Retry-After, 413, 503, a hung socket). It decodes what it stores.
@@ -17,17 +16,17 @@ public final class FaultServer: Sendable {
         var paths: [String] = []
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
     public let server: LoopbackHTTPServer
 
     public static func start(port: Int = 0, script: @escaping Script) async throws -> FaultServer {
-        let box = NIOLockedValueBox<FaultServer?>(nil)
+        let box = Locked<FaultServer?>(nil)
         let server = try await LoopbackHTTPServer.start(port: port) { request in
-            guard let fault = box.withLockedValue({ $0 }) else { return .text(503, "starting") }
+            guard let fault = box.withLock({ $0 }) else { return .text(503, "starting") }
             return fault.handle(request, script: script)
         }
         let fault = FaultServer(server: server)
-        box.withLockedValue { $0 = fault }
+        box.withLock { $0 = fault }
         return fault
     }
 
@@ -44,7 +43,7 @@ public final class FaultServer: Sendable {
             body = decoded
         }
         let lines = String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init)
-        let index = state.withLockedValue { state -> Int in
+        let index = state.withLock { state -> Int in
             state.requests.append(lines)
             state.headers.append(Dictionary(request.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a }))
             state.paths.append(request.uri)
@@ -55,17 +54,17 @@ public final class FaultServer: Sendable {
             return response
         }
         if (200..<300).contains(response.status) {
-            state.withLockedValue { $0.stored += lines }
+            state.withLock { $0.stored += lines }
         }
         return response
     }
 
     /// Every request's lines, in arrival order.
-    public var requests: [[String]] { state.withLockedValue { $0.requests } }
+    public var requests: [[String]] { state.withLock { $0.requests } }
     /// The lines of requests answered with a 2xx.
-    public var stored: [String] { state.withLockedValue { $0.stored } }
-    public var requestHeaders: [[String: String]] { state.withLockedValue { $0.headers } }
-    public var requestURIs: [String] { state.withLockedValue { $0.paths } }
+    public var stored: [String] { state.withLock { $0.stored } }
+    public var requestHeaders: [[String: String]] { state.withLock { $0.headers } }
+    public var requestURIs: [String] { state.withLock { $0.paths } }
 
     /// Waits (real time) until `count` requests have arrived; returns whether they did.
     public func waitForRequests(_ count: Int, timeout: Duration = .seconds(10)) async -> Bool {
