@@ -58,8 +58,12 @@ struct DemoTraffic: Service {
         defer { httpClient.shutdown { _ in } }
         let start = ContinuousClock.now
         let interval = Duration.seconds(1 / max(rate, 0.1))
-        await withDiscardingTaskGroup { group in
+        // A plain task group collected as it goes (`withDiscardingTaskGroup` needs macOS 14): at most
+        // `maximumUncollected` calls are started and not yet collected, enough for the 5 s timeout at the rate.
+        let maximumUncollected = rate.isFinite ? max(1_024, Int(min(rate, 1_000_000) * 6)) : 1_024
+        await withTaskGroup(of: Void.self) { group in
             var index = 0
+            var uncollected = 0
             while ContinuousClock.now - start < duration && !Task.isShuttingDownGracefully && !Task.isCancelled {
                 let endpoint = endpoints[index % endpoints.count]
                 let call = index
@@ -75,6 +79,8 @@ struct DemoTraffic: Service {
                     }
                 }
                 index += 1
+                uncollected += 1
+                while uncollected > maximumUncollected, await group.next() != nil { uncollected -= 1 }
                 try? await Task.sleep(until: start + interval * index, clock: .continuous)
             }
         }
