@@ -27,8 +27,8 @@ import Darwin
 /// - `Counter`: cumulative unsigned `count`; `FloatingPointCounter`: cumulative float `value`.
 /// - `Meter` and a non-aggregating `Recorder` (`Gauge`): the last float `value`.
 /// - `Timer` (milliseconds) and an aggregating `Recorder`: the interval's `count`, `sum`, `min`, `max`,
-///   `mean`, `p50`, `p90`, `p95`, `p99`, quantiles within 1 % (a log-bucket sketch); nothing for an
-///   interval without values.
+///   `mean`, `p50`, `p90`, `p95`, `p99`: nearest-rank quantiles within 1 % (a log-bucket sketch); nothing
+///   for an interval without values.
 ///
 /// Counters and meters keep reporting their value every interval. Past ``Configuration/maximumSeries``
 /// handlers, new ones share one overflow series per kind (label ``MetricsSchema/overflowLabel``), counted

@@ -125,10 +125,8 @@ final class LastValueStorage: MetricHandler, MeterHandler, RecorderHandler, @unc
 
 /// Count, sum, min, max and a quantile sketch of one interval's values.
 struct Distribution: Sendable {
-    var count: UInt64 = 0
     var sum = 0.0
-    var min = Double.infinity
-    var max = -Double.infinity
+    /// Count, min and max are the sketch's own.
     var sketch = QuantileSketch()
 
     static let quantiles = [0.5, 0.9, 0.95, 0.99]
@@ -136,12 +134,11 @@ struct Distribution: Sendable {
         MetricsSchema.Field.p50, MetricsSchema.Field.p90, MetricsSchema.Field.p95, MetricsSchema.Field.p99,
     ]
 
+    var count: UInt64 { sketch.count }
+
     @inline(__always)
     mutating func add(_ value: Double) {
-        count &+= 1
         sum += value
-        if value < min { min = value }
-        if value > max { max = value }
         sketch.add(value)
     }
 
@@ -154,18 +151,11 @@ struct Distribution: Sendable {
             if (value / divisor).isFinite { fields.append(Point.Field(name, .float(value / divisor))) }
         }
         append(F.sum, sum)
-        append(F.min, min)
-        append(F.max, max)
+        append(F.min, sketch.minimum)
+        append(F.max, sketch.maximum)
         append(F.mean, sum / Double(count))
-        // Clamped to what was seen: the sketch's estimate may lie just outside [min, max].
-        let (low, high) = (min, max)
-        sketch.quantiles(Self.quantiles) { index, value in
-            append(Self.quantileFields[index], Swift.min(Swift.max(value, low), high))
-        }
-        count = 0
+        sketch.quantiles(Self.quantiles) { index, value in append(Self.quantileFields[index], value) }
         sum = 0
-        min = .infinity
-        max = -.infinity
         sketch.reset()
     }
 }

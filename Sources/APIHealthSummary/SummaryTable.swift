@@ -69,10 +69,12 @@ public struct SummaryTable: Sendable {
     public func render(_ rows: [SummaryRow], counts: SummaryCounts, title: String? = nil) -> String {
         let cells = rows.map { row -> [Column: String] in
             [
-                .method: Self.visible(row.method), .endpoint: Self.visible(row.endpoint), .requests: String(row.requests), .errors: String(row.errors),
+                .method: Terminal.visible(row.method), .endpoint: Terminal.visible(row.endpoint),
+                .requests: String(row.requests), .errors: String(row.errors),
                 .errorPercent: Self.percent(row.errorPercent, requests: row.requests),
                 .p50: Self.milliseconds(row.p50), .p95: Self.milliseconds(row.p95), .p99: Self.milliseconds(row.p99),
-                .last: row.lastStatus.map(Self.visible) ?? "-", .parse: String(row.parseFailures), .sparkline: Self.sparkline(row.p95OverTime),
+                .last: row.lastStatus.map(Terminal.visible) ?? "-", .parse: String(row.parseFailures),
+                .sparkline: Self.sparkline(row.p95OverTime),
             ]
         }
         var widths: [Column: Int] = [:]
@@ -93,13 +95,13 @@ public struct SummaryTable: Sendable {
         widths[.endpoint] = endpointWidth
 
         var out = ""
-        if let title { out += paint(Self.fit(Self.visible(title), width), "1") + "\n" }
-        out += paint(line(shown.map { ($0, $0.title) }, widths: widths), "1;4") + "\n"
+        if let title { out += paint(Self.fit(Terminal.visible(title), width), .bold) + "\n" }
+        out += paint(line(shown.map { ($0, $0.title) }, widths: widths), .boldUnderlined) + "\n"
         for (row, cell) in zip(rows, cells) {
             out += line(shown.map { ($0, cell[$0] ?? "") }, widths: widths, row: row) + "\n"
         }
         if rows.isEmpty { out += Self.fit("(no apihealth_request lines to summarise)", width) + "\n" }
-        for footer in Self.footer(counts, width: width) { out += paint(footer, "2") + "\n" }
+        for footer in Self.footer(counts, width: width) { out += paint(footer, .dim) + "\n" }
         return out
     }
 
@@ -121,20 +123,20 @@ public struct SummaryTable: Sendable {
     private func highlight(_ cell: String, column: Column, row: SummaryRow) -> String {
         switch column {
         case .errorPercent:
-            if row.errorPercent >= Self.errorPercentAlarm { return paint(cell, "1;31") }
-            if row.errorPercent >= Self.errorPercentWarning { return paint(cell, "33") }
+            if row.errorPercent >= Self.errorPercentAlarm { return paint(cell, .boldRed) }
+            if row.errorPercent >= Self.errorPercentWarning { return paint(cell, .yellow) }
         case .p99:
-            if let p99 = row.p99, p99 >= Self.p99Alarm { return paint(cell, "1;31") }
-            if let p99 = row.p99, p99 >= Self.p99Warning { return paint(cell, "33") }
-        case .sparkline: return paint(cell, "36")
-        case .method: return paint(cell, "2")
+            if let p99 = row.p99, p99 >= Self.p99Alarm { return paint(cell, .boldRed) }
+            if let p99 = row.p99, p99 >= Self.p99Warning { return paint(cell, .yellow) }
+        case .sparkline: return paint(cell, .cyan)
+        case .method: return paint(cell, .dim)
         default: break
         }
         return cell
     }
 
-    private func paint(_ text: String, _ code: String) -> String {
-        colors ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+    private func paint(_ text: String, _ style: Terminal.Style) -> String {
+        Terminal.paint(text, style, colors: colors)
     }
 
     /// `text` cut to `width` columns with an ellipsis after its first third, so the start of the host
@@ -167,17 +169,21 @@ public struct SummaryTable: Sendable {
     /// One block per slot, scaled from zero to the row's highest p95; a space where there was no request.
     public static func sparkline(_ values: [Double?]) -> String {
         let highest = values.compactMap { $0 }.max() ?? 0
-        return String(values.map { value -> Character in
-            guard let value else { return " " }
-            guard highest > 0 else { return blocks[0] }
-            let level = Int((value / highest * Double(blocks.count)).rounded(.up)) - 1
-            return blocks[min(max(level, 0), blocks.count - 1)]
-        })
+        return String(
+            values.map { value -> Character in
+                guard let value else { return " " }
+                guard highest > 0 else { return blocks[0] }
+                let level = Int((value / highest * Double(blocks.count)).rounded(.up)) - 1
+                return blocks[min(max(level, 0), blocks.count - 1)]
+            }
+        )
     }
 
     /// What was read besides the rows, packed into lines of at most `width` columns.
     public static func footer(_ counts: SummaryCounts, width: Int) -> [String] {
-        var items = ["\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures"]
+        var items = [
+            "\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures",
+        ]
         if counts.otherMeasurements > 0 { items.append("\(counts.otherMeasurements) other measurements") }
         if counts.filteredOut > 0 { items.append("\(counts.filteredOut) filtered out") }
         if counts.earlier > 0 { items.append("\(counts.earlier) from earlier runs") }
@@ -207,7 +213,8 @@ public struct SummaryTable: Sendable {
         var out = ""
         for row in rows {
             let series = row.p95OverTime.map { $0.map(number) ?? "null" }.joined(separator: ",")
-            out += "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
+            out +=
+                "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
                 + "\"requests\":\(row.requests),\"errors\":\(row.errors),\"error_percent\":\(number(row.errorPercent)),"
                 + "\"p50_ms\":\(row.p50.map(number) ?? "null"),\"p95_ms\":\(row.p95.map(number) ?? "null"),"
                 + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.percentilesExact ? "\"exact\"" : "\"sketch\""),"
@@ -221,21 +228,6 @@ public struct SummaryTable: Sendable {
         guard value.isFinite else { return "null" }
         if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }
         return String(value)
-    }
-
-    /// `text` with control characters (C0, DEL, C1) written as `\u{NN}`, so a tag value cannot drive the
-    /// terminal.
-    public static func visible(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else { return text }
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
-                result += "\\u{" + String(scalar.value, radix: 16) + "}"
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
     }
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped (so a spool line can

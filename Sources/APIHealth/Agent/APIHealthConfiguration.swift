@@ -18,12 +18,12 @@ public struct APIHealthConfiguration: Sendable {
     public var serviceName: String
     /// Where batches go. `nil` keeps every line pending in the spool (see `influx-tail`).
     public var destination: InfluxDestination?
-    /// Measurement of request points.
-    public var measurement = "apihealth_request"
-    /// Measurement of parse-failure points.
-    public var parseFailureMeasurement = "apihealth_parse_failure"
-    /// Measurement of the agent's own health.
-    public var agentMeasurement = "apihealth_agent"
+    /// Measurement of request points (default ``PointSchema/Measurement/request``).
+    public var measurement = PointSchema.Measurement.request
+    /// Measurement of parse-failure points (default ``PointSchema/Measurement/parseFailure``).
+    public var parseFailureMeasurement = PointSchema.Measurement.parseFailure
+    /// Measurement of the agent's own health (default ``PointSchema/Measurement/agent``).
+    public var agentMeasurement = PointSchema.Measurement.agent
     /// Timestamp precision of every line, and the write request's `precision`.
     public var precision: Precision = .ns
     public var batching = Batching()
@@ -144,7 +144,9 @@ public struct APIHealthConfiguration: Sendable {
             case "0", "false", "no", "off": configuration.isEnabled = false
             default:
                 throw .invalidSetting(
-                    name: "APIHEALTH_ENABLED", reason: "\"\(enabled)\" is not one of 1, true, yes, on, 0, false, no, off")
+                    name: "APIHEALTH_ENABLED",
+                    reason: "\"\(enabled)\" is not one of 1, true, yes, on, 0, false, no, off"
+                )
             }
         }
         if let precision = environment["INFLUX_PRECISION"] {
@@ -155,7 +157,9 @@ public struct APIHealthConfiguration: Sendable {
         if let directory = environment["APIHEALTH_SPOOL_DIR"] {
             guard !directory.trimmingCharacters(in: .whitespaces).isEmpty else {
                 throw .invalidSetting(
-                    name: "APIHEALTH_SPOOL_DIR", reason: "is set but empty; give a directory, or none to keep pending lines in memory only")
+                    name: "APIHEALTH_SPOOL_DIR",
+                    reason: "is set but empty; give a directory, or none to keep pending lines in memory only"
+                )
             }
             configuration.spool = directory == "none" ? nil : SpoolOptions(directory: URL(fileURLWithPath: directory))
         }
@@ -176,13 +180,19 @@ public struct APIHealthConfiguration: Sendable {
 
     /// Checks the settings that cannot be checked by their types.
     public func validate() throws(Error) {
-        if batching.maximumLines < 1 { throw .invalidValue(name: "batching.maximumLines", value: "\(batching.maximumLines)") }
-        if batching.maximumBytes < 1_024 { throw .invalidValue(name: "batching.maximumBytes", value: "\(batching.maximumBytes)") }
+        if batching.maximumLines < 1 {
+            throw .invalidValue(name: "batching.maximumLines", value: "\(batching.maximumLines)")
+        }
+        if batching.maximumBytes < 1_024 {
+            throw .invalidValue(name: "batching.maximumBytes", value: "\(batching.maximumBytes)")
+        }
         if batching.maximumPendingBytes < 2 * batching.maximumBytes {
             throw .invalidValue(name: "batching.maximumPendingBytes", value: "\(batching.maximumPendingBytes)")
         }
         if !Gzip.levels.contains(gzipLevel) { throw .invalidValue(name: "gzipLevel", value: "\(gzipLevel)") }
-        if measurement.isEmpty || measurement.hasPrefix("_") { throw .invalidValue(name: "measurement", value: measurement) }
+        if measurement.isEmpty || measurement.hasPrefix("_") {
+            throw .invalidValue(name: "measurement", value: measurement)
+        }
         if let spool, spool.directory.path.isEmpty {
             throw .invalidSetting(name: "spool.directory", reason: "is empty")
         }
@@ -225,39 +235,53 @@ public struct InfluxDestination: Sendable, Hashable {
     /// `text` (a URL) with any user information replaced by `<redacted>`.
     static func redacted(_ text: String) -> String {
         guard let scheme = text.range(of: "://") else { return text }
-        let authorityEnd = text[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
+        let authorityEnd =
+            text[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
         guard let at = text[scheme.upperBound..<authorityEnd].lastIndex(of: "@") else { return text }
         return String(text[..<scheme.upperBound]) + "<redacted>" + String(text[at...])
     }
 
     static func fromEnvironment(
-        _ environment: [String: String], notices: inout [String]
+        _ environment: [String: String],
+        notices: inout [String]
     ) throws(APIHealthConfiguration.Error) -> InfluxDestination? {
-        let names = ["INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_TOKEN_FILE", "INFLUX_DATABASE", "INFLUX_WRITE_API"]
+        let names = [
+            "INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_TOKEN_FILE", "INFLUX_DATABASE", "INFLUX_WRITE_API",
+        ]
         guard let urlText = environment["INFLUX_URL"], !urlText.isEmpty else {
             if names.contains(where: { environment[$0] != nil }) { throw .missingURL }
             return nil
         }
-        guard let url = URL(string: urlText), url.scheme != nil, url.host != nil else { throw .relativeURL(redacted(urlText)) }
+        guard let url = URL(string: urlText), url.scheme != nil, url.host != nil else {
+            throw .relativeURL(redacted(urlText))
+        }
         var token: InfluxToken?
         if let value = environment["INFLUX_TOKEN"], !value.isEmpty {
             token = InfluxToken(value)
         } else if let path = environment["INFLUX_TOKEN_FILE"] {
-            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { throw .unreadableTokenFile(path) }
+            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw .unreadableTokenFile(path)
+            }
             let value = contents.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !value.isEmpty else { throw .invalidSetting(name: "INFLUX_TOKEN_FILE", reason: "\(path) holds no token") }
+            guard !value.isEmpty else {
+                throw .invalidSetting(name: "INFLUX_TOKEN_FILE", reason: "\(path) holds no token")
+            }
             token = InfluxToken(value)
             if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
                 let mode = attributes[.posixPermissions] as? Int, mode & 0o004 != 0
             {
-                notices.append("the token file \(path) can be read by other users (mode \(String(mode, radix: 8))); chmod o-r it")
+                notices.append(
+                    "the token file \(path) can be read by other users (mode \(String(mode, radix: 8))); chmod o-r it"
+                )
             }
         }
         let api: WriteAPI
         switch environment["INFLUX_WRITE_API"] ?? "v2" {
         case "v2":
             guard let org = environment["INFLUX_ORG"], !org.isEmpty else { throw .missingSetting("INFLUX_ORG") }
-            guard let bucket = environment["INFLUX_BUCKET"], !bucket.isEmpty else { throw .missingSetting("INFLUX_BUCKET") }
+            guard let bucket = environment["INFLUX_BUCKET"], !bucket.isEmpty else {
+                throw .missingSetting("INFLUX_BUCKET")
+            }
             api = .v2(organization: org, bucket: bucket)
         case "v1":
             guard let database = environment["INFLUX_DATABASE"], !database.isEmpty else {
@@ -305,7 +329,12 @@ public struct InfluxDestination: Sendable, Hashable {
             components.queryItems =
                 [URLQueryItem(name: "db", value: database)]
                 + (retentionPolicy.map { [URLQueryItem(name: "rp", value: $0)] } ?? [])
-                + [URLQueryItem(name: "precision", value: precision == .us ? "u" : precision == .ns ? "ns" : precision.rawValue)]
+                + [
+                    URLQueryItem(
+                        name: "precision",
+                        value: precision == .us ? "u" : precision == .ns ? "ns" : precision.rawValue
+                    )
+                ]
         }
         return components.url!
     }
