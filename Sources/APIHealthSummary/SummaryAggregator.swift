@@ -14,29 +14,29 @@ import LineProtocol
 /// Memory grows with the number of endpoints and distinct series, not with the number of lines: each
 /// endpoint keeps at most ``exactLimit`` durations, then a bounded sketch (within 1 %), and at most
 /// ``sparklineSlots`` small sketches for its latency over time.
-public struct SummaryAggregator: Sendable {
+package struct SummaryAggregator: Sendable {
     /// Durations kept exactly per endpoint; past this, percentiles come from a sketch within 1 %.
-    public static let exactLimit = 10_000
+    package static let exactLimit = 10_000
     /// Time slots of the p95 sparkline. The slots share one time axis for every row: a slot starts one
     /// second wide and doubles (merging pairs) whenever the time covered would need more slots.
-    public static let sparklineSlots = 16
+    package static let sparklineSlots = 16
     /// Series remembered with their verdict; past this the memo starts again (lines still count).
     private static let seriesMemoLimit = 65_536
 
-    public var measurementFilter: String?
-    public var tagFilters: [(key: String, value: String)]
+    package var measurementFilter: String?
+    package var tagFilters: [(key: String, value: String)]
     /// Request and parse-failure lines timestamped before this (nanoseconds since the epoch) are only
     /// counted in ``SummaryCounts/earlier``.
-    public var since: Int64?
-    public let precision: Precision
-    public let requestMeasurement: String
-    public let parseFailureMeasurement: String
+    package var since: Int64?
+    package let precision: Precision
+    package let requestMeasurement: String
+    package let parseFailureMeasurement: String
 
-    public private(set) var counts = SummaryCounts()
+    package private(set) var counts = SummaryCounts()
     /// Tag keys seen on any line: a `--where` naming a key outside this set matches nothing.
-    public private(set) var tagKeysSeen: Set<String> = []
+    package private(set) var tagKeysSeen: Set<String> = []
     /// Width of one sparkline slot in nanoseconds.
-    public private(set) var slotWidth: Int64 = 1_000_000_000
+    package private(set) var slotWidth: Int64 = 1_000_000_000
     /// Absolute index (timestamp / slotWidth) of the oldest and newest slots holding a request.
     private var firstSlot: Int64?
     private var lastSlot: Int64?
@@ -48,7 +48,7 @@ public struct SummaryAggregator: Sendable {
     private var series: [UInt64: [(key: [UInt8], verdict: Verdict)]] = [:]
     private var seriesCount = 0
 
-    public init(
+    package init(
         precision: Precision = .ns,
         measurement: String? = nil,
         tags: [(key: String, value: String)] = [],
@@ -92,12 +92,12 @@ public struct SummaryAggregator: Sendable {
     // MARK: - Adding lines
 
     /// Counts one complete line (without its line end).
-    public mutating func add(_ line: [UInt8]) {
+    package mutating func add(_ line: [UInt8]) {
         line.withUnsafeBufferPointer { add($0) }
     }
 
     /// Counts one complete line (without its line end).
-    public mutating func add(_ line: UnsafeBufferPointer<UInt8>) {
+    package mutating func add(_ line: UnsafeBufferPointer<UInt8>) {
         guard let keyEnd = Self.seriesEnd(line) else {
             if !Self.isBlankOrComment(line) { counts.corrupt += 1 }
             return
@@ -169,7 +169,7 @@ public struct SummaryAggregator: Sendable {
     }
 
     /// Counts a problem the spool reader reported (a torn or corrupt line, a skipped entry).
-    public mutating func count(_ problem: SpoolProblem) {
+    package mutating func count(_ problem: SpoolProblem) {
         switch problem.kind {
         case .tornLine: counts.torn += 1
         case .corruptLine: counts.corrupt += 1
@@ -178,7 +178,7 @@ public struct SummaryAggregator: Sendable {
     }
 
     /// The `--where` keys no line read so far has.
-    public var unknownFilterKeys: [String] {
+    package var unknownFilterKeys: [String] {
         var unknown: [String] = []
         for filter in tagFilters where !tagKeysSeen.contains(filter.key) && !unknown.contains(filter.key) {
             unknown.append(filter.key)
@@ -255,13 +255,13 @@ public struct SummaryAggregator: Sendable {
     // MARK: - Rows
 
     /// The start of the sparkline's first slot and the width of each, in nanoseconds since the epoch.
-    public var timeAxis: (start: Int64, slotWidth: Int64)? {
+    package var timeAxis: (start: Int64, slotWidth: Int64)? {
         guard let lastSlot else { return nil }
         return ((lastSlot - Int64(Self.sparklineSlots) + 1) &* slotWidth, slotWidth)
     }
 
     /// One row per endpoint with at least one request or parse failure, in no particular order.
-    public func rows() -> [SummaryRow] {
+    package func rows() -> [SummaryRow] {
         let slotRange: ClosedRange<Int64>? = lastSlot.map { ($0 - Int64(Self.sparklineSlots) + 1)...$0 }
         return endpoints.compactMap { endpoint in
             guard endpoint.requests > 0 || endpoint.parseFailures > 0 else { return nil }

@@ -10,19 +10,19 @@ import Foundation
 /// Every line of the table fits in `width` columns: with less room, the least important columns are
 /// left out (sparkline, parse failures, p50, last status, errors, p95, in that order) and the endpoint
 /// is shortened with an ellipsis after its first third.
-public struct SummaryTable: Sendable {
-    public var width: Int
-    public var colors: Bool
+package struct SummaryTable: Sendable {
+    package var width: Int
+    package var colors: Bool
     /// Error % at or above which the cell is yellow, and red.
-    public static let errorPercentWarning = 1.0
-    public static let errorPercentAlarm = 5.0
+    package static let errorPercentWarning = 1.0
+    package static let errorPercentAlarm = 5.0
     /// p99 milliseconds at or above which the cell is yellow, and red.
-    public static let p99Warning = 500.0
-    public static let p99Alarm = 1_000.0
+    package static let p99Warning = 500.0
+    package static let p99Alarm = 1_000.0
     /// The narrowest table: method, a shortened endpoint, requests, error % and p99.
-    public static let minimumWidth = 32
+    package static let minimumWidth = 32
 
-    public init(width: Int, colors: Bool) {
+    package init(width: Int, colors: Bool) {
         self.width = max(width, Self.minimumWidth)
         self.colors = colors
     }
@@ -66,7 +66,7 @@ public struct SummaryTable: Sendable {
     private static let endpointMinimum = 16
 
     /// The table: a header, one line per row, and the footer. Ends with a line end.
-    public func render(_ rows: [SummaryRow], counts: SummaryCounts, title: String? = nil) -> String {
+    package func render(_ rows: [SummaryRow], counts: SummaryCounts, title: String? = nil) -> String {
         let cells = rows.map { row -> [Column: String] in
             [
                 .method: Terminal.visible(row.method), .endpoint: Terminal.visible(row.endpoint),
@@ -141,7 +141,7 @@ public struct SummaryTable: Sendable {
 
     /// `text` cut to `width` columns with an ellipsis after its first third, so the start of the host
     /// and most of the end of the path stay readable.
-    public static func fit(_ text: String, _ width: Int) -> String {
+    package static func fit(_ text: String, _ width: Int) -> String {
         let characters = Array(text)
         guard characters.count > width else { return text }
         guard width > 1 else { return String(characters.prefix(width)) }
@@ -167,7 +167,7 @@ public struct SummaryTable: Sendable {
     static let blocks: [Character] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
 
     /// One block per slot, scaled from zero to the row's highest p95; a space where there was no request.
-    public static func sparkline(_ values: [Double?]) -> String {
+    package static func sparkline(_ values: [Double?]) -> String {
         let highest = values.compactMap { $0 }.max() ?? 0
         return String(
             values.map { value -> Character in
@@ -180,7 +180,7 @@ public struct SummaryTable: Sendable {
     }
 
     /// What was read besides the rows, packed into lines of at most `width` columns.
-    public static func footer(_ counts: SummaryCounts, width: Int) -> [String] {
+    package static func footer(_ counts: SummaryCounts, width: Int) -> [String] {
         var items = [
             "\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures",
         ]
@@ -209,7 +209,7 @@ public struct SummaryTable: Sendable {
     // MARK: - JSON
 
     /// One JSON object per row, one per line.
-    public static func json(_ rows: [SummaryRow], slotWidth: Int64?) -> String {
+    package static func json(_ rows: [SummaryRow], slotWidth: Int64?) -> String {
         var out = ""
         for row in rows {
             let series = row.p95OverTime.map { $0.map(number) ?? "null" }.joined(separator: ",")

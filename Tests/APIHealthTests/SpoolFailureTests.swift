@@ -3,7 +3,7 @@ import LineProtocol
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Benchmarking) @testable import APIHealth
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
+import APIHealthTestKit
 import Foundation
 import LineProtocol
-import LoopbackHTTPServer
 
 /// A small write endpoint that answers as a script says, for the failures real servers will not
 /// produce on demand (429 with Retry-After, 413, 503, a hung socket). It decodes what it stores.

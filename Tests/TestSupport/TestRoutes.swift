@@ -1,5 +1,5 @@
+import APIHealthTestKit
 import Foundation
-import LoopbackHTTPServer
 
 /// The endpoints the capture tests call, on a real loopback HTTP server.
 public enum TestRoutes {

@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
 import Foundation
 
 /// A client for the real VictoriaMetrics the test script starts: write with `/api/v2/write`, read back
@@ -11,7 +11,7 @@ public struct VictoriaMetrics: Sendable {
     }
 
     /// POSTs gzipped line protocol to `/api/v2/write`.
-    public func write(
+    package func write(
         _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
     ) async throws -> HTTP.Reply {
         var body: [UInt8] = []

@@ -314,7 +314,7 @@ public struct InfluxDestination: Sendable, Hashable {
     /// let destination = InfluxDestination(url: server, api: .v1(database: "metrics"))
     /// destination.writeURL(precision: .ns)  // http://127.0.0.1:8086/write?db=metrics&precision=ns
     /// ```
-    public func writeURL(precision: Precision) -> URL {
+    @_spi(Benchmarking) public func writeURL(precision: Precision) -> URL {
         var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
         let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
         switch api {

@@ -30,7 +30,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///
     /// - Parameter attempt: How many attempts have failed; 0 and below count as 1.
     /// - Returns: A delay from zero through ``maximumDelay``.
-    public func baseDelay(afterAttempt attempt: Int) -> Duration {
+    package func baseDelay(afterAttempt attempt: Int) -> Duration {
         let exponent = Double(max(attempt - 1, 0))
         let seconds = initialDelay.secondsDouble * pow(multiplier, min(exponent, 64))
         return clamped(seconds: seconds)
@@ -42,7 +42,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///   - attempt: How many attempts have failed (1-based).
     ///   - random: The source of the jitter.
     /// - Returns: A delay from zero through ``maximumDelay``.
-    public func delay(afterAttempt attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
+    package func delay(afterAttempt attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
         let base = baseDelay(afterAttempt: attempt).secondsDouble
         // An unvalidated jitter outside 0...1 (or NaN) must not make the range below invalid.
         let spread = jitter.isFinite ? min(max(jitter, 0), 1) : 0
@@ -65,12 +65,19 @@ public struct RetryPolicy: Sendable, Hashable {
     /// - Throws: ``APIHealthConfiguration/Error/invalidValue(name:value:)`` naming the first setting
     ///   that is out of range (`retry.multiplier`, `retry.jitter`, `retry.initialDelay`, …).
     public func validate() throws(APIHealthConfiguration.Error) {
-        if !multiplier.isFinite || multiplier < 1 { throw .invalidValue(name: "retry.multiplier", value: "\(multiplier)") }
-        if !jitter.isFinite || jitter < 0 || jitter > 1 { throw .invalidValue(name: "retry.jitter", value: "\(jitter)") }
+        if !multiplier.isFinite || multiplier < 1 {
+            throw .invalidValue(name: "retry.multiplier", value: "\(multiplier)")
+        }
+        if !jitter.isFinite || jitter < 0 || jitter > 1 {
+            throw .invalidValue(name: "retry.jitter", value: "\(jitter)")
+        }
         if initialDelay < .zero { throw .invalidValue(name: "retry.initialDelay", value: "\(initialDelay)") }
         if maximumDelay < .zero { throw .invalidValue(name: "retry.maximumDelay", value: "\(maximumDelay)") }
         if initialDelay > maximumDelay {
-            throw .invalidValue(name: "retry.initialDelay", value: "\(initialDelay) (over retry.maximumDelay \(maximumDelay))")
+            throw .invalidValue(
+                name: "retry.initialDelay",
+                value: "\(initialDelay) (over retry.maximumDelay \(maximumDelay))"
+            )
         }
         if maximumRetryDuration < .zero {
             throw .invalidValue(name: "retry.maximumRetryDuration", value: "\(maximumRetryDuration)")
@@ -78,7 +85,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// Parses a `Retry-After` value: delay-seconds, or an HTTP date relative to `now`.
-    public static func retryAfter(_ value: String, now: Date = Date()) -> Duration? {
+    package static func retryAfter(_ value: String, now: Date = Date()) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int(trimmed), seconds >= 0 { return .seconds(seconds) }
         let formatter = DateFormatter()
