@@ -133,7 +133,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     // MARK: MetricsFactory
 
     public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
-        handler(.counter, label, dimensions) { CounterStorage(key: $0) } as! CounterStorage
+        handler(.counter, label, dimensions) { CounterStorage.make(key: $0) } as! CounterStorage
     }
 
     public func makeFloatingPointCounter(

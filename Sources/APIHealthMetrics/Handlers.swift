@@ -14,7 +14,7 @@ import Darwin
 ///
 /// A class (not a protocol) so the registry can ask `isKnownUniquelyReferenced` whether a destroyed
 /// handler is still held by anyone.
-class MetricHandler: @unchecked Sendable {  // Subclasses keep their state behind a `Locked`.
+class MetricHandler: @unchecked Sendable {  // Subclasses keep their state behind a `Locked` or in atomics.
     let key: SeriesIdentity
 
     init(key: SeriesIdentity) {
@@ -24,56 +24,6 @@ class MetricHandler: @unchecked Sendable {  // Subclasses keep their state behin
     /// Appends this interval's fields, resetting per-interval state; appends nothing when there is
     /// nothing to write (a timer or recorder without new values).
     func collect(into fields: inout [Point.Field]) {}
-}
-
-/// `Counter`: a cumulative unsigned `count`, striped so threads rarely wait for each other.
-final class CounterStorage: MetricHandler, CounterHandler, @unchecked Sendable {
-    /// Each stripe guards its part of the count; a thread always adds to the same stripe.
-    private let stripes: [Locked<UInt64>]
-    private let mask: UInt
-    private let shift: UInt
-
-    static let stripeCount: Int = {
-        // Twice the cores (so two threads rarely share a stripe), a power of two, at most 16.
-        var count = 1
-        while count < min(2 * System.coreCount, 16) { count *= 2 }
-        return count
-    }()
-
-    override init(key: SeriesIdentity) {
-        let count = Self.stripeCount
-        stripes = (0..<count).map { _ in Locked(0) }
-        mask = UInt(count - 1)
-        shift = UInt(64 - count.trailingZeroBitCount)
-        super.init(key: key)
-    }
-
-    /// This thread's stripe: a Fibonacci hash of its pthread id.
-    @inline(__always)
-    private var threadStripe: Int {
-        guard mask != 0 else { return 0 }
-        let id = UInt64(UInt(bitPattern: ThreadID.current))
-        return Int((id &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift)) & Int(mask)
-    }
-
-    @inline(__always)
-    func increment(by amount: Int64) {
-        guard amount > 0 else { return }
-        stripes[threadStripe].withLock { $0 &+= UInt64(amount) }
-    }
-
-    func reset() {
-        for stripe in stripes { stripe.withLock { $0 = 0 } }
-    }
-
-    /// The count since start (or the last `reset()`).
-    var total: UInt64 {
-        stripes.reduce(0) { sum, stripe in sum &+ stripe.withLock { $0 } }
-    }
-
-    override func collect(into fields: inout [Point.Field]) {
-        fields.append(Point.Field(MetricsSchema.Field.count, .uint(total)))
-    }
 }
 
 /// `FloatingPointCounter`: a cumulative float `value`.
