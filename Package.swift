@@ -15,8 +15,9 @@ let package = Package(
         .library(name: "APIHealthAsyncHTTPClient", targets: ["APIHealthAsyncHTTPClient"]),
         .executable(name: "influx-tail", targets: ["influx-tail"]),
         .executable(name: "apihealth-demo", targets: ["apihealth-demo"]),
-        // The small loopback HTTP server the demo, the tests and the benchmarks call.
-        .library(name: "LoopbackHTTPServer", targets: ["LoopbackHTTPServer"]),
+        // For testing code that uses the agent (as ServiceLifecycleTestKit is for lifecycle): a loopback
+        // HTTP server to stand for an API or a write endpoint. The demo, the tests and the benchmarks use it.
+        .library(name: "APIHealthTestKit", targets: ["APIHealthTestKit"]),
         // swift-metrics backend: every Counter, Meter, Recorder and Timer, shipped through the agent.
         .library(name: "APIHealthMetrics", targets: ["APIHealthMetrics"]),
     ],
@@ -55,7 +56,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift6
@@ -86,7 +86,7 @@ let package = Package(
         .executableTarget(
             name: "apihealth-demo",
             dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "APIHealthSummary", "LoopbackHTTPServer",
+                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "APIHealthSummary", "APIHealthTestKit",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -96,7 +96,7 @@ let package = Package(
             swiftSettings: strictSwift6
         ),
         .target(
-            name: "LoopbackHTTPServer",
+            name: "APIHealthTestKit",
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -107,8 +107,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "LineProtocol", "APIHealth", "LoopbackHTTPServer",
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "LineProtocol", "APIHealth", "APIHealthTestKit",
             ],
             path: "Tests/TestSupport",
             swiftSettings: strictSwift6
@@ -127,7 +126,7 @@ let package = Package(
         .executableTarget(
             name: "capture-probe",
             dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient", "LoopbackHTTPServer",
+                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthTestKit",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -138,24 +137,24 @@ let package = Package(
         // (scripts/record-stall).
         .executableTarget(
             name: "record-stall",
-            dependencies: ["APIHealth", "LoopbackHTTPServer", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["APIHealth", "APIHealthTestKit", .product(name: "Logging", package: "swift-log")],
             path: "Tests/RecordStall",
             swiftSettings: strictSwift6
         ),
         .testTarget(
             name: "InfluxTailTests",
-            dependencies: ["LineProtocol", "APIHealth", "APIHealthSummary", "TestSupport", "LoopbackHTTPServer"],
+            dependencies: ["LineProtocol", "APIHealth", "APIHealthSummary", "TestSupport", "APIHealthTestKit"],
             swiftSettings: strictSwift6
         ),
         .testTarget(
             name: "APIHealthTests",
-            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "LoopbackHTTPServer"],
+            dependencies: ["LineProtocol", "APIHealth", "TestSupport", "APIHealthTestKit"],
             swiftSettings: strictSwift6
         ),
         .testTarget(
             name: "APIHealthAsyncHTTPClientTests",
             dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient", "TestSupport", "LoopbackHTTPServer", "LineProtocol",
+                "APIHealth", "APIHealthAsyncHTTPClient", "TestSupport", "APIHealthTestKit", "LineProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strictSwift6
@@ -171,7 +170,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "LineProtocol", "APIHealth", "APIHealthMetrics", "TestSupport", "LoopbackHTTPServer",
+                "LineProtocol", "APIHealth", "APIHealthMetrics", "TestSupport", "APIHealthTestKit",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift6

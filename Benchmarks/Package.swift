@@ -32,7 +32,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "LineProtocol", package: "APIHealth"),
                 .product(name: "APIHealth", package: "APIHealth"),
-                .product(name: "LoopbackHTTPServer", package: "APIHealth"),
+                .product(name: "APIHealthTestKit", package: "APIHealth"),
                 .product(name: "APIHealthAsyncHTTPClient", package: "APIHealth"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),

@@ -4,7 +4,6 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOConcurrencyHelpers
 
 /// What is seen of one AsyncHTTPClient request until it ends; records one ``RequestSample`` when it
 /// does: at the end of the body, at an error, or when the caller drops the response unfinished.
@@ -34,7 +33,7 @@ final class RequestObservation: EndedRequestSource {
     }
 
     /// Guards what has been seen so far.
-    private let progress: NIOLockedValueBox<Progress>
+    private let progress: Locked<Progress>
 
     init(
         agent: APIHealthAgent,
@@ -48,7 +47,7 @@ final class RequestObservation: EndedRequestSource {
         self.method = method
         self.url = url
         self.requestHeaders = requestHeaders
-        self.progress = NIOLockedValueBox(Progress(requestBytes: requestBytes, agent: agent))
+        self.progress = Locked(Progress(requestBytes: requestBytes, agent: agent))
     }
 
     deinit {
@@ -58,7 +57,7 @@ final class RequestObservation: EndedRequestSource {
 
     func receivedHead(status: Int, headers: HTTPHeaders, redirects: Int?) {
         let now = ContinuousClock.now
-        progress.withLockedValue { state in
+        progress.withLock { state in
             if state.recorded { return }
             if state.timeToFirstByte == nil { state.timeToFirstByte = now - started }
             state.status = status
@@ -69,15 +68,15 @@ final class RequestObservation: EndedRequestSource {
 
     /// A response head arrived (a redirect's or the final one's): one more than the redirects followed.
     func visitedURL() {
-        progress.withLockedValue { if !$0.recorded { $0.visits += 1 } }
+        progress.withLock { if !$0.recorded { $0.visits += 1 } }
     }
 
     func sent(_ bytes: Int) {
-        progress.withLockedValue { if !$0.recorded { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) } }
+        progress.withLock { if !$0.recorded { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) } }
     }
 
     func received(_ bytes: Int) {
-        progress.withLockedValue { if !$0.recorded { $0.responseBytes += UInt64(bytes) } }
+        progress.withLock { if !$0.recorded { $0.responseBytes += UInt64(bytes) } }
     }
 
     func finish() { end(error: nil) }
@@ -86,7 +85,7 @@ final class RequestObservation: EndedRequestSource {
     /// (a URL it cannot use): then nothing is recorded, as nothing was sent.
     func fail(_ error: any Error) {
         if Self.refusedBeforeStarting(error) {
-            progress.withLockedValue { state in
+            progress.withLock { state in
                 state.recorded = true
                 state.agent = nil
             }
@@ -99,7 +98,7 @@ final class RequestObservation: EndedRequestSource {
     /// where the observation cannot be kept, from a copy of what it saw).
     private func end(error: (any Error)?, inDeinit: Bool = false) {
         let duration = ContinuousClock.now - started
-        let ending = progress.withLockedValue { state -> APIHealthAgent? in
+        let ending = progress.withLock { state -> APIHealthAgent? in
             guard !state.recorded, let agent = state.agent else { return nil }
             state.recorded = true
             state.agent = nil
@@ -109,14 +108,14 @@ final class RequestObservation: EndedRequestSource {
         }
         guard let agent = ending else { return }
         if inDeinit {
-            agent.recordLater(EndedRequestCopy(endedRequest(progress.withLockedValue { $0 })))
+            agent.recordLater(EndedRequestCopy(endedRequest(progress.withLock { $0 })))
         } else {
             agent.recordLater(self)
         }
     }
 
     func makeSample(correlationHeaders: [String]) -> RequestSample? {
-        endedRequest(progress.withLockedValue { $0 }).sample(correlationHeaders: correlationHeaders)
+        endedRequest(progress.withLock { $0 }).sample(correlationHeaders: correlationHeaders)
     }
 
     private func endedRequest(_ state: Progress) -> EndedRequest {
@@ -140,12 +139,12 @@ final class RequestObservation: EndedRequestSource {
     /// URLs with a host parsed lately, by their text: services call the same URLs again and again,
     /// and parsing one costs more than recording its sample (about 6,000 instructions against 500
     /// for this lookup). Emptied when it reaches 1,024 entries.
-    private static let parsed = NIOLockedValueBox([String: URL]())
+    private static let parsed = Locked([String: URL]())
 
     static func parsedURL(_ text: String) -> URL? {
-        if let url = parsed.withLockedValue({ $0[text] }) { return url }
+        if let url = parsed.withLock({ $0[text] }) { return url }
         guard let url = URL(string: text), url.host != nil else { return nil }
-        parsed.withLockedValue { cache in
+        parsed.withLock { cache in
             if cache.count >= 1_024 { cache.removeAll(keepingCapacity: true) }
             cache[text] = url
         }

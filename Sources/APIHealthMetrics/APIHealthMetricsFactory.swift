@@ -1,7 +1,6 @@
 import APIHealth
 import CoreMetrics
 import LineProtocol
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -28,8 +27,8 @@ import Darwin
 /// - `Counter`: cumulative unsigned `count`; `FloatingPointCounter`: cumulative float `value`.
 /// - `Meter` and a non-aggregating `Recorder` (`Gauge`): the last float `value`.
 /// - `Timer` (milliseconds) and an aggregating `Recorder`: the interval's `count`, `sum`, `min`, `max`,
-///   `mean`, `p50`, `p90`, `p95`, `p99`, quantiles within 1 % (a log-bucket sketch); nothing for an
-///   interval without values.
+///   `mean`, `p50`, `p90`, `p95`, `p99`: nearest-rank quantiles within 1 % (a log-bucket sketch); nothing
+///   for an interval without values.
 ///
 /// Counters and meters keep reporting their value every interval. Past ``Configuration/maximumSeries``
 /// handlers, new ones share one overflow series per kind (label ``MetricsSchema/overflowLabel``), counted
@@ -52,11 +51,11 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     private let agent: APIHealthAgent
     private let precision: Precision
     /// Guards which handler stands for which series.
-    private let registry = Mutex(Registry())
+    private let registry = Locked(Registry())
     /// Guards the last timestamp written, and makes flushes take turns.
-    private let lastTimestamp = Mutex<Int64>(Int64.min)
+    private let lastTimestamp = Locked<Int64>(Int64.min)
     /// Guards the interval loop's task: cancelled at shutdown or when the factory goes away.
-    private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let loop = Locked<Task<Void, Never>?>(nil)
 
     /// Makes a factory that writes through `agent`, starting its interval loop now.
     ///
@@ -134,7 +133,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     // MARK: MetricsFactory
 
     public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
-        handler(.counter, label, dimensions) { CounterStorage(key: $0) } as! CounterStorage
+        handler(.counter, label, dimensions) { CounterStorage.make(key: $0) } as! CounterStorage
     }
 
     public func makeFloatingPointCounter(

@@ -1,6 +1,6 @@
+import APIHealth
 import CoreMetrics
 import LineProtocol
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -14,7 +14,7 @@ import Darwin
 ///
 /// A class (not a protocol) so the registry can ask `isKnownUniquelyReferenced` whether a destroyed
 /// handler is still held by anyone.
-class MetricHandler: @unchecked Sendable {  // Subclasses keep their state in atomics or a Mutex.
+class MetricHandler: @unchecked Sendable {  // Subclasses keep their state behind a `Locked` or in atomics.
     let key: SeriesIdentity
 
     init(key: SeriesIdentity) {
@@ -26,130 +26,39 @@ class MetricHandler: @unchecked Sendable {  // Subclasses keep their state in at
     func collect(into fields: inout [Point.Field]) {}
 }
 
-/// `Counter`: a cumulative unsigned `count`, striped over cache lines so threads do not contend.
-final class CounterStorage: MetricHandler, CounterHandler, @unchecked Sendable {
-    // @unchecked: `stripes` points to atomics only, allocated in init and freed in deinit.
-    private let stripes: UnsafeMutableRawPointer
-    private let mask: UInt
-    private let shift: UInt
-
-    static let stripeBytes = 64
-    static let stripeCount: Int = {
-        // Twice the cores (so two threads rarely share a stripe), a power of two, at most 16.
-        var count = 1
-        while count < min(2 * System.coreCount, 16) { count *= 2 }
-        return count
-    }()
-
-    override init(key: SeriesIdentity) {
-        let count = Self.stripeCount
-        stripes = UnsafeMutableRawPointer.allocate(byteCount: count * Self.stripeBytes, alignment: Self.stripeBytes)
-        for index in 0..<count {
-            (stripes + index * Self.stripeBytes).bindMemory(to: Atomic<UInt64>.self, capacity: 1).initialize(
-                to: Atomic(0)
-            )
-        }
-        mask = UInt(count - 1)
-        shift = UInt(64 - count.trailingZeroBitCount)
-        super.init(key: key)
-    }
-
-    deinit {
-        for index in 0..<Self.stripeCount { stripe(index).deinitialize(count: 1) }
-        stripes.deallocate()
-    }
-
-    @inline(__always)
-    private func stripe(_ index: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
-        (stripes + index * Self.stripeBytes).assumingMemoryBound(to: Atomic<UInt64>.self)
-    }
-
-    /// This thread's stripe: a Fibonacci hash of its pthread id.
-    @inline(__always)
-    private var threadStripe: Int {
-        guard mask != 0 else { return 0 }
-        let id = UInt64(UInt(bitPattern: ThreadID.current))
-        return Int((id &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift)) & Int(mask)
-    }
-
-    @inline(__always)
-    func increment(by amount: Int64) {
-        guard amount > 0 else { return }
-        stripe(threadStripe).pointee.wrappingAdd(UInt64(amount), ordering: .relaxed)
-    }
-
-    func reset() {
-        for index in 0..<Self.stripeCount { stripe(index).pointee.store(0, ordering: .relaxed) }
-    }
-
-    /// The count since start (or the last `reset()`).
-    var total: UInt64 {
-        var sum: UInt64 = 0
-        for index in 0..<Self.stripeCount { sum &+= stripe(index).pointee.load(ordering: .relaxed) }
-        return sum
-    }
-
-    override func collect(into fields: inout [Point.Field]) {
-        fields.append(Point.Field(MetricsSchema.Field.count, .uint(total)))
-    }
-}
-
-/// A `Double` kept as its bit pattern in an atomic.
-final class AtomicDouble: Sendable {
-    private let bits = Atomic<UInt64>(0)
-
-    func load() -> Double { Double(bitPattern: bits.load(ordering: .relaxed)) }
-
-    func store(_ value: Double) { bits.store(value.bitPattern, ordering: .relaxed) }
-
-    func add(_ amount: Double) {
-        var old = bits.load(ordering: .relaxed)
-        while true {
-            let (exchanged, current) = bits.weakCompareExchange(
-                expected: old,
-                desired: (Double(bitPattern: old) + amount).bitPattern,
-                ordering: .relaxed
-            )
-            if exchanged { return }
-            old = current
-        }
-    }
-}
-
 /// `FloatingPointCounter`: a cumulative float `value`.
 final class FloatingCounterStorage: MetricHandler, FloatingPointCounterHandler, @unchecked Sendable {
-    private let value = AtomicDouble()
+    /// Guards the sum since start (or the last `reset()`).
+    private let value = Locked<Double>(0)
 
     func increment(by amount: Double) {
         guard amount > 0, amount.isFinite else { return }
-        value.add(amount)
+        value.withLock { $0 += amount }
     }
 
-    func reset() { value.store(0) }
+    func reset() { value.withLock { $0 = 0 } }
 
     override func collect(into fields: inout [Point.Field]) {
-        fields.append(Point.Field(MetricsSchema.Field.value, .float(value.load())))
+        fields.append(Point.Field(MetricsSchema.Field.value, .float(value.withLock { $0 })))
     }
 }
 
 /// `Meter`, and a `Recorder` made with `aggregate: false` (a `Gauge`): the last float `value`,
 /// written every interval once set.
 final class LastValueStorage: MetricHandler, MeterHandler, RecorderHandler, @unchecked Sendable {
-    private let value = AtomicDouble()
-    private let isSet = Atomic<Bool>(false)
+    /// Guards the last value; `nil` until one is set.
+    private let value = Locked<Double?>(nil)
 
     func set(_ value: Int64) { set(Double(value)) }
 
     func set(_ value: Double) {
         guard value.isFinite else { return }
-        self.value.store(value)
-        isSet.store(true, ordering: .relaxed)
+        self.value.withLock { $0 = value }
     }
 
     func increment(by amount: Double) {
         guard amount.isFinite else { return }
-        value.add(amount)
-        isSet.store(true, ordering: .relaxed)
+        value.withLock { $0 = ($0 ?? 0) + amount }
     }
 
     func decrement(by amount: Double) { increment(by: -amount) }
@@ -159,18 +68,15 @@ final class LastValueStorage: MetricHandler, MeterHandler, RecorderHandler, @unc
     func record(_ value: Double) { set(value) }
 
     override func collect(into fields: inout [Point.Field]) {
-        guard isSet.load(ordering: .relaxed) else { return }
-        let current = value.load()
-        if current.isFinite { fields.append(Point.Field(MetricsSchema.Field.value, .float(current))) }
+        guard let current = value.withLock({ $0 }), current.isFinite else { return }
+        fields.append(Point.Field(MetricsSchema.Field.value, .float(current)))
     }
 }
 
 /// Count, sum, min, max and a quantile sketch of one interval's values.
 struct Distribution: Sendable {
-    var count: UInt64 = 0
     var sum = 0.0
-    var min = Double.infinity
-    var max = -Double.infinity
+    /// Count, min and max are the sketch's own.
     var sketch = QuantileSketch()
 
     static let quantiles = [0.5, 0.9, 0.95, 0.99]
@@ -178,12 +84,11 @@ struct Distribution: Sendable {
         MetricsSchema.Field.p50, MetricsSchema.Field.p90, MetricsSchema.Field.p95, MetricsSchema.Field.p99,
     ]
 
+    var count: UInt64 { sketch.count }
+
     @inline(__always)
     mutating func add(_ value: Double) {
-        count &+= 1
         sum += value
-        if value < min { min = value }
-        if value > max { max = value }
         sketch.add(value)
     }
 
@@ -196,18 +101,11 @@ struct Distribution: Sendable {
             if (value / divisor).isFinite { fields.append(Point.Field(name, .float(value / divisor))) }
         }
         append(F.sum, sum)
-        append(F.min, min)
-        append(F.max, max)
+        append(F.min, sketch.minimum)
+        append(F.max, sketch.maximum)
         append(F.mean, sum / Double(count))
-        // Clamped to what was seen: the sketch's estimate may lie just outside [min, max].
-        let (low, high) = (min, max)
-        sketch.quantiles(Self.quantiles) { index, value in
-            append(Self.quantileFields[index], Swift.min(Swift.max(value, low), high))
-        }
-        count = 0
+        sketch.quantiles(Self.quantiles) { index, value in append(Self.quantileFields[index], value) }
         sum = 0
-        min = .infinity
-        max = -.infinity
         sketch.reset()
     }
 }
@@ -217,7 +115,7 @@ struct Distribution: Sendable {
 final class DistributionStorage: MetricHandler, TimerHandler, RecorderHandler, @unchecked Sendable {
     /// Guards this interval's values (`active`) and the emptied distribution that takes over at the
     /// next collection (`spare`), so its bucket storage is reused rather than allocated anew.
-    private let state = Mutex((active: Distribution(), spare: Distribution()))
+    private let state = Locked((active: Distribution(), spare: Distribution()))
     /// What a recorded value is divided by when written (1e6 turns a timer's nanoseconds into milliseconds,
     /// exactly as the agent's `duration_ms`).
     private let divisor: Double

@@ -9,21 +9,21 @@ import Foundation
 /// let first = try follower.poll(reportingTornTails: true)   // every pending line
 /// let next = try follower.poll(reportingTornTails: false)   // only what was added since
 /// ```
-public struct SpoolFollower: Sendable {
-    public let reader: SpoolReader
+package struct SpoolFollower: Sendable {
+    package let reader: SpoolReader
     /// Bytes of complete lines already read, by segment stem (the name without its suffix).
     private var consumed: [String: Int] = [:]
     /// Segments seen by the last poll.
-    public private(set) var segmentCount = 0
+    package private(set) var segmentCount = 0
 
-    public init(reader: SpoolReader) {
+    package init(reader: SpoolReader) {
         self.reader = reader
     }
 
     /// What one poll found: complete lines, oldest first, and the lines or entries left out.
-    public struct Poll: Sendable {
-        public var lines: [[UInt8]] = []
-        public var problems: [SpoolProblem] = []
+    package struct Poll: Sendable {
+        package var lines: [[UInt8]] = []
+        package var problems: [SpoolProblem] = []
     }
 
     static func stem(_ name: String) -> String {
@@ -44,7 +44,7 @@ public struct SpoolFollower: Sendable {
     /// - Parameter reportingTornTails: report a sealed segment's last line without a line end (while
     ///   following, a line may still be being written).
     /// - Throws: ``SpoolError`` when the directory cannot be listed or a segment cannot be read.
-    public mutating func poll(reportingTornTails: Bool) throws(SpoolError) -> Poll {
+    package mutating func poll(reportingTornTails: Bool) throws(SpoolError) -> Poll {
         var result = Poll()
         try poll(reportingTornTails: reportingTornTails) { segment in
             result.lines += segment.lines
@@ -60,7 +60,7 @@ public struct SpoolFollower: Sendable {
     ///   - reportingTornTails: as in ``poll(reportingTornTails:)``.
     ///   - body: called with each segment's new lines and problems, in send order.
     /// - Throws: ``SpoolError`` when the directory cannot be listed or a segment cannot be read.
-    public mutating func poll(reportingTornTails: Bool, segment body: (Poll) -> Void) throws(SpoolError) {
+    package mutating func poll(reportingTornTails: Bool, segment body: (Poll) -> Void) throws(SpoolError) {
         let names = try reader.segmentNames()
         var seen = Set<String>()
         for name in names {
@@ -106,4 +106,3 @@ public struct SpoolFollower: Sendable {
         polledOnce = true
     }
 }
-

@@ -14,29 +14,29 @@ import LineProtocol
 /// Memory grows with the number of endpoints and distinct series, not with the number of lines: each
 /// endpoint keeps at most ``exactLimit`` durations, then a bounded sketch (within 1 %), and at most
 /// ``sparklineSlots`` small sketches for its latency over time.
-public struct SummaryAggregator: Sendable {
+package struct SummaryAggregator: Sendable {
     /// Durations kept exactly per endpoint; past this, percentiles come from a sketch within 1 %.
-    public static let exactLimit = 10_000
+    package static let exactLimit = 10_000
     /// Time slots of the p95 sparkline. The slots share one time axis for every row: a slot starts one
     /// second wide and doubles (merging pairs) whenever the time covered would need more slots.
-    public static let sparklineSlots = 16
+    package static let sparklineSlots = 16
     /// Series remembered with their verdict; past this the memo starts again (lines still count).
     private static let seriesMemoLimit = 65_536
 
-    public var measurementFilter: String?
-    public var tagFilters: [(key: String, value: String)]
+    package var measurementFilter: String?
+    package var tagFilters: [(key: String, value: String)]
     /// Request and parse-failure lines timestamped before this (nanoseconds since the epoch) are only
     /// counted in ``SummaryCounts/earlier``.
-    public var since: Int64?
-    public let precision: Precision
-    public let requestMeasurement: String
-    public let parseFailureMeasurement: String
+    package var since: Int64?
+    package let precision: Precision
+    package let requestMeasurement: String
+    package let parseFailureMeasurement: String
 
-    public private(set) var counts = SummaryCounts()
+    package private(set) var counts = SummaryCounts()
     /// Tag keys seen on any line: a `--where` naming a key outside this set matches nothing.
-    public private(set) var tagKeysSeen: Set<String> = []
+    package private(set) var tagKeysSeen: Set<String> = []
     /// Width of one sparkline slot in nanoseconds.
-    public private(set) var slotWidth: Int64 = 1_000_000_000
+    package private(set) var slotWidth: Int64 = 1_000_000_000
     /// Absolute index (timestamp / slotWidth) of the oldest and newest slots holding a request.
     private var firstSlot: Int64?
     private var lastSlot: Int64?
@@ -48,8 +48,11 @@ public struct SummaryAggregator: Sendable {
     private var series: [UInt64: [(key: [UInt8], verdict: Verdict)]] = [:]
     private var seriesCount = 0
 
-    public init(
-        precision: Precision = .ns, measurement: String? = nil, tags: [(key: String, value: String)] = [], since: Int64? = nil,
+    package init(
+        precision: Precision = .ns,
+        measurement: String? = nil,
+        tags: [(key: String, value: String)] = [],
+        since: Int64? = nil,
         requestMeasurement: String = PointSchema.Measurement.request,
         parseFailureMeasurement: String = PointSchema.Measurement.parseFailure
     ) {
@@ -72,10 +75,10 @@ public struct SummaryAggregator: Sendable {
         var requests = 0
         var errors = 0
         var parseFailures = 0
-        var durations = LatencyDigest(exactLimit: SummaryAggregator.exactLimit, relativeError: 0.01)
+        var durations = QuantileSketch(exactLimit: SummaryAggregator.exactLimit)
         var lastStatus: String?
         var lastTimestamp = Int64.min
-        var slots: [Int64: LatencyDigest] = [:]
+        var slots: [Int64: QuantileSketch] = [:]
     }
 
     private enum Verdict: Sendable {
@@ -89,12 +92,12 @@ public struct SummaryAggregator: Sendable {
     // MARK: - Adding lines
 
     /// Counts one complete line (without its line end).
-    public mutating func add(_ line: [UInt8]) {
+    package mutating func add(_ line: [UInt8]) {
         line.withUnsafeBufferPointer { add($0) }
     }
 
     /// Counts one complete line (without its line end).
-    public mutating func add(_ line: UnsafeBufferPointer<UInt8>) {
+    package mutating func add(_ line: UnsafeBufferPointer<UInt8>) {
         guard let keyEnd = Self.seriesEnd(line) else {
             if !Self.isBlankOrComment(line) { counts.corrupt += 1 }
             return
@@ -166,7 +169,7 @@ public struct SummaryAggregator: Sendable {
     }
 
     /// Counts a problem the spool reader reported (a torn or corrupt line, a skipped entry).
-    public mutating func count(_ problem: SpoolProblem) {
+    package mutating func count(_ problem: SpoolProblem) {
         switch problem.kind {
         case .tornLine: counts.torn += 1
         case .corruptLine: counts.corrupt += 1
@@ -175,7 +178,7 @@ public struct SummaryAggregator: Sendable {
     }
 
     /// The `--where` keys no line read so far has.
-    public var unknownFilterKeys: [String] {
+    package var unknownFilterKeys: [String] {
         var unknown: [String] = []
         for filter in tagFilters where !tagKeysSeen.contains(filter.key) && !unknown.contains(filter.key) {
             unknown.append(filter.key)
@@ -183,7 +186,7 @@ public struct SummaryAggregator: Sendable {
         return unknown
     }
 
-    private static func slotDigest() -> LatencyDigest { LatencyDigest(exactLimit: 64, relativeError: 0.05) }
+    private static func slotDigest() -> QuantileSketch { QuantileSketch(relativeAccuracy: 0.05, exactLimit: 64) }
 
     /// Parses the first line of a series in full and decides what its lines count as.
     private mutating func judge(_ line: UnsafeBufferPointer<UInt8>) -> Verdict? {
@@ -232,8 +235,10 @@ public struct SummaryAggregator: Sendable {
             high = Self.floorDivide(high, 2)
             slot = Self.floorDivide(timestamp, slotWidth)
             for index in endpoints.indices where !endpoints[index].slots.isEmpty {
-                var merged: [Int64: LatencyDigest] = [:]
-                for (old, digest) in endpoints[index].slots { merged[Self.floorDivide(old, 2), default: Self.slotDigest()].merge(digest) }
+                var merged: [Int64: QuantileSketch] = [:]
+                for (old, digest) in endpoints[index].slots {
+                    merged[Self.floorDivide(old, 2), default: Self.slotDigest()].merge(digest)
+                }
                 endpoints[index].slots = merged
             }
         }
@@ -250,25 +255,35 @@ public struct SummaryAggregator: Sendable {
     // MARK: - Rows
 
     /// The start of the sparkline's first slot and the width of each, in nanoseconds since the epoch.
-    public var timeAxis: (start: Int64, slotWidth: Int64)? {
+    package var timeAxis: (start: Int64, slotWidth: Int64)? {
         guard let lastSlot else { return nil }
         return ((lastSlot - Int64(Self.sparklineSlots) + 1) &* slotWidth, slotWidth)
     }
 
     /// One row per endpoint with at least one request or parse failure, in no particular order.
-    public func rows() -> [SummaryRow] {
+    package func rows() -> [SummaryRow] {
         let slotRange: ClosedRange<Int64>? = lastSlot.map { ($0 - Int64(Self.sparklineSlots) + 1)...$0 }
         return endpoints.compactMap { endpoint in
             guard endpoint.requests > 0 || endpoint.parseFailures > 0 else { return nil }
-            let quantiles = endpoint.durations.percentiles([50, 95, 99])
+            var quantiles: [Double?] = [nil, nil, nil]
+            endpoint.durations.quantiles([0.5, 0.95, 0.99]) { index, value in quantiles[index] = value }
             let overTime: [Double?] =
-                slotRange.map { range in range.map { endpoint.slots[$0]?.percentile(95) } }
+                slotRange.map { range in range.map { endpoint.slots[$0]?.quantile(0.95) } }
                 ?? Array(repeating: nil, count: Self.sparklineSlots)
             return SummaryRow(
-                host: endpoint.key.host, path: endpoint.key.path, method: endpoint.key.method,
-                requests: endpoint.requests, errors: endpoint.errors, parseFailures: endpoint.parseFailures,
-                p50: quantiles[0], p95: quantiles[1], p99: quantiles[2], percentilesExact: endpoint.durations.isExact,
-                lastStatus: endpoint.lastStatus, p95OverTime: overTime)
+                host: endpoint.key.host,
+                path: endpoint.key.path,
+                method: endpoint.key.method,
+                requests: endpoint.requests,
+                errors: endpoint.errors,
+                parseFailures: endpoint.parseFailures,
+                p50: quantiles[0],
+                p95: quantiles[1],
+                p99: quantiles[2],
+                percentilesExact: endpoint.durations.isExact,
+                lastStatus: endpoint.lastStatus,
+                p95OverTime: overTime
+            )
         }
     }
 
@@ -344,7 +359,9 @@ public struct SummaryAggregator: Sendable {
         while index < end {
             let keyStart = index
             while index < end && line[index] != UInt8(ascii: "=") {
-                index += line[index] == UInt8(ascii: "\\") && !(index + 1 < end && line[index + 1] == UInt8(ascii: "\\")) ? 2 : 1
+                index +=
+                    line[index] == UInt8(ascii: "\\") && !(index + 1 < end && line[index + 1] == UInt8(ascii: "\\"))
+                    ? 2 : 1
             }
             guard index < end else {
                 result.wellFormed = false
@@ -355,7 +372,9 @@ public struct SummaryAggregator: Sendable {
             let valueStart = index
             if index < end && line[index] == UInt8(ascii: "\"") {
                 index += 1
-                while index < end && line[index] != UInt8(ascii: "\"") { index += line[index] == UInt8(ascii: "\\") ? 2 : 1 }
+                while index < end && line[index] != UInt8(ascii: "\"") {
+                    index += line[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
                 index += 1
             } else {
                 while index < end && line[index] != UInt8(ascii: ",") && line[index] != UInt8(ascii: " ") { index += 1 }
@@ -378,7 +397,9 @@ public struct SummaryAggregator: Sendable {
             // A space: the timestamp follows, if anything does.
             while index < end && (line[index] == UInt8(ascii: " ") || line[index] == UInt8(ascii: "\t")) { index += 1 }
             var digitsEnd = index
-            while digitsEnd < end && line[digitsEnd] != UInt8(ascii: " ") && line[digitsEnd] != UInt8(ascii: "\t") { digitsEnd += 1 }
+            while digitsEnd < end && line[digitsEnd] != UInt8(ascii: " ") && line[digitsEnd] != UInt8(ascii: "\t") {
+                digitsEnd += 1
+            }
             if digitsEnd > index, let raw = integer(UnsafeBufferPointer(rebasing: line[index..<digitsEnd])) {
                 let (scaled, overflow) = raw.multipliedReportingOverflow(by: precision.nanosecondsPerUnit)
                 result.timestamp = overflow ? (raw < 0 ? Int64.min : Int64.max) : scaled
@@ -397,7 +418,9 @@ public struct SummaryAggregator: Sendable {
             guard length > 0 else { return nil }
             last = value[length - 1]
         }
-        guard length < 64, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) || last == UInt8(ascii: ".") else { return nil }
+        guard length < 64, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) || last == UInt8(ascii: ".") else {
+            return nil
+        }
         return withUnsafeTemporaryAllocation(of: CChar.self, capacity: length + 1) { text -> Double? in
             for offset in 0..<length { text[offset] = CChar(bitPattern: value[offset]) }
             text[length] = 0

@@ -1,36 +1,36 @@
 /// One endpoint (host, templated path, method) of a summary: what `influx-tail --summary` and the
 /// demo's closing table print per row.
-public struct SummaryRow: Sendable, Hashable {
-    public var host: String
-    public var path: String
-    public var method: String
-    public var requests: Int
+package struct SummaryRow: Sendable, Hashable {
+    package var host: String
+    package var path: String
+    package var method: String
+    package var requests: Int
     /// Requests that failed: a transport error or a status of 400 or more (the `errors` field).
-    public var errors: Int
+    package var errors: Int
     /// `apihealth_parse_failure` points of this endpoint (responses the client could not decode).
-    public var parseFailures: Int
+    package var parseFailures: Int
     /// Nearest-rank percentiles of `duration_ms`; `nil` without requests.
-    public var p50: Double?
-    public var p95: Double?
-    public var p99: Double?
+    package var p50: Double?
+    package var p95: Double?
+    package var p99: Double?
     /// Whether the percentiles are exact (at most ``SummaryAggregator/exactLimit`` requests) or from the
     /// bounded sketch.
-    public var percentilesExact: Bool
+    package var percentilesExact: Bool
     /// The `status` tag of the request with the latest timestamp ("error" for a transport error).
-    public var lastStatus: String?
+    package var lastStatus: String?
     /// p95 of `duration_ms` per time slot, oldest first, ``SummaryAggregator/sparklineSlots`` of them;
     /// `nil` where the endpoint had no request in that slot.
-    public var p95OverTime: [Double?]
+    package var p95OverTime: [Double?]
 
     /// Errors as a percentage of requests (0 without requests).
-    public var errorPercent: Double { requests == 0 ? 0 : Double(errors) * 100 / Double(requests) }
+    package var errorPercent: Double { requests == 0 ? 0 : Double(errors) * 100 / Double(requests) }
 
     /// `host` followed by `path`, as the table shows it.
-    public var endpoint: String { host + path }
+    package var endpoint: String { host + path }
 }
 
 /// The orders rows can be sorted in.
-public enum SummaryOrder: String, Sendable, CaseIterable {
+package enum SummaryOrder: String, Sendable, CaseIterable {
     /// Highest error % first, then highest p99, then most requests.
     case worst
     case requests
@@ -42,17 +42,19 @@ public enum SummaryOrder: String, Sendable, CaseIterable {
     case endpoint
 
     /// `rows` in this order (ties broken by endpoint and method, so the order is stable).
-    public func sorted(_ rows: [SummaryRow]) -> [SummaryRow] {
+    package func sorted(_ rows: [SummaryRow]) -> [SummaryRow] {
         rows.sorted { a, b in
             func byName() -> Bool { (a.host, a.path, a.method) < (b.host, b.path, b.method) }
             func descending(_ x: Double, _ y: Double) -> Bool? { x == y ? nil : x > y }
             let first: Bool?
             switch self {
             case .worst:
-                first = descending(a.errorPercent, b.errorPercent) ?? descending(a.p99 ?? -1, b.p99 ?? -1)
+                first =
+                    descending(a.errorPercent, b.errorPercent) ?? descending(a.p99 ?? -1, b.p99 ?? -1)
                     ?? descending(Double(a.requests), Double(b.requests))
             case .requests: first = descending(Double(a.requests), Double(b.requests))
-            case .errors: first = descending(Double(a.errors), Double(b.errors)) ?? descending(a.errorPercent, b.errorPercent)
+            case .errors:
+                first = descending(Double(a.errors), Double(b.errors)) ?? descending(a.errorPercent, b.errorPercent)
             case .p50: first = descending(a.p50 ?? -1, b.p50 ?? -1)
             case .p95: first = descending(a.p95 ?? -1, b.p95 ?? -1)
             case .p99: first = descending(a.p99 ?? -1, b.p99 ?? -1)
@@ -64,31 +66,31 @@ public enum SummaryOrder: String, Sendable, CaseIterable {
 }
 
 /// What the summary read besides the rows: shown in its footer.
-public struct SummaryCounts: Sendable, Hashable {
+package struct SummaryCounts: Sendable, Hashable {
     /// Complete lines read (every measurement), before filters.
-    public var lines = 0
+    package var lines = 0
     /// `apihealth_request` lines counted in the rows.
-    public var requestLines = 0
+    package var requestLines = 0
     /// `apihealth_parse_failure` lines counted in the rows.
-    public var parseFailureLines = 0
+    package var parseFailureLines = 0
     /// Lines of other measurements (the agent's health points, a service's own points).
-    public var otherMeasurements = 0
+    package var otherMeasurements = 0
     /// Lines left out by `--where` / `--measurement`.
-    public var filteredOut = 0
+    package var filteredOut = 0
     /// Request or parse-failure lines timestamped before the summary's start (earlier runs).
-    public var earlier = 0
+    package var earlier = 0
     /// Lines of the request or parse-failure measurement without a host, path or method tag or without a
     /// numeric `duration_ms`: written by something other than the agent.
-    public var foreign = 0
+    package var foreign = 0
     /// Lines cut short (no line end: a crash in the middle of a write).
-    public var torn = 0
+    package var torn = 0
     /// Lines that are not line protocol.
-    public var corrupt = 0
+    package var corrupt = 0
     /// Spool entries not read (links, FIFOs, files of another user, unreadable files).
-    public var skippedEntries = 0
+    package var skippedEntries = 0
 
-    public init() {}
+    package init() {}
 
     /// Lines that could not be counted: torn, corrupt or foreign.
-    public var unusable: Int { torn + corrupt + foreign }
+    package var unusable: Int { torn + corrupt + foreign }
 }

@@ -10,19 +10,19 @@ import Foundation
 /// Every line of the table fits in `width` columns: with less room, the least important columns are
 /// left out (sparkline, parse failures, p50, last status, errors, p95, in that order) and the endpoint
 /// is shortened with an ellipsis after its first third.
-public struct SummaryTable: Sendable {
-    public var width: Int
-    public var colors: Bool
+package struct SummaryTable: Sendable {
+    package var width: Int
+    package var colors: Bool
     /// Error % at or above which the cell is yellow, and red.
-    public static let errorPercentWarning = 1.0
-    public static let errorPercentAlarm = 5.0
+    package static let errorPercentWarning = 1.0
+    package static let errorPercentAlarm = 5.0
     /// p99 milliseconds at or above which the cell is yellow, and red.
-    public static let p99Warning = 500.0
-    public static let p99Alarm = 1_000.0
+    package static let p99Warning = 500.0
+    package static let p99Alarm = 1_000.0
     /// The narrowest table: method, a shortened endpoint, requests, error % and p99.
-    public static let minimumWidth = 32
+    package static let minimumWidth = 32
 
-    public init(width: Int, colors: Bool) {
+    package init(width: Int, colors: Bool) {
         self.width = max(width, Self.minimumWidth)
         self.colors = colors
     }
@@ -66,13 +66,15 @@ public struct SummaryTable: Sendable {
     private static let endpointMinimum = 16
 
     /// The table: a header, one line per row, and the footer. Ends with a line end.
-    public func render(_ rows: [SummaryRow], counts: SummaryCounts, title: String? = nil) -> String {
+    package func render(_ rows: [SummaryRow], counts: SummaryCounts, title: String? = nil) -> String {
         let cells = rows.map { row -> [Column: String] in
             [
-                .method: Self.visible(row.method), .endpoint: Self.visible(row.endpoint), .requests: String(row.requests), .errors: String(row.errors),
+                .method: Terminal.visible(row.method), .endpoint: Terminal.visible(row.endpoint),
+                .requests: String(row.requests), .errors: String(row.errors),
                 .errorPercent: Self.percent(row.errorPercent, requests: row.requests),
                 .p50: Self.milliseconds(row.p50), .p95: Self.milliseconds(row.p95), .p99: Self.milliseconds(row.p99),
-                .last: row.lastStatus.map(Self.visible) ?? "-", .parse: String(row.parseFailures), .sparkline: Self.sparkline(row.p95OverTime),
+                .last: row.lastStatus.map(Terminal.visible) ?? "-", .parse: String(row.parseFailures),
+                .sparkline: Self.sparkline(row.p95OverTime),
             ]
         }
         var widths: [Column: Int] = [:]
@@ -93,13 +95,13 @@ public struct SummaryTable: Sendable {
         widths[.endpoint] = endpointWidth
 
         var out = ""
-        if let title { out += paint(Self.fit(Self.visible(title), width), "1") + "\n" }
-        out += paint(line(shown.map { ($0, $0.title) }, widths: widths), "1;4") + "\n"
+        if let title { out += paint(Self.fit(Terminal.visible(title), width), .bold) + "\n" }
+        out += paint(line(shown.map { ($0, $0.title) }, widths: widths), .boldUnderlined) + "\n"
         for (row, cell) in zip(rows, cells) {
             out += line(shown.map { ($0, cell[$0] ?? "") }, widths: widths, row: row) + "\n"
         }
         if rows.isEmpty { out += Self.fit("(no apihealth_request lines to summarise)", width) + "\n" }
-        for footer in Self.footer(counts, width: width) { out += paint(footer, "2") + "\n" }
+        for footer in Self.footer(counts, width: width) { out += paint(footer, .dim) + "\n" }
         return out
     }
 
@@ -121,25 +123,25 @@ public struct SummaryTable: Sendable {
     private func highlight(_ cell: String, column: Column, row: SummaryRow) -> String {
         switch column {
         case .errorPercent:
-            if row.errorPercent >= Self.errorPercentAlarm { return paint(cell, "1;31") }
-            if row.errorPercent >= Self.errorPercentWarning { return paint(cell, "33") }
+            if row.errorPercent >= Self.errorPercentAlarm { return paint(cell, .boldRed) }
+            if row.errorPercent >= Self.errorPercentWarning { return paint(cell, .yellow) }
         case .p99:
-            if let p99 = row.p99, p99 >= Self.p99Alarm { return paint(cell, "1;31") }
-            if let p99 = row.p99, p99 >= Self.p99Warning { return paint(cell, "33") }
-        case .sparkline: return paint(cell, "36")
-        case .method: return paint(cell, "2")
+            if let p99 = row.p99, p99 >= Self.p99Alarm { return paint(cell, .boldRed) }
+            if let p99 = row.p99, p99 >= Self.p99Warning { return paint(cell, .yellow) }
+        case .sparkline: return paint(cell, .cyan)
+        case .method: return paint(cell, .dim)
         default: break
         }
         return cell
     }
 
-    private func paint(_ text: String, _ code: String) -> String {
-        colors ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+    private func paint(_ text: String, _ style: Terminal.Style) -> String {
+        Terminal.paint(text, style, colors: colors)
     }
 
     /// `text` cut to `width` columns with an ellipsis after its first third, so the start of the host
     /// and most of the end of the path stay readable.
-    public static func fit(_ text: String, _ width: Int) -> String {
+    package static func fit(_ text: String, _ width: Int) -> String {
         let characters = Array(text)
         guard characters.count > width else { return text }
         guard width > 1 else { return String(characters.prefix(width)) }
@@ -165,19 +167,23 @@ public struct SummaryTable: Sendable {
     static let blocks: [Character] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
 
     /// One block per slot, scaled from zero to the row's highest p95; a space where there was no request.
-    public static func sparkline(_ values: [Double?]) -> String {
+    package static func sparkline(_ values: [Double?]) -> String {
         let highest = values.compactMap { $0 }.max() ?? 0
-        return String(values.map { value -> Character in
-            guard let value else { return " " }
-            guard highest > 0 else { return blocks[0] }
-            let level = Int((value / highest * Double(blocks.count)).rounded(.up)) - 1
-            return blocks[min(max(level, 0), blocks.count - 1)]
-        })
+        return String(
+            values.map { value -> Character in
+                guard let value else { return " " }
+                guard highest > 0 else { return blocks[0] }
+                let level = Int((value / highest * Double(blocks.count)).rounded(.up)) - 1
+                return blocks[min(max(level, 0), blocks.count - 1)]
+            }
+        )
     }
 
     /// What was read besides the rows, packed into lines of at most `width` columns.
-    public static func footer(_ counts: SummaryCounts, width: Int) -> [String] {
-        var items = ["\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures"]
+    package static func footer(_ counts: SummaryCounts, width: Int) -> [String] {
+        var items = [
+            "\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures",
+        ]
         if counts.otherMeasurements > 0 { items.append("\(counts.otherMeasurements) other measurements") }
         if counts.filteredOut > 0 { items.append("\(counts.filteredOut) filtered out") }
         if counts.earlier > 0 { items.append("\(counts.earlier) from earlier runs") }
@@ -203,11 +209,12 @@ public struct SummaryTable: Sendable {
     // MARK: - JSON
 
     /// One JSON object per row, one per line.
-    public static func json(_ rows: [SummaryRow], slotWidth: Int64?) -> String {
+    package static func json(_ rows: [SummaryRow], slotWidth: Int64?) -> String {
         var out = ""
         for row in rows {
             let series = row.p95OverTime.map { $0.map(number) ?? "null" }.joined(separator: ",")
-            out += "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
+            out +=
+                "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
                 + "\"requests\":\(row.requests),\"errors\":\(row.errors),\"error_percent\":\(number(row.errorPercent)),"
                 + "\"p50_ms\":\(row.p50.map(number) ?? "null"),\"p95_ms\":\(row.p95.map(number) ?? "null"),"
                 + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.percentilesExact ? "\"exact\"" : "\"sketch\""),"
@@ -221,21 +228,6 @@ public struct SummaryTable: Sendable {
         guard value.isFinite else { return "null" }
         if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }
         return String(value)
-    }
-
-    /// `text` with control characters (C0, DEL, C1) written as `\u{NN}`, so a tag value cannot drive the
-    /// terminal.
-    public static func visible(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else { return text }
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
-                result += "\\u{" + String(scalar.value, radix: 16) + "}"
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
     }
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped (so a spool line can

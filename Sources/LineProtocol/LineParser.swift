@@ -4,7 +4,7 @@ public struct LineParseError: Error, Sendable, Hashable, CustomStringConvertible
     public var column: Int
     public var reason: String
 
-    public init(line: Int, column: Int, reason: String) {
+    package init(line: Int, column: Int, reason: String) {
         self.line = line
         self.column = column
         self.reason = reason
@@ -144,22 +144,22 @@ public struct LineParser: Sendable {
 }
 
 /// Splits a buffer into lines at `\n`, except inside a quoted string field value.
-public struct LineSplitter: Sequence, IteratorProtocol {
+package struct LineSplitter: Sequence, IteratorProtocol {
     /// One line: its 1-based number and its byte range, without the `\n`.
-    public struct Line: Sendable {
-        public var number: Int
-        public var range: Range<Int>
+    package struct Line: Sendable {
+        package var number: Int
+        package var range: Range<Int>
     }
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var position = 0
     private var number = 0
 
-    public init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    package init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
 
-    public mutating func next() -> Line? {
+    package mutating func next() -> Line? {
         guard position < bytes.count else { return nil }
         let start = position
         number += 1

@@ -10,18 +10,18 @@
 /// send(rewrite.lines)
 /// pointsRepaired += rewrite.clampedLines
 /// ```
-public struct UnsignedRewrite: Sendable, Hashable {
+package struct UnsignedRewrite: Sendable, Hashable {
     /// The lines, with each `Nu` field value written as `Ni` (values over `Int64.max` as `Int64.max`).
-    public var lines: [UInt8]
+    package var lines: [UInt8]
     /// Unsigned field values rewritten.
-    public var rewrittenFields = 0
+    package var rewrittenFields = 0
     /// Of those, values over `Int64.max` written as `Int64.max`: changed values.
-    public var clampedFields = 0
+    package var clampedFields = 0
     /// Lines with at least one clamped value: each is a repaired point.
-    public var clampedLines = 0
+    package var clampedLines = 0
 
     /// A rewrite result for `lines`, before any change is counted.
-    public init(lines: [UInt8]) {
+    package init(lines: [UInt8]) {
         self.lines = lines
     }
 }
@@ -37,7 +37,7 @@ extension LineEncoder {
     ///
     /// - Parameter lines: Whole lines of line protocol, each ending in `\n` (the last may lack it).
     /// - Returns: The rewritten lines and how many values were rewritten and clamped.
-    public static func rewritingUnsignedAsSigned(_ lines: [UInt8]) -> UnsignedRewrite {
+    package static func rewritingUnsignedAsSigned(_ lines: [UInt8]) -> UnsignedRewrite {
         var result = UnsignedRewrite(lines: [])
         result.lines.reserveCapacity(lines.count)
         var start = 0
@@ -77,7 +77,9 @@ extension LineEncoder {
                     index += 1
                 } else {
                     let valueStart = index
-                    while index < bytes.count, bytes[index] != UInt8(ascii: ","), bytes[index] != space, bytes[index] != newline {
+                    while index < bytes.count, bytes[index] != UInt8(ascii: ","), bytes[index] != space,
+                        bytes[index] != newline
+                    {
                         index += 1
                     }
                     if let value = unsignedValue(bytes, valueStart..<index) {

@@ -1,5 +1,5 @@
+import APIHealthTestKit
 import Foundation
-import LoopbackHTTPServer
 
 /// The local API the demo calls: a few endpoints per module, each with its own latency and error rate.
 struct DemoEndpoint: Sendable {
@@ -16,16 +16,47 @@ struct DemoEndpoint: Sendable {
 
 enum DemoAPI {
     static let endpoints: [DemoEndpoint] = [
-        DemoEndpoint(module: "catalog", method: "GET", makePath: { "/catalog/products/\(1_000 + $0 % 500)" },
-            medianMilliseconds: 18, errorRate: 0.01, errorStatus: 500),
-        DemoEndpoint(module: "catalog", method: "GET", makePath: { _ in "/catalog/search" },
-            medianMilliseconds: 45, errorRate: 0.03, errorStatus: 503),
-        DemoEndpoint(module: "checkout", method: "POST", makePath: { _ in "/checkout/orders" },
-            medianMilliseconds: 80, errorRate: 0.05, errorStatus: 500),
-        DemoEndpoint(module: "checkout", method: "GET", makePath: { _ in "/checkout/orders/\(UUID().uuidString.lowercased())" },
-            medianMilliseconds: 25, errorRate: 0.0, errorStatus: 500),
-        DemoEndpoint(module: "accounts", method: "GET", makePath: { "/accounts/users/\(40_000 + $0 % 900)" },
-            medianMilliseconds: 12, errorRate: 0.02, errorStatus: 404, malformedRate: 0.04),
+        DemoEndpoint(
+            module: "catalog",
+            method: "GET",
+            makePath: { "/catalog/products/\(1_000 + $0 % 500)" },
+            medianMilliseconds: 18,
+            errorRate: 0.01,
+            errorStatus: 500
+        ),
+        DemoEndpoint(
+            module: "catalog",
+            method: "GET",
+            makePath: { _ in "/catalog/search" },
+            medianMilliseconds: 45,
+            errorRate: 0.03,
+            errorStatus: 503
+        ),
+        DemoEndpoint(
+            module: "checkout",
+            method: "POST",
+            makePath: { _ in "/checkout/orders" },
+            medianMilliseconds: 80,
+            errorRate: 0.05,
+            errorStatus: 500
+        ),
+        DemoEndpoint(
+            module: "checkout",
+            method: "GET",
+            makePath: { _ in "/checkout/orders/\(UUID().uuidString.lowercased())" },
+            medianMilliseconds: 25,
+            errorRate: 0.0,
+            errorStatus: 500
+        ),
+        DemoEndpoint(
+            module: "accounts",
+            method: "GET",
+            makePath: { "/accounts/users/\(40_000 + $0 % 900)" },
+            medianMilliseconds: 12,
+            errorRate: 0.02,
+            errorStatus: 404,
+            malformedRate: 0.04
+        ),
     ]
 
     /// Answers like a real service would, with a log-normal latency around each endpoint's median.
@@ -42,8 +73,11 @@ enum DemoAPI {
         let delay = Duration.microseconds(Int64(latency * 1_000))
         if Double.random(in: 0..<1) < endpoint.errorRate {
             return LoopbackHTTPServer.Response(
-                status: endpoint.errorStatus, headers: [("Content-Type", "application/json")],
-                body: .bytes(Array(#"{"error":"upstream failure"}"#.utf8)), delay: delay)
+                status: endpoint.errorStatus,
+                headers: [("Content-Type", "application/json")],
+                body: .bytes(Array(#"{"error":"upstream failure"}"#.utf8)),
+                delay: delay
+            )
         }
         let body: String
         if Double.random(in: 0..<1) < endpoint.malformedRate {
@@ -54,7 +88,9 @@ enum DemoAPI {
         return LoopbackHTTPServer.Response(
             status: request.method == "POST" ? 201 : 200,
             headers: [("Content-Type", "application/json"), ("X-Request-Id", UUID().uuidString)],
-            body: .bytes(Array(body.utf8)), delay: delay)
+            body: .bytes(Array(body.utf8)),
+            delay: delay
+        )
     }
 
     private static func matches(_ endpoint: DemoEndpoint, path: String, method: String) -> Bool {

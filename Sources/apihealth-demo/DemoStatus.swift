@@ -5,16 +5,15 @@ import Logging
 
 /// The demo's status line on a terminal, its warning when the destination cannot be reached, and the
 /// per-endpoint summary of what it writes to the spool while it runs.
-final class DemoStatus: @unchecked Sendable {
+final class DemoStatus: Sendable {
     let counters: DemoCounters
     let agent: APIHealthAgent
     /// Seconds of traffic asked for.
     let total: Double
     let destination: String?
     let logger: Logger
-    /// Guards `warned`. (NSLock: `Synchronization.Mutex` needs macOS 15, the package supports macOS 13.)
-    private let lock = NSLock()
-    private var warned = false
+    /// Guards whether the warning was given.
+    private let warned = Locked(false)
 
     init(counters: DemoCounters, agent: APIHealthAgent, total: Double, destination: String?, logger: Logger) {
         self.counters = counters
@@ -53,7 +52,8 @@ final class DemoStatus: @unchecked Sendable {
     func line(elapsed: Duration) -> String {
         let seen = counters.snapshot
         let metrics = agent.metrics
-        let text = "\(elapsed.components.seconds)s/\(Int(total))s  requests \(seen.requests)  errors \(seen.errors)"
+        let text =
+            "\(elapsed.components.seconds)s/\(Int(total))s  requests \(seen.requests)  errors \(seen.errors)"
             + "  parse failures \(seen.parseFailures)  points pending \(metrics.pendingLines)  written \(metrics.pointsWritten)"
         return String(text.prefix(max(10, Terminal.columns() - 1)))
     }
@@ -66,7 +66,7 @@ final class DemoStatus: @unchecked Sendable {
         guard let destination, metrics.pointsWritten == 0, metrics.retries > 0 || metrics.pointsRejected > 0,
             let error = metrics.lastError
         else { return false }
-        let first = lock.withLock {
+        let first = warned.withLock { warned in
             defer { warned = true }
             return !warned
         }
@@ -74,7 +74,8 @@ final class DemoStatus: @unchecked Sendable {
         if clearingLine { Terminal.write("\r\u{1B}[K") }
         logger.warning(
             "cannot send to \(destination): \(error); points stay pending in the spool",
-            metadata: ["apihealth.destination": "\(destination)"])
+            metadata: ["apihealth.destination": "\(destination)"]
+        )
         return true
     }
 }

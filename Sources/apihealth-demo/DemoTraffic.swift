@@ -16,21 +16,19 @@ struct DemoResponse: Decodable {
 }
 
 /// Counts what the demo did, for the progress line and the summary.
-final class DemoCounters: @unchecked Sendable {
-    private let lock = NSLock()
-    private var requests = 0
-    private var errors = 0
-    private var parseFailures = 0
+final class DemoCounters: Sendable {
+    /// Guards the counts.
+    private let counts = Locked((requests: 0, errors: 0, parseFailures: 0))
 
     func add(error: Bool, parseFailure: Bool) {
-        lock.withLock {
-            requests += 1
-            if error { errors += 1 }
-            if parseFailure { parseFailures += 1 }
+        counts.withLock { counts in
+            counts.requests += 1
+            if error { counts.errors += 1 }
+            if parseFailure { counts.parseFailures += 1 }
         }
     }
 
-    var snapshot: (requests: Int, errors: Int, parseFailures: Int) { lock.withLock { (requests, errors, parseFailures) } }
+    var snapshot: (requests: Int, errors: Int, parseFailures: Int) { counts.withLock { $0 } }
 }
 
 /// Calls the local API through instrumented sessions at a steady rate until the duration is over
@@ -60,13 +58,19 @@ struct DemoTraffic: Service {
         defer { httpClient.shutdown { _ in } }
         let start = ContinuousClock.now
         let interval = Duration.seconds(1 / max(rate, 0.1))
-        await withDiscardingTaskGroup { group in
+        // A plain task group collected as it goes (`withDiscardingTaskGroup` needs macOS 14): at most
+        // `maximumUncollected` calls are started and not yet collected, enough for the 5 s timeout at the rate.
+        let maximumUncollected = rate.isFinite ? max(1_024, Int(min(rate, 1_000_000) * 6)) : 1_024
+        await withTaskGroup(of: Void.self) { group in
             var index = 0
+            var uncollected = 0
             while ContinuousClock.now - start < duration && !Task.isShuttingDownGracefully && !Task.isCancelled {
                 let endpoint = endpoints[index % endpoints.count]
                 let call = index
                 if endpoint.module == Self.asyncHTTPClientModule {
-                    group.addTask { await self.measured(endpoint) { await self.call(endpoint, index: call, client: httpClient) } }
+                    group.addTask {
+                        await self.measured(endpoint) { await self.call(endpoint, index: call, client: httpClient) }
+                    }
                 } else {
                     group.addTask {
                         await self.measured(endpoint) {
@@ -75,6 +79,8 @@ struct DemoTraffic: Service {
                     }
                 }
                 index += 1
+                uncollected += 1
+                while uncollected > maximumUncollected, await group.next() != nil { uncollected -= 1 }
                 try? await Task.sleep(until: start + interval * index, clock: .continuous)
             }
         }
@@ -88,7 +94,12 @@ struct DemoTraffic: Service {
         request.method = .init(rawValue: endpoint.method)
         request.headers.add(name: "X-Request-Id", value: UUID().uuidString)
         do {
-            let response = try await client.execute(request, timeout: .seconds(5), recordingTo: agent, module: endpoint.module)
+            let response = try await client.execute(
+                request,
+                timeout: .seconds(5),
+                recordingTo: agent,
+                module: endpoint.module
+            )
             let body = try await response.body.collect(upTo: 1 << 20)
             guard response.status.code < 400 else {
                 counters.add(error: true, parseFailure: false)
@@ -101,9 +112,19 @@ struct DemoTraffic: Service {
                 if let url = URL(string: request.url) {
                     var failed = URLRequest(url: url)
                     failed.httpMethod = endpoint.method
-                    let head = HTTPURLResponse(url: url, statusCode: Int(response.status.code), httpVersion: nil, headerFields: nil)
+                    let head = HTTPURLResponse(
+                        url: url,
+                        statusCode: Int(response.status.code),
+                        httpVersion: nil,
+                        headerFields: nil
+                    )
                     agent.recordParseFailure(
-                        for: failed, response: head, error: error, module: endpoint.module, data: Data(body.readableBytesView))
+                        for: failed,
+                        response: head,
+                        error: error,
+                        module: endpoint.module,
+                        data: Data(body.readableBytesView)
+                    )
                 }
                 counters.add(error: false, parseFailure: true)
             }
@@ -140,7 +161,13 @@ struct DemoTraffic: Service {
                 return
             }
             do {
-                _ = try agent.decode(DemoResponse.self, from: data, for: request, response: response, module: endpoint.module)
+                _ = try agent.decode(
+                    DemoResponse.self,
+                    from: data,
+                    for: request,
+                    response: response,
+                    module: endpoint.module
+                )
                 counters.add(error: false, parseFailure: false)
             } catch {
                 counters.add(error: false, parseFailure: true)

@@ -66,7 +66,10 @@ struct InfluxTail: ParsableCommand {
     @Option(name: .customShort("n"), help: "Print only the last N lines (with --summary: the first N rows).")
     var last: Int?
 
-    @Flag(name: [.short, .long], help: "Keep printing lines as they are recorded (with --summary: redraw every second).")
+    @Flag(
+        name: [.short, .long],
+        help: "Keep printing lines as they are recorded (with --summary: redraw every second)."
+    )
     var follow = false
 
     @Option(help: "Output format: line, table or json (--summary: table or json).")
@@ -102,9 +105,15 @@ struct InfluxTail: ParsableCommand {
             throw ValidationError("--where takes tag=value, not '\(filter)'")
         }
         if stats && rejected { throw ValidationError("--stats and --rejected cannot be combined") }
-        if follow && (stats || rejected) { throw ValidationError("--follow prints lines; it cannot be combined with --stats or --rejected") }
-        if summary && (stats || rejected) { throw ValidationError("--summary cannot be combined with --stats or --rejected") }
-        if let width, width < SummaryTable.minimumWidth { throw ValidationError("--width takes \(SummaryTable.minimumWidth) columns or more") }
+        if follow && (stats || rejected) {
+            throw ValidationError("--follow prints lines; it cannot be combined with --stats or --rejected")
+        }
+        if summary && (stats || rejected) {
+            throw ValidationError("--summary cannot be combined with --stats or --rejected")
+        }
+        if let width, width < SummaryTable.minimumWidth {
+            throw ValidationError("--width takes \(SummaryTable.minimumWidth) columns or more")
+        }
     }
 
     static func main() {
@@ -144,8 +153,14 @@ struct InfluxTail: ParsableCommand {
         let directory = try spoolDirectory()
         if summary {
             try SummaryCommand(
-                directory: directory, follow: follow, json: format == .json, order: sort, rows: last, width: width,
-                colors: Terminal.wantsColors(color.rawValue), measurement: measurement,
+                directory: directory,
+                follow: follow,
+                json: format == .json,
+                order: sort,
+                rows: last,
+                width: width,
+                colors: Terminal.wantsColors(color.rawValue),
+                measurement: measurement,
                 tags: LineFilter(measurement: nil, tags: filters).tags.map { (key: $0.0, value: $0.1) }
             ).run()
             return
@@ -170,7 +185,7 @@ struct InfluxTail: ParsableCommand {
         let firstLines = try follower.pollReporting(tornTails: !follow)
         for problem in firstLines.problems {
             corrupt = true
-            FileHandle.standardError.write(Data("influx-tail: \(LinePrinter.visible(problem.description))\n".utf8))
+            FileHandle.standardError.write(Data("influx-tail: \(Terminal.visible(problem.description))\n".utf8))
         }
         Self.warnAboutUnknownTags(filter.tags.map(\.0), lines: firstLines.lines)
         var selected = firstLines.lines.filter { filter.matches($0) }
@@ -182,13 +197,15 @@ struct InfluxTail: ParsableCommand {
                 usleep(50_000)
                 let next = try follower.pollReporting(tornTails: false)
                 for problem in next.problems {
-                    FileHandle.standardError.write(Data("influx-tail: \(LinePrinter.visible(problem.description))\n".utf8))
+                    FileHandle.standardError.write(Data("influx-tail: \(Terminal.visible(problem.description))\n".utf8))
                 }
                 printer.printLines(next.lines.filter { filter.matches($0) })
                 printer.flush()
             }
         }
-        if corrupt { throw TailFailure(message: "the spool holds lines or entries that will not be sent (reported above)") }
+        if corrupt {
+            throw TailFailure(message: "the spool holds lines or entries that will not be sent (reported above)")
+        }
     }
 
     /// Opens the spool; while following, a spool that does not exist yet is waited for (like `tail -F`),
@@ -198,9 +215,11 @@ struct InfluxTail: ParsableCommand {
         while true {
             do {
                 return try SpoolReader(directory: directory)
-            } catch where waiting && error.code == .missing {
+            } catch  where waiting && error.code == .missing {
                 if !announced {
-                    FileHandle.standardError.write(Data("influx-tail: no spool at \(directory.path) yet; waiting for it\n".utf8))
+                    FileHandle.standardError.write(
+                        Data("influx-tail: no spool at \(directory.path) yet; waiting for it\n".utf8)
+                    )
                     announced = true
                 }
                 guard pause() else { throw StopRequested() }
@@ -225,13 +244,20 @@ struct InfluxTail: ParsableCommand {
     static func warnAboutUnknownTags(_ keys: [String]) {
         var said = Set<String>()
         for key in keys where said.insert(key).inserted {
-            FileHandle.standardError.write(Data("influx-tail: no line has a tag '\(LinePrinter.visible(key))'; --where \(LinePrinter.visible(key))=… matches nothing\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "influx-tail: no line has a tag '\(Terminal.visible(key))'; --where \(Terminal.visible(key))=… matches nothing\n"
+                        .utf8
+                )
+            )
         }
     }
 
     private func spoolDirectory() throws -> URL {
         if let spool { return URL(fileURLWithPath: (spool as NSString).expandingTildeInPath) }
-        if let environment = ProcessInfo.processInfo.environment["APIHEALTH_SPOOL_DIR"], !environment.isEmpty, environment != "none" {
+        if let environment = ProcessInfo.processInfo.environment["APIHEALTH_SPOOL_DIR"], !environment.isEmpty,
+            environment != "none"
+        {
             return URL(fileURLWithPath: environment)
         }
         if let service { return SpoolOptions.defaultDirectory(serviceName: service) }
@@ -242,7 +268,12 @@ struct InfluxTail: ParsableCommand {
         var follower = SpoolFollower(reader: reader)
         let snapshot = try follower.pollReporting(tornTails: false)
         let rejectedBatches = (try? reader.rejected()) ?? []
-        let summary = SpoolStats(lines: snapshot.lines, segments: follower.segmentCount, rejected: rejectedBatches, precision: reader.precision)
+        let summary = SpoolStats(
+            lines: snapshot.lines,
+            segments: follower.segmentCount,
+            rejected: rejectedBatches,
+            precision: reader.precision
+        )
         printer.printStats(summary)
         printer.flush()
     }

@@ -24,19 +24,12 @@ struct LinePrinter {
 
     mutating func flush() {
         guard !buffer.isEmpty else { return }
-        buffer.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let written = Foundation.write(STDOUT_FILENO, raw.baseAddress! + offset, raw.count - offset)
-                if written <= 0 { break }
-                offset += written
-            }
-        }
+        Terminal.write(bytes: buffer)
         buffer.removeAll(keepingCapacity: true)
     }
 
-    private func paint(_ text: String, _ code: String) -> String {
-        colors ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+    private func paint(_ text: String, _ style: Terminal.Style) -> String {
+        Terminal.paint(text, style, colors: colors)
     }
 
     mutating func printLines(_ lines: [[UInt8]]) {
@@ -66,7 +59,10 @@ struct LinePrinter {
                 }
                 .map(\.element)
             let rows = points.map { point in
-                [Self.time(point.timestamp), Self.visible(point.measurement), Self.tagText(point), Self.fieldText(point)]
+                [
+                    Self.time(point.timestamp), Terminal.visible(point.measurement), Self.tagText(point),
+                    Self.fieldText(point),
+                ]
             }
             var widths = [24, 10, 10]
             for row in rows {
@@ -74,7 +70,10 @@ struct LinePrinter {
             }
             for row in rows {
                 let cells = (0..<3).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
-                write(paint(cells[0], "2") + "  " + paint(cells[1], "1;36") + "  " + paint(cells[2], "33") + "  " + row[3] + "\n")
+                write(
+                    paint(cells[0], .dim) + "  " + paint(cells[1], .boldCyan) + "  " + paint(cells[2], .yellow) + "  "
+                        + row[3] + "\n"
+                )
             }
         }
     }
@@ -99,21 +98,6 @@ struct LinePrinter {
         }
     }
 
-    /// `text` with control characters (C0, DEL, C1) written as visible `\xNN` or `\u{NN}` escapes.
-    static func visible(_ text: String) -> String {
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
-                result += "\\x" + String(format: "%02x", scalar.value)
-            } else if (0x80...0x9F).contains(scalar.value) {
-                result += "\\u{" + String(scalar.value, radix: 16) + "}"
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
-
     static func time(_ timestamp: Timestamp?) -> String {
         guard let timestamp else { return "(server time)" }
         let date = Date(timeIntervalSince1970: Double(timestamp.seconds) + Double(timestamp.nanoseconds) / 1e9)
@@ -123,18 +107,18 @@ struct LinePrinter {
     }
 
     static func tagText(_ point: Point) -> String {
-        point.tags.map { visible("\($0.key)=\($0.value)") }.joined(separator: ",")
+        point.tags.map { Terminal.visible("\($0.key)=\($0.value)") }.joined(separator: ",")
     }
 
     static func fieldText(_ point: Point) -> String {
         point.fields.map { field in
-            let key = visible(field.key)
+            let key = Terminal.visible(field.key)
             switch field.value {
             case .float(let value): return "\(key)=\(value)"
             case .int(let value): return "\(key)=\(value)i"
             case .uint(let value): return "\(key)=\(value)u"
             case .bool(let value): return "\(key)=\(value)"
-            case .string(let value): return "\(key)=\(visible(jsonString(value)))"
+            case .string(let value): return "\(key)=\(Terminal.visible(jsonString(value)))"
             }
         }.joined(separator: " ")
     }
@@ -164,7 +148,8 @@ struct LinePrinter {
         }
         let tags = point.tags.map { "\(jsonString($0.key)):\(jsonString($0.value))" }.joined(separator: ",")
         let timestamp = point.timestamp.flatMap { $0.value(in: .ns) }.map(String.init) ?? "null"
-        return "{\"time\":\(point.timestamp == nil ? "null" : jsonString(time(point.timestamp))),\"timestamp_ns\":\(timestamp),"
+        return
+            "{\"time\":\(point.timestamp == nil ? "null" : jsonString(time(point.timestamp))),\"timestamp_ns\":\(timestamp),"
             + "\"measurement\":\(jsonString(point.measurement)),\"tags\":{\(tags)},\"fields\":{\(fields.joined(separator: ","))},"
             + "\"types\":{\(types.joined(separator: ","))}}"
     }
@@ -179,19 +164,24 @@ struct LinePrinter {
                 "{\"pending_lines\":\(stats.lines),\"pending_bytes\":\(stats.bytes),\"segments\":\(stats.segments),"
                     + "\"oldest_pending_age_seconds\":\(stats.oldestAge.map { String(format: "%.3f", $0) } ?? "null"),"
                     + "\"per_host\":{\(hosts)},\"per_status\":{\(statuses)},\"rejected_batches\":\(stats.rejectedBatches),"
-                    + "\"rejected_lines\":\(stats.rejectedLines)}\n")
+                    + "\"rejected_lines\":\(stats.rejectedLines)}\n"
+            )
             return
         }
-        write(paint("Pending", "1") + "\n")
+        write(paint("Pending", .bold) + "\n")
         write("  lines            \(stats.lines)\n")
         write("  bytes            \(stats.bytes)\n")
         write("  segments         \(stats.segments)\n")
         write("  oldest pending   \(stats.oldestAge.map { String(format: "%.1f s ago", $0) } ?? "-")\n")
-        write(paint("Requests per host", "1") + "\n")
-        for (host, count) in stats.perHost.sorted(by: { $0.value > $1.value }) { write("  \(Self.visible(host).padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
-        write(paint("Requests per status", "1") + "\n")
-        for (status, count) in stats.perStatus.sorted(by: { $0.key < $1.key }) { write("  \(Self.visible(status).padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n") }
-        write(paint("Rejected", "1") + "\n")
+        write(paint("Requests per host", .bold) + "\n")
+        for (host, count) in stats.perHost.sorted(by: { $0.value > $1.value }) {
+            write("  \(Terminal.visible(host).padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n")
+        }
+        write(paint("Requests per status", .bold) + "\n")
+        for (status, count) in stats.perStatus.sorted(by: { $0.key < $1.key }) {
+            write("  \(Terminal.visible(status).padding(toLength: 30, withPad: " ", startingAt: 0)) \(count)\n")
+        }
+        write(paint("Rejected", .bold) + "\n")
         write("  batches          \(stats.rejectedBatches)\n")
         write("  lines            \(stats.rejectedLines)\n")
     }
@@ -199,12 +189,17 @@ struct LinePrinter {
     mutating func printRejected(_ batches: [SpoolReader.RejectedBatch], filter: LineFilter) {
         for batch in batches {
             let when = batch.rejectedAt.map { ISO8601DateFormatter().string(from: $0) } ?? "-"
-            let reason = Self.visible(batch.reason.replacingOccurrences(of: "\n", with: " "))
+            let reason = Terminal.visible(batch.reason.replacingOccurrences(of: "\n", with: " "))
             if format == .json {
-                write("{\"batch\":\(Self.jsonString(batch.name)),\"rejected_at\":\(Self.jsonString(when)),\"reason\":\(Self.jsonString(reason)),\"lines\":\(batch.lines.count)}\n")
+                write(
+                    "{\"batch\":\(Self.jsonString(batch.name)),\"rejected_at\":\(Self.jsonString(when)),\"reason\":\(Self.jsonString(reason)),\"lines\":\(batch.lines.count)}\n"
+                )
                 continue
             }
-            write(paint("# \(Self.visible(batch.name)) rejected \(when), \(batch.lines.count) lines: \(reason)", "31") + "\n")
+            write(
+                paint("# \(Terminal.visible(batch.name)) rejected \(when), \(batch.lines.count) lines: \(reason)", .red)
+                    + "\n"
+            )
             printLines(batch.lines.filter { filter.matches($0) })
         }
     }

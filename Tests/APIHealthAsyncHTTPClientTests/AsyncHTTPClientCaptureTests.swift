@@ -1,10 +1,10 @@
 import APIHealth
 import APIHealthAsyncHTTPClient
+import APIHealthTestKit
 import AsyncHTTPClient
 import Foundation
 import LineProtocol
 import Logging
-import LoopbackHTTPServer
 import NIOCore
 import TestSupport
 import Testing

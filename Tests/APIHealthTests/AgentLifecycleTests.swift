@@ -1,7 +1,7 @@
+import APIHealthTestKit
 import Foundation
 import LineProtocol
 import Logging
-import LoopbackHTTPServer
 import ServiceLifecycle
 import TestSupport
 import Testing

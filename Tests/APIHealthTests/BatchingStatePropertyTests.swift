@@ -2,7 +2,7 @@ import Foundation
 import LineProtocol
 import Testing
 
-@testable import APIHealth
+@_spi(Benchmarking) @testable import APIHealth
 
 /// The batching state machine driven alone, with random sequences of events and no disk or network:
 /// every recorded line is delivered or counted once, in order; the counters add up after every event;

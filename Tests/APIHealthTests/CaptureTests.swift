@@ -1,7 +1,7 @@
+import APIHealthTestKit
 import Foundation
 import LineProtocol
 import Logging
-import LoopbackHTTPServer
 import TestSupport
 import Testing
 
@@ -288,41 +288,45 @@ final class CollectingDelegate: NSObject, URLSessionDataDelegate, @unchecked Sen
         var error: (any Error)?
     }
 
-    private let lock = NSLock()
-    private var result = Result()
-    private var peak = 0
-    private var continuation: CheckedContinuation<Result, Never>?
-    private var done = false
+    private struct State {
+        var result = Result()
+        var peak = 0
+        var continuation: CheckedContinuation<Result, Never>?
+        var done = false
+    }
+
+    /// Guards what was received so far, the peak resident memory, and the waiting caller.
+    private let state = Locked(State())
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let resident = residentBytes()
-        lock.withLock {
-            result.bytes += data.count
-            result.chunks += 1
-            peak = max(peak, resident)
+        state.withLock { state in
+            state.result.bytes += data.count
+            state.result.chunks += 1
+            state.peak = max(state.peak, resident)
         }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let waiting = lock.withLock { () -> CheckedContinuation<Result, Never>? in
-            result.error = error
-            done = true
-            defer { continuation = nil }
-            return continuation
+        let (waiting, result) = state.withLock { state -> (CheckedContinuation<Result, Never>?, Result) in
+            state.result.error = error
+            state.done = true
+            defer { state.continuation = nil }
+            return (state.continuation, state.result)
         }
-        waiting?.resume(returning: lock.withLock { result })
+        waiting?.resume(returning: result)
     }
 
     func finished() async -> Result {
         await withCheckedContinuation { continuation in
-            let ready = lock.withLock { () -> Result? in
-                if done { return result }
-                self.continuation = continuation
+            let ready = state.withLock { state -> Result? in
+                if state.done { return state.result }
+                state.continuation = continuation
                 return nil
             }
             if let ready { continuation.resume(returning: ready) }
         }
     }
 
-    func peakResidentGrowth(since baseline: Int) -> Int { lock.withLock { peak - baseline } }
+    func peakResidentGrowth(since baseline: Int) -> Int { state.withLock { $0.peak - baseline } }
 }

@@ -3,7 +3,7 @@ import LineProtocol
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Benchmarking) @testable import APIHealth
 
 /// Sealed batches waiting to be sent are held as their gzip bodies (``PendingBatches/makeWaitingBodies(_:)``):
 /// every line still goes out once, in order, whatever happens to the batch next.

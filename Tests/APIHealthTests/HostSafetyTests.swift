@@ -1,7 +1,7 @@
+import APIHealthTestKit
 import Foundation
 import LineProtocol
 import Logging
-import LoopbackHTTPServer
 import TestSupport
 import Testing
 
@@ -14,9 +14,8 @@ import FoundationNetworking
 /// A session delegate that answers redirects and authentication challenges its own way and counts
 /// how often it was asked.
 final class DecidingDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    private let lock = NSLock()
-    private var redirectQuestions = 0
-    private var challengeQuestions = 0
+    /// Guards how often the delegate was asked about redirects and challenges.
+    private let questions = Locked((redirects: 0, challenges: 0))
     let followsRedirects: Bool
     let credential: URLCredential?
 
@@ -25,13 +24,13 @@ final class DecidingDelegate: NSObject, URLSessionTaskDelegate, @unchecked Senda
         self.credential = credential
     }
 
-    var asked: (redirects: Int, challenges: Int) { lock.withLock { (redirectQuestions, challengeQuestions) } }
+    var asked: (redirects: Int, challenges: Int) { questions.withLock { $0 } }
 
     func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        lock.withLock { redirectQuestions += 1 }
+        questions.withLock { $0.redirects += 1 }
         completionHandler(followsRedirects ? request : nil)
     }
 
@@ -39,7 +38,7 @@ final class DecidingDelegate: NSObject, URLSessionTaskDelegate, @unchecked Senda
         _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
-        lock.withLock { challengeQuestions += 1 }
+        questions.withLock { $0.challenges += 1 }
         if let credential {
             completionHandler(.useCredential, credential)
         } else {

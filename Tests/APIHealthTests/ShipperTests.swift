@@ -1,8 +1,7 @@
+import APIHealthTestKit
 import Foundation
 import LineProtocol
 import Logging
-import LoopbackHTTPServer
-import NIOConcurrencyHelpers
 import TestSupport
 import Testing
 
@@ -10,7 +9,7 @@ import Testing
 
 /// Collects log messages so tests can check what was logged, and what never is.
 final class CollectingLogHandler: LogHandler, @unchecked Sendable {
-    static let messages = NIOLockedValueBox([String]())
+    static let messages = Locked([String]())
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .trace
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -22,7 +21,7 @@ final class CollectingLogHandler: LogHandler, @unchecked Sendable {
 
     func log(event: LogEvent) {
         let text = "\(event.message) \(event.metadata ?? [:])"
-        Self.messages.withLockedValue { $0.append("\(label): \(text)") }
+        Self.messages.withLock { $0.append("\(label): \(text)") }
     }
 }
 
@@ -70,7 +69,7 @@ struct ShipperHarness {
         }
     }
 
-    var logs: [String] { CollectingLogHandler.messages.withLockedValue { $0.filter { $0.hasPrefix(label) } } }
+    var logs: [String] { CollectingLogHandler.messages.withLock { $0.filter { $0.hasPrefix(label) } } }
 
     /// Lets the background loop act on what it was just given (real time), before a check that it did
     /// *not* do something. Never what a check that something happened relies on: that waits for it.

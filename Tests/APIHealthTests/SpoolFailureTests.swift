@@ -1,10 +1,9 @@
 import Foundation
 import LineProtocol
-import Synchronization
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Benchmarking) @testable import APIHealth
 
 #if canImport(Glibc)
 import Glibc
@@ -21,7 +20,7 @@ final class FailingFileSystem: SpoolFileSystem {
         var calls: [String] = []
     }
 
-    let rules = Mutex(Rules())
+    let rules = Locked(Rules())
     private let real = SystemFileSystem()
 
     private func log(_ call: String) { rules.withLock { $0.calls.append(call) } }

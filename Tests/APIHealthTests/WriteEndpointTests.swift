@@ -1,7 +1,7 @@
 import Foundation
 import LineProtocol
 import Logging
-import LoopbackHTTPServer
+import APIHealthTestKit
 import TestSupport
 import Testing
 

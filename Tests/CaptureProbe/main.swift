@@ -1,9 +1,9 @@
 import APIHealth
 import APIHealthAsyncHTTPClient
+import APIHealthTestKit
 import AsyncHTTPClient
 import Foundation
 import Logging
-import LoopbackHTTPServer
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

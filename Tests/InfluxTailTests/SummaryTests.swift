@@ -374,37 +374,3 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         #expect(row?.p50 == 2.5)
     }
 }
-
-@Suite struct LatencyDigestTests {
-    @Test func nearestRankIsExactUpToTheLimit() {
-        var digest = LatencyDigest(exactLimit: 100)
-        for value in (1...100).reversed() { digest.add(Double(value)) }
-        #expect(digest.isExact)
-        #expect(digest.percentile(50) == 50)
-        #expect(digest.percentile(95) == 95)
-        #expect(digest.percentile(99) == 99)
-        #expect(digest.percentile(100) == 100)
-        var small = LatencyDigest()
-        for value in [5.0, 7, 9, 200] { small.add(value) }
-        #expect(small.percentiles([50, 95, 99]) == [7, 200, 200])
-    }
-
-    @Test func pastTheLimitASketchStaysWithinOnePercentInBoundedMemory() {
-        var digest = LatencyDigest(exactLimit: 1_000)
-        var values: [Double] = []
-        var seed: UInt64 = 42
-        for _ in 0..<200_000 {
-            seed = seed &* 6364136223846793005 &+ 1442695040888963407
-            let value = 0.5 + Double(seed >> 11) / Double(1 << 53) * 2_000
-            values.append(value)
-            digest.add(value)
-        }
-        #expect(!digest.isExact)
-        let sorted = values.sorted()
-        for p in [50.0, 95, 99, 99.9] {
-            let exact = sorted[Int((p / 100 * Double(sorted.count)).rounded(.up)) - 1]
-            let estimate = digest.percentile(p) ?? 0
-            #expect(abs(estimate - exact) / exact <= 0.011, "p\(p): \(estimate) vs \(exact)")
-        }
-    }
-}

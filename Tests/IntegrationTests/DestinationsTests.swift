@@ -1,7 +1,6 @@
 import Foundation
 import LineProtocol
 import Logging
-import NIOConcurrencyHelpers
 import TestSupport
 import Testing
 
@@ -9,7 +8,7 @@ import Testing
 
 /// Collects what the agent logs, with the level, for the warnings a user must see once.
 final class RecordingLogHandler: LogHandler, @unchecked Sendable {
-    let entries = NIOLockedValueBox([(level: Logger.Level, message: String, metadata: Logger.Metadata)]())
+    let entries = Locked([(level: Logger.Level, message: String, metadata: Logger.Metadata)]())
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .trace
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -18,13 +17,13 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
     }
 
     func log(event: LogEvent) {
-        entries.withLockedValue {
+        entries.withLock {
             $0.append((event.level, "\(event.message)", metadata.merging(event.metadata ?? [:]) { $1 }))
         }
     }
 
     func warnings(containing text: String) -> [(message: String, metadata: Logger.Metadata)] {
-        entries.withLockedValue { entries in
+        entries.withLock { entries in
             entries.filter { $0.level == .warning && $0.message.contains(text) }.map { ($0.message, $0.metadata) }
         }
     }

@@ -1,7 +1,7 @@
 import APIHealth
 import Foundation
 import Logging
-import LoopbackHTTPServer
+import APIHealthTestKit
 
 #if canImport(Glibc)
 import Glibc

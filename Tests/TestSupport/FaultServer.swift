@@ -1,8 +1,7 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
+import APIHealthTestKit
 import Foundation
 import LineProtocol
-import LoopbackHTTPServer
-import NIOConcurrencyHelpers
 
 /// A small write endpoint that answers as a script says, for the failures real servers will not
 /// produce on demand (429 with Retry-After, 413, 503, a hung socket). It decodes what it stores.
@@ -18,7 +17,7 @@ public final class FaultServer: Sendable {
         var paths: [String] = []
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
     public let server: LoopbackHTTPServer
 
     public static func start(script: @escaping Script) async throws -> FaultServer {
@@ -34,13 +33,13 @@ public final class FaultServer: Sendable {
         script: @escaping Script,
         server start: (@escaping LoopbackHTTPServer.Handler) async throws -> LoopbackHTTPServer
     ) async throws -> FaultServer {
-        let box = NIOLockedValueBox<FaultServer?>(nil)
+        let box = Locked<FaultServer?>(nil)
         let server = try await start { request in
-            guard let fault = box.withLockedValue({ $0 }) else { return .text(503, "starting") }
+            guard let fault = box.withLock({ $0 }) else { return .text(503, "starting") }
             return fault.handle(request, script: script)
         }
         let fault = FaultServer(server: server)
-        box.withLockedValue { $0 = fault }
+        box.withLock { $0 = fault }
         return fault
     }
 
@@ -62,7 +61,7 @@ public final class FaultServer: Sendable {
             uniquingKeysWith: { a, _ in a }
         )
         // One step under the lock: a test that sees the request counted also sees its lines stored.
-        return state.withLockedValue { state in
+        return state.withLock { state in
             let response = script(state.requests.count, lines)
             state.requests.append(lines)
             state.headers.append(headers)
@@ -74,11 +73,11 @@ public final class FaultServer: Sendable {
     }
 
     /// Every request's lines, in arrival order.
-    public var requests: [[String]] { state.withLockedValue { $0.requests } }
+    public var requests: [[String]] { state.withLock { $0.requests } }
     /// The lines of requests answered with a 2xx.
-    public var stored: [String] { state.withLockedValue { $0.stored } }
-    public var requestHeaders: [[String: String]] { state.withLockedValue { $0.headers } }
-    public var requestURIs: [String] { state.withLockedValue { $0.paths } }
+    public var stored: [String] { state.withLock { $0.stored } }
+    public var requestHeaders: [[String: String]] { state.withLock { $0.headers } }
+    public var requestURIs: [String] { state.withLock { $0.paths } }
 
     /// Waits (real time) until `count` requests have arrived; returns whether they did.
     public func waitForRequests(_ count: Int, timeout: Duration = eventTimeout) async -> Bool {

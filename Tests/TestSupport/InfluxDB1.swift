@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
 import Foundation
 
 /// A client for the real InfluxDB 1.x the test script starts: create a database, write, query.
@@ -17,7 +17,7 @@ public struct InfluxDB1: Sendable {
     }
 
     /// POSTs line protocol to `/write`, gzipped. Returns the status and body.
-    public func write(
+    package func write(
         _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
     ) async throws -> HTTP.Reply {
         var body: [UInt8] = []

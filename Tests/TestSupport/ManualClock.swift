@@ -1,5 +1,4 @@
 import APIHealth
-import NIOConcurrencyHelpers
 
 /// A clock that only moves when a test says so, so that time-dependent behaviour is tested without
 /// sleeping.
@@ -16,20 +15,20 @@ public final class ManualClock: AgentClock, Sendable {
         var nextID = 0
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     public init() {}
 
-    public var now: Duration { state.withLockedValue { $0.now } }
+    public var now: Duration { state.withLock { $0.now } }
 
     public func sleep(until deadline: Duration) async throws {
-        let id = state.withLockedValue { state -> Int in
+        let id = state.withLock { state -> Int in
             state.nextID += 1
             return state.nextID
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow = state.withLockedValue { state -> Bool in
+                let resumeNow = state.withLock { state -> Bool in
                     if Task.isCancelled || deadline <= state.now { return true }
                     state.sleepers.append(Sleeper(deadline: deadline, continuation: continuation, id: id))
                     return false
@@ -38,7 +37,7 @@ public final class ManualClock: AgentClock, Sendable {
             }
             try Task.checkCancellation()
         } onCancel: {
-            let sleeper = state.withLockedValue { state -> Sleeper? in
+            let sleeper = state.withLock { state -> Sleeper? in
                 guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
                 return state.sleepers.remove(at: index)
             }
@@ -48,7 +47,7 @@ public final class ManualClock: AgentClock, Sendable {
 
     /// Moves time forward and wakes every sleeper whose deadline has come.
     public func advance(by duration: Duration) {
-        let due = state.withLockedValue { state -> [Sleeper] in
+        let due = state.withLock { state -> [Sleeper] in
             state.now += duration
             let now = state.now
             let due = state.sleepers.filter { $0.deadline <= now }
@@ -59,12 +58,12 @@ public final class ManualClock: AgentClock, Sendable {
     }
 
     /// The earliest deadline anyone sleeps until.
-    public var nextDeadline: Duration? { state.withLockedValue { $0.sleepers.map(\.deadline).min() } }
+    public var nextDeadline: Duration? { state.withLock { $0.sleepers.map(\.deadline).min() } }
 
     /// Waits (real time) until someone sleeps until `deadline`: the code under test has decided when it
     /// acts next, so moving time past `deadline` now wakes it, however late its decision came.
     /// Returns whether it happened within `timeout`.
     public func waitForSleeper(until deadline: Duration, timeout: Duration = eventTimeout) async -> Bool {
-        await waitUntil(timeout: timeout) { state.withLockedValue { $0.sleepers.contains { $0.deadline == deadline } } }
+        await waitUntil(timeout: timeout) { state.withLock { $0.sleepers.contains { $0.deadline == deadline } } }
     }
 }

@@ -1,6 +1,6 @@
+import APIHealth
 import Foundation
-import LoopbackHTTPServer
-import NIOConcurrencyHelpers
+import APIHealthTestKit
 
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +18,7 @@ import Glibc
 public final class RefusingPort: Sendable {
     public let port: Int
     /// The bound socket's descriptor, until a server takes it over.
-    private let held: NIOLockedValueBox<CInt?>
+    private let held: Locked<CInt?>
 
     public init() throws {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -39,7 +39,7 @@ public final class RefusingPort: Sendable {
             throw TestFailure(message: "binding a loopback port: errno \(code)")
         }
         port = Int(UInt16(bigEndian: address.sin_port))
-        held = NIOLockedValueBox(descriptor)
+        held = Locked(descriptor)
     }
 
     /// `http://127.0.0.1:<port>`
@@ -51,7 +51,7 @@ public final class RefusingPort: Sendable {
         handler: @escaping LoopbackHTTPServer.Handler
     ) async throws -> LoopbackHTTPServer {
         guard
-            let descriptor = held.withLockedValue({ held in
+            let descriptor = held.withLock({ held in
                 defer { held = nil }
                 return held
             })
@@ -62,6 +62,6 @@ public final class RefusingPort: Sendable {
     }
 
     deinit {
-        if let descriptor = held.withLockedValue({ $0 }) { close(descriptor) }
+        if let descriptor = held.withLock({ $0 }) { close(descriptor) }
     }
 }

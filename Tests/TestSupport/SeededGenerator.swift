@@ -1,3 +1,6 @@
+import APIHealth
+import Foundation
+
 /// SplitMix64: a small seeded generator, so a failing run can be replayed from its seed.
 public struct SeededGenerator: RandomNumberGenerator, Sendable {
     public var state: UInt64
@@ -8,9 +11,13 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
 
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        return mix64(state)
+    }
+
+    /// A standard normal value (Box–Muller).
+    public mutating func nextGaussian() -> Double {
+        let u1 = Double.random(in: Double.ulpOfOne..<1, using: &self)
+        let u2 = Double.random(in: 0..<1, using: &self)
+        return (-2 * log(u1)).squareRoot() * cos(2 * .pi * u2)
     }
 }

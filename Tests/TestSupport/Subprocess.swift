@@ -1,15 +1,15 @@
+import APIHealth
 import Foundation
-import NIOConcurrencyHelpers
 
 /// A built executable of this package, run as a real child process.
 public final class Child: Sendable {
     public let process: Process
-    private let output = NIOLockedValueBox(Data())
-    private let errors = NIOLockedValueBox(Data())
+    private let output = Locked(Data())
+    private let errors = Locked(Data())
     /// Each stdout line with the time it arrived.
-    private let timedLines = NIOLockedValueBox([(ContinuousClock.Instant, String)]())
-    private let partial = NIOLockedValueBox(Data())
-    private let outputEnded = NIOLockedValueBox(false)
+    private let timedLines = Locked([(ContinuousClock.Instant, String)]())
+    private let partial = Locked(Data())
+    private let outputEnded = Locked(false)
 
     /// The folder holding the built executables (`swift build --show-bin-path`).
     public static func binDirectory() throws -> URL {
@@ -42,13 +42,13 @@ public final class Child: Sendable {
         out.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
             if data.isEmpty {
-                outputEnded.withLockedValue { $0 = true }
+                outputEnded.withLock { $0 = true }
                 handle.readabilityHandler = nil
                 return
             }
             let now = ContinuousClock.now
-            output.withLockedValue { $0.append(data) }
-            let lines = partial.withLockedValue { buffer -> [String] in
+            output.withLock { $0.append(data) }
+            let lines = partial.withLock { buffer -> [String] in
                 buffer.append(data)
                 var lines: [String] = []
                 while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
@@ -57,24 +57,26 @@ public final class Child: Sendable {
                 }
                 return lines
             }
-            timedLines.withLockedValue { $0 += lines.map { (now, $0) } }
+            timedLines.withLock { $0 += lines.map { (now, $0) } }
         }
         let errors = self.errors
         err.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            errors.withLockedValue { $0.append(data) }
+            errors.withLock { $0.append(data) }
         }
         try process.run()
     }
 
-    public var stdout: String { String(decoding: output.withLockedValue { $0 }, as: UTF8.self) }
-    public var stderr: String { String(decoding: errors.withLockedValue { $0 }, as: UTF8.self) }
-    public var lines: [(at: ContinuousClock.Instant, text: String)] { timedLines.withLockedValue { $0.map { (at: $0.0, text: $0.1) } } }
+    public var stdout: String { String(decoding: output.withLock { $0 }, as: UTF8.self) }
+    public var stderr: String { String(decoding: errors.withLock { $0 }, as: UTF8.self) }
+    public var lines: [(at: ContinuousClock.Instant, text: String)] {
+        timedLines.withLock { $0.map { (at: $0.0, text: $0.1) } }
+    }
 
     /// When the first stdout line equal to `text` arrived; `nil` while none has. Cheap however much
     /// the child has printed after it.
     public func arrival(ofLine text: String) -> ContinuousClock.Instant? {
-        timedLines.withLockedValue { lines in lines.first { $0.1 == text }?.0 }
+        timedLines.withLock { lines in lines.first { $0.1 == text }?.0 }
     }
 
     public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
@@ -88,7 +90,7 @@ public final class Child: Sendable {
             process.waitUntilExit()
             return nil
         }
-        _ = await waitUntil { outputEnded.withLockedValue { $0 } }
+        _ = await waitUntil { outputEnded.withLock { $0 } }
         return process.terminationStatus
     }
 

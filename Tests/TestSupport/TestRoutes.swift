@@ -1,6 +1,6 @@
+import APIHealth
+import APIHealthTestKit
 import Foundation
-import LoopbackHTTPServer
-import NIOConcurrencyHelpers
 
 /// The endpoints the capture tests call, on a real loopback HTTP server.
 public enum TestRoutes {
@@ -86,20 +86,20 @@ public func waitForValues<Value>(_ count: Int, _ read: () -> [Value]) async thro
 /// let server = try await LoopbackHTTPServer.start(handler: arrivals.noting(TestRoutes.handle))
 /// ```
 public final class Arrivals: Sendable {
-    private let paths = NIOLockedValueBox([String]())
+    private let paths = Locked([String]())
 
     public init() {}
 
     /// `handler`, noting each request's path as it arrives.
     public func noting(_ handler: @escaping LoopbackHTTPServer.Handler) -> LoopbackHTTPServer.Handler {
         { request in
-            self.paths.withLockedValue { $0.append(request.path) }
+            self.paths.withLock { $0.append(request.path) }
             return await handler(request)
         }
     }
 
     /// Waits until a request for `path` has arrived; returns whether one did within `timeout`.
     public func wait(for path: String, timeout: Duration = eventTimeout) async -> Bool {
-        await waitUntil(timeout: timeout) { paths.withLockedValue { $0.contains(path) } }
+        await waitUntil(timeout: timeout) { paths.withLock { $0.contains(path) } }
     }
 }

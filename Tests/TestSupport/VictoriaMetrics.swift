@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
 import Foundation
 
 /// A client for the real VictoriaMetrics the test script starts: write with `/api/v2/write`, read back
@@ -16,10 +16,8 @@ public struct VictoriaMetrics: Sendable {
     }
 
     /// POSTs gzipped line protocol to `/api/v2/write`.
-    public func write(
-        _ lines: [UInt8],
-        precision: String = "ns",
-        gzip implementation: Gzip.Implementation = Gzip.implementation
+    package func write(
+        _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
     ) async throws -> HTTP.Reply {
         var body: [UInt8] = []
         try Gzip.compress(lines, level: 6, using: implementation, into: &body)

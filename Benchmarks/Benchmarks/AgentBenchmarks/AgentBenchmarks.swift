@@ -1,11 +1,11 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
 import APIHealthAsyncHTTPClient
+import APIHealthTestKit
 import AsyncHTTPClient
 import Benchmark
 import Foundation
 import LineProtocol
 import Logging
-import LoopbackHTTPServer
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
 import Benchmark
 import LineProtocol
 

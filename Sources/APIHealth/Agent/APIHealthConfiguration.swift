@@ -32,12 +32,12 @@ public struct APIHealthConfiguration: Sendable {
         get { destinations.first }
         set { destinations = newValue.map { [$0] } ?? [] }
     }
-    /// Measurement of request points.
-    public var measurement = "apihealth_request"
-    /// Measurement of parse-failure points.
-    public var parseFailureMeasurement = "apihealth_parse_failure"
-    /// Measurement of the agent's own health.
-    public var agentMeasurement = "apihealth_agent"
+    /// Measurement of request points (default ``PointSchema/Measurement/request``).
+    public var measurement = PointSchema.Measurement.request
+    /// Measurement of parse-failure points (default ``PointSchema/Measurement/parseFailure``).
+    public var parseFailureMeasurement = PointSchema.Measurement.parseFailure
+    /// Measurement of the agent's own health (default ``PointSchema/Measurement/agent``).
+    public var agentMeasurement = PointSchema.Measurement.agent
     /// Timestamp precision of every line, and the write request's `precision`.
     public var precision: Precision = .ns
     public var batching = Batching()

@@ -168,10 +168,7 @@ private struct InstantTable {
 
     /// A well-mixed, nonzero 64-bit value for the pair (zero marks an empty slot).
     static func fingerprint(_ series: Int, _ timestamp: Int64) -> UInt64 {
-        var z = UInt64(bitPattern: Int64(series)) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: timestamp)
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
+        let z = mix64(UInt64(bitPattern: Int64(series)) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: timestamp))
         return z == 0 ? 1 : z
     }
 

@@ -102,11 +102,16 @@ public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
     case other
 
     /// The kind of a `DecodingError` (or any other error), and its coding path as `a.b[2].c`.
-    public static func classify(_ error: any Error, data: Data? = nil) -> (kind: ParseFailureKind, codingPath: String) {
+    package static func classify(_ error: any Error, data: Data? = nil) -> (kind: ParseFailureKind, codingPath: String)
+    {
         guard let decodingError = error as? DecodingError else { return (.other, "") }
         func path(_ keys: [any CodingKey]) -> String {
             keys.reduce(into: "") { result, key in
-                if let index = key.intValue { result += "[\(index)]" } else { result += result.isEmpty ? key.stringValue : "." + key.stringValue }
+                if let index = key.intValue {
+                    result += "[\(index)]"
+                } else {
+                    result += result.isEmpty ? key.stringValue : "." + key.stringValue
+                }
             }
         }
         switch decodingError {
@@ -114,7 +119,9 @@ public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
         case .typeMismatch(_, let context): return (.typeMismatch, path(context.codingPath))
         case .valueNotFound(_, let context): return (.valueNotFound, path(context.codingPath))
         case .dataCorrupted(let context):
-            if context.codingPath.isEmpty, let data, (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) == nil {
+            if context.codingPath.isEmpty, let data,
+                (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) == nil
+            {
                 return (.notJSON, "")
             }
             return (.dataCorrupted, path(context.codingPath))

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Learns from the traffic itself which path positions hold parameters, and turns paths into the
 /// templates that become the `path` tag, within a cap of distinct templates.
 ///
@@ -59,8 +57,9 @@ final class EndpointLearner: Sendable {
     var overflowed: UInt64 { state.withLock { $0.overflowed } }
     /// Positions learned as parameters so far; each one changes the templates of the URLs under it
     /// once, so caches of templates are stale when it moves.
-    var positionsLearned: UInt64 { learnedCount.load(ordering: .acquiring) }
-    private let learnedCount = Atomic<UInt64>(0)
+    var positionsLearned: UInt64 { learnedCount.withLock { $0 } }
+    /// Guards a copy of `State.learned`, read for every sample without waiting for the trees' lock.
+    private let learnedCount = Locked<UInt64>(0)
 
     /// `template` (a user rule's) if the cap admits it, else the overflow path.
     func admit(host: String, template: String) -> String {
@@ -127,7 +126,10 @@ final class EndpointLearner: Sendable {
     }
 
     private func child(
-        of node: Node, _ name: String, in table: ReferenceWritableKeyPath<Node, [String: Node]>, state: inout State
+        of node: Node,
+        _ name: String,
+        in table: ReferenceWritableKeyPath<Node, [String: Node]>,
+        state: inout State
     ) -> Node {
         if let existing = node[keyPath: table][name] { return existing }
         let created = Node()
@@ -150,7 +152,7 @@ final class EndpointLearner: Sendable {
         node.parameter = (name, Node())
         state.nodes += 1
         state.learned += 1
-        learnedCount.add(1, ordering: .releasing)
+        learnedCount.withLock { $0 += 1 }
     }
 
     private static func count(_ node: Node) -> Int {
@@ -173,7 +175,9 @@ struct ValueKinds: OptionSet, Sendable {
     init(of value: String) {
         var kinds: ValueKinds = []
         let bytes = value.utf8
-        let alphanumeric = bytes.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) || ($0 >= 65 && $0 <= 90) }
+        let alphanumeric = bytes.allSatisfy {
+            ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) || ($0 >= 65 && $0 <= 90)
+        }
         if alphanumeric { kinds.insert(.token) }
         let slugBytes = bytes.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) || $0 == 45 }
         if slugBytes && bytes.contains(45) && bytes.first != 45 && bytes.last != 45 { kinds.insert(.slug) }

@@ -9,7 +9,7 @@
 /// User rules (Firebase style: `*` one segment, `**` the rest; a rule starting with `/` fits every
 /// host) win over the automatic rules, which replace numeric ids (`{id}`), UUIDs (`{uuid}`), long hex
 /// (`{hex}`), email addresses (`{email}`) and opaque tokens (`{token}`).
-public struct PathTemplater: Sendable {
+package struct PathTemplater: Sendable {
     private struct Rule: Sendable {
         var host: String?
         var segments: [Substring]
@@ -18,7 +18,7 @@ public struct PathTemplater: Sendable {
 
     private let rules: [Rule]
 
-    public init(rules: [String] = []) {
+    package init(rules: [String] = []) {
         self.rules = rules.map { text in
             let slash = text.firstIndex(of: "/") ?? text.endIndex
             let host = text[..<slash].lowercased()
@@ -26,13 +26,14 @@ public struct PathTemplater: Sendable {
             return Rule(
                 host: host.isEmpty || host == "*" ? nil : host,
                 segments: path.split(separator: "/", omittingEmptySubsequences: true),
-                template: path.isEmpty ? "/" : String(path))
+                template: path.isEmpty ? "/" : String(path)
+            )
         }
     }
 
     /// The template of `path` on `host` (lowercased, with any port), from the rules alone: what the
     /// agent writes also depends on what it has learned of the traffic (see the README).
-    public func template(host: String, path: String) -> String {
+    package func template(host: String, path: String) -> String {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         if let ruled = ruleTemplate(host: host, segments: segments) { return ruled }
         if segments.isEmpty { return "/" }
@@ -68,7 +69,9 @@ public struct PathTemplater: Sendable {
         let digits = bytes.filter { $0 >= 48 && $0 <= 57 }.count
         let hex = bytes.filter { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }.count
         if digits == bytes.count { return "{id}" }
-        if bytes.count == 36, bytes[8] == 45, bytes[13] == 45, bytes[18] == 45, bytes[23] == 45, hex == 32 { return "{uuid}" }
+        if bytes.count == 36, bytes[8] == 45, bytes[13] == 45, bytes[18] == 45, bytes[23] == 45, hex == 32 {
+            return "{uuid}"
+        }
         if bytes.count >= 12 && hex == bytes.count && digits > 0 { return "{hex}" }
         if bytes.contains(64), bytes.contains(46) { return "{email}" }
         let tokenBytes = bytes.allSatisfy { byte in

@@ -5,6 +5,7 @@
 /// PointSchema.requestFields.contains(PointSchema.Field.durationMilliseconds)  // true
 /// ```
 public enum PointSchema {
+    /// The default measurement names (``APIHealthConfiguration`` can rename each).
     public enum Measurement {
         public static let request = "apihealth_request"
         public static let parseFailure = "apihealth_parse_failure"
@@ -69,7 +70,8 @@ public enum PointSchema {
     public static let requestFields = [
         Field.durationMilliseconds, Field.timeToFirstByteMilliseconds, Field.domainLookupMilliseconds,
         Field.connectMilliseconds, Field.secureConnectionMilliseconds, Field.requestBytes, Field.responseBytes,
-        Field.statusCode, Field.success, Field.errors, Field.error, Field.correlationID, Field.redirects, Field.networkProtocol,
+        Field.statusCode, Field.success, Field.errors, Field.error, Field.correlationID, Field.redirects,
+        Field.networkProtocol,
         Field.reusedConnection,
     ]
     public static let parseFailureTags = [Tag.host, Tag.path, Tag.method, Tag.module, Tag.status, Tag.failure]

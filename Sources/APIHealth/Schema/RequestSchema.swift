@@ -292,7 +292,7 @@ struct SeriesCache {
             let raw = UnsafeRawPointer(base)
             var offset = 0
             while offset + 8 <= bytes.count {
-                hash = mix(hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                hash = mix64(hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
                 offset += 8
             }
             var tail: UInt64 = 0
@@ -302,16 +302,9 @@ struct SeriesCache {
                 shift += 8
                 offset += 1
             }
-            hash = mix(hash ^ tail)
+            hash = mix64(hash ^ tail)
         }
         return hash == 0 ? 1 : hash
-    }
-
-    @inline(__always)
-    private static func mix(_ value: UInt64) -> UInt64 {
-        var z = value &* 0xBF58_476D_1CE4_E5B9
-        z ^= z >> 31
-        return z &* 0x94D0_49BB_1331_11EB
     }
 
     mutating func series(for sample: RequestSample, url: String, hash: UInt64, learned: UInt64) -> RequestSeries? {

@@ -17,7 +17,7 @@ import Darwin
 /// let body = try Gzip.compress(lines, level: 1)
 /// request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
 /// ```
-public enum Gzip {
+@_spi(Benchmarking) public enum Gzip {
     /// The library that compresses.
     public enum Implementation: String, Sendable, CaseIterable {
         case libdeflate
@@ -35,7 +35,7 @@ public enum Gzip {
     }
 
     /// The zlib levels: 0 (store) to 9 (smallest). 1 is fastest, 6 is zlib's default.
-    public static let levels: ClosedRange<Int> = 0...9
+    package static let levels: ClosedRange<Int> = 0...9
 
     /// One complete gzip member holding `input`, at `level` (clamped to ``levels``).
     public static func compress(_ input: [UInt8], level: Int = 6) throws(Failure) -> [UInt8] {

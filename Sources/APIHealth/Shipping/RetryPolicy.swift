@@ -34,7 +34,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///
     /// - Parameter attempt: How many attempts have failed; 0 and below count as 1.
     /// - Returns: A delay from zero through ``maximumDelay``.
-    public func baseDelay(afterAttempt attempt: Int) -> Duration {
+    package func baseDelay(afterAttempt attempt: Int) -> Duration {
         let exponent = Double(max(attempt - 1, 0))
         let seconds = initialDelay.secondsDouble * pow(multiplier, min(exponent, 64))
         return clamped(seconds: seconds)
@@ -46,7 +46,7 @@ public struct RetryPolicy: Sendable, Hashable {
     ///   - attempt: How many attempts have failed (1-based).
     ///   - random: The source of the jitter.
     /// - Returns: A delay from zero through ``maximumDelay``.
-    public func delay(afterAttempt attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
+    package func delay(afterAttempt attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
         let base = baseDelay(afterAttempt: attempt).secondsDouble
         // An unvalidated jitter outside 0...1 (or NaN) must not make the range below invalid.
         let spread = jitter.isFinite ? min(max(jitter, 0), 1) : 0
@@ -92,7 +92,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// Parses a `Retry-After` value: delay-seconds, or an HTTP date relative to `now`.
-    public static func retryAfter(_ value: String, now: Date = Date()) -> Duration? {
+    package static func retryAfter(_ value: String, now: Date = Date()) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int(trimmed), seconds >= 0 { return .seconds(seconds) }
         let formatter = DateFormatter()

@@ -37,34 +37,34 @@ public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong, for people.
     public var reason: String
 
-    public init(code: Code, path: String, reason: String) {
+    package init(code: Code, path: String, reason: String) {
         self.code = code
         self.path = path
         self.reason = reason
     }
 
     /// Another agent holds the lock of `directory`.
-    public static func locked(directory: String) -> SpoolError {
+    package static func locked(directory: String) -> SpoolError {
         SpoolError(code: .locked, path: directory, reason: "in use by another agent (one agent per spool directory)")
     }
 
     /// `directory` is missing and could not be created.
-    public static func cannotCreate(directory: String, reason: String) -> SpoolError {
+    package static func cannotCreate(directory: String, reason: String) -> SpoolError {
         SpoolError(code: .cannotCreate, path: directory, reason: "cannot create the spool: \(reason)")
     }
 
     /// This user may not use `path`.
-    public static func permissionDenied(path: String) -> SpoolError {
+    package static func permissionDenied(path: String) -> SpoolError {
         SpoolError(code: .permissionDenied, path: path, reason: "permission denied")
     }
 
     /// No spool directory at `directory`.
-    public static func missing(directory: String) -> SpoolError {
+    package static func missing(directory: String) -> SpoolError {
         SpoolError(code: .missing, path: directory, reason: "no spool directory at \(directory)")
     }
 
     /// A file operation on `path` failed.
-    public static func io(path: String, reason: String) -> SpoolError {
+    package static func io(path: String, reason: String) -> SpoolError {
         SpoolError(code: .io, path: path, reason: reason)
     }
 
@@ -96,7 +96,7 @@ public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
     public var offset: Int
     public var kind: Kind
 
-    public init(file: String, offset: Int, kind: Kind) {
+    package init(file: String, offset: Int, kind: Kind) {
         self.file = file
         self.offset = offset
         self.kind = kind

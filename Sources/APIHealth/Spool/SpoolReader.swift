@@ -37,7 +37,8 @@ public struct SpoolReader: Sendable {
             switch code {
             case ENOENT: throw .missing(directory: path)
             case EACCES, EPERM: throw .permissionDenied(path: path)
-            case ELOOP: throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link; give the directory itself")
+            case ELOOP:
+                throw SpoolError(code: .unsafe, path: path, reason: "is a symbolic link; give the directory itself")
             case ENOTDIR:
                 if EntryStatus.of(path) == nil { throw .missing(directory: path) }
                 throw SpoolError(code: .unsafe, path: path, reason: "is not a directory")
@@ -78,7 +79,7 @@ public struct SpoolReader: Sendable {
     /// The names of the segment files in send order.
     ///
     /// - Throws: ``SpoolError`` when the directory cannot be listed.
-    public func segmentNames() throws(SpoolError) -> [String] {
+    package func segmentNames() throws(SpoolError) -> [String] {
         guard let names = directoryEntries(handle.descriptor) else { throw .permissionDenied(path: directory.path) }
         // Only names the agent gives (see ``SegmentName``): another file is never read, sent or removed.
         return names.filter { SegmentName.parse(fileName: $0) != nil }.sorted()
@@ -96,7 +97,7 @@ public struct SpoolReader: Sendable {
     }
 
     /// What reading a segment file found.
-    public enum SegmentBytes: Sendable {
+    package enum SegmentBytes: Sendable {
         /// The file's bytes from the offset asked for.
         case bytes([UInt8])
         /// The file is gone (acknowledged by the server meanwhile).
@@ -111,13 +112,15 @@ public struct SpoolReader: Sendable {
     ///   - name: the file's name in the spool directory.
     ///   - offset: the first byte to read.
     /// - Throws: ``SpoolError`` with code `permissionDenied` when the file cannot be read.
-    public func bytes(ofSegment name: String, from offset: Int = 0) throws(SpoolError) -> SegmentBytes {
+    package func bytes(ofSegment name: String, from offset: Int = 0) throws(SpoolError) -> SegmentBytes {
         switch SafeRead.read(name, in: handle.descriptor, from: offset, owner: owner) {
         case .bytes(let bytes, _): return .bytes(bytes)
         case .missing: return .removed
         case .skipped(let reason): return .skipped(SpoolProblem(file: name, offset: 0, kind: .skippedEntry(reason)))
         case .failed(let reason):
-            if reason == "permission denied" { throw .permissionDenied(path: directory.appendingPathComponent(name).path) }
+            if reason == "permission denied" {
+                throw .permissionDenied(path: directory.appendingPathComponent(name).path)
+            }
             return .skipped(SpoolProblem(file: name, offset: 0, kind: .skippedEntry(reason)))
         }
     }
@@ -126,7 +129,7 @@ public struct SpoolReader: Sendable {
     ///
     /// - Parameter name: the file's name in the spool directory.
     /// - Throws: ``SpoolError`` with code `permissionDenied` when the file cannot be read.
-    public func segment(named name: String) throws(SpoolError) -> Segment? {
+    package func segment(named name: String) throws(SpoolError) -> Segment? {
         let url = directory.appendingPathComponent(name)
         let isOpen = name.hasSuffix(SegmentName.openSuffix)
         switch SafeRead.read(name, in: handle.descriptor, owner: owner) {
@@ -135,19 +138,34 @@ public struct SpoolReader: Sendable {
         case .skipped(let reason), .failed(let reason):
             if reason == "permission denied" { throw .permissionDenied(path: url.path) }
             return Segment(
-                name: name, url: url, isOpen: isOpen, lines: [],
-                problems: [SpoolProblem(file: name, offset: 0, kind: .skippedEntry(reason))], modified: nil, isSkipped: true)
+                name: name,
+                url: url,
+                isOpen: isOpen,
+                lines: [],
+                problems: [SpoolProblem(file: name, offset: 0, kind: .skippedEntry(reason))],
+                modified: nil,
+                isSkipped: true
+            )
         case .bytes(let bytes, let status):
             let (lines, problems) = Self.completeLines(bytes, file: name)
             return Segment(
-                name: name, url: url, isOpen: isOpen, lines: lines, problems: problems,
-                modified: Date(timeIntervalSince1970: status.modified))
+                name: name,
+                url: url,
+                isOpen: isOpen,
+                lines: lines,
+                problems: problems,
+                modified: Date(timeIntervalSince1970: status.modified)
+            )
         }
     }
 
     /// The complete, parseable lines of `bytes` (read from `file` at `baseOffset`); a tail without a line
     /// end and corrupt lines are reported with their byte offsets in the file.
-    public static func completeLines(_ bytes: [UInt8], file: String, baseOffset: Int = 0) -> ([[UInt8]], [SpoolProblem]) {
+    package static func completeLines(
+        _ bytes: [UInt8],
+        file: String,
+        baseOffset: Int = 0
+    ) -> ([[UInt8]], [SpoolProblem]) {
         var lines: [[UInt8]] = []
         var problems: [SpoolProblem] = []
         bytes.withUnsafeBufferPointer { buffer in
@@ -157,7 +175,9 @@ public struct SpoolReader: Sendable {
             var start = 0
             splitting: while start < buffer.count {
                 for part in LineSplitter(UnsafeBufferPointer(rebasing: buffer[start...])) {
-                    let line = (number: part.number, range: (part.range.lowerBound + start)..<(part.range.upperBound + start))
+                    let line = (
+                        number: part.number, range: (part.range.lowerBound + start)..<(part.range.upperBound + start)
+                    )
                     let torn = line.range.upperBound >= buffer.count
                     if let newline = buffer[line.range].firstIndex(of: UInt8(ascii: "\n")) {
                         let whole = UnsafeBufferPointer(rebasing: buffer[line.range])
@@ -169,14 +189,22 @@ public struct SpoolReader: Sendable {
                             } catch {
                                 reason = "\(error)"
                             }
-                            problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .corruptLine(reason)))
+                            problems.append(
+                                SpoolProblem(
+                                    file: file,
+                                    offset: baseOffset + line.range.lowerBound,
+                                    kind: .corruptLine(reason)
+                                )
+                            )
                             start = newline + 1
                             continue splitting
                         }
                     }
                     if torn {
                         if !line.range.isEmpty {
-                            problems.append(SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine))
+                            problems.append(
+                                SpoolProblem(file: file, offset: baseOffset + line.range.lowerBound, kind: .tornLine)
+                            )
                         }
                         continue
                     }
@@ -199,12 +227,16 @@ public struct SpoolReader: Sendable {
                 while index < end {
                     let line = (number: index + 1, range: ranges[index])
                     do {
-                        if try !parser.validateLine(UnsafeBufferPointer(rebasing: buffer[line.range]), lineNumber: line.number) {
+                        if try !parser.validateLine(
+                            UnsafeBufferPointer(rebasing: buffer[line.range]),
+                            lineNumber: line.number
+                        ) {
                             local[index] = .some(nil)
                         }
                     } catch {
                         local[index] = .some(
-                            error as? LineParseError ?? LineParseError(line: line.number, column: 1, reason: "\(error)"))
+                            error as? LineParseError ?? LineParseError(line: line.number, column: 1, reason: "\(error)")
+                        )
                     }
                     index += 1
                 }
@@ -218,7 +250,8 @@ public struct SpoolReader: Sendable {
                     lines.append(Array(UnsafeBufferPointer(rebasing: buffer[line])))
                 case .some(.some(let error)):
                     problems.append(
-                        SpoolProblem(file: file, offset: baseOffset + line.lowerBound, kind: .corruptLine("\(error)")))
+                        SpoolProblem(file: file, offset: baseOffset + line.lowerBound, kind: .corruptLine("\(error)"))
+                    )
                 case .some(.none):
                     break
                 }
@@ -230,8 +263,12 @@ public struct SpoolReader: Sendable {
 
     /// The precision of the spool's timestamps, as the agent recorded it (`ns` if unknown).
     public var precision: Precision {
-        guard case .bytes(let bytes, _) = SafeRead.read(".precision", in: handle.descriptor, owner: owner) else { return .ns }
-        return Precision(rawValue: String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? .ns
+        guard case .bytes(let bytes, _) = SafeRead.read(".precision", in: handle.descriptor, owner: owner) else {
+            return .ns
+        }
+        return Precision(
+            rawValue: String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        ) ?? .ns
     }
 
     /// A batch the server refused for good, with its reason.
@@ -265,8 +302,11 @@ public struct SpoolReader: Sendable {
                 reason = String(decoding: text, as: UTF8.self)
             }
             return RejectedBatch(
-                name: name, lines: Self.completeLines(bytes, file: name).0, reason: reason,
-                rejectedAt: Date(timeIntervalSince1970: status.modified))
+                name: name,
+                lines: Self.completeLines(bytes, file: name).0,
+                reason: reason,
+                rejectedAt: Date(timeIntervalSince1970: status.modified)
+            )
         }
     }
 }

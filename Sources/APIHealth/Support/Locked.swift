@@ -1,20 +1,31 @@
 import Foundation
 
-/// A value that is only read or changed while holding its lock.
+/// The package's one lock: a value that is only read or changed while holding it.
+///
+/// ```swift
+/// /// Guards the number of requests seen.
+/// let requests = Locked<UInt64>(0)
+/// requests.withLock { $0 += 1 }
+/// ```
+///
+/// Available on every platform `Package.swift` declares (`Synchronization.Mutex` and `Atomic` need
+/// macOS 15 / iOS 18), and at `package` access so every target of the package uses this one. A lock
+/// around code rather than a value is a `Locked<Void>`; a counter is a `Locked<UInt64>`.
 ///
 /// `@unchecked Sendable` because the lock, not the type system, serialises every access to `state`.
-final class Locked<State>: @unchecked Sendable {
-    private let lock = NSLock()
+package final class Locked<State>: @unchecked Sendable {
+    @usableFromInline let lock = NSLock()
     /// Exclusive access is the lock's to enforce: the runtime's own check would only repeat it on
     /// every access.
-    @exclusivity(unchecked) private var state: State
+    @usableFromInline @exclusivity(unchecked) var state: State
 
-    init(_ state: State) {
+    package init(_ state: State) {
         self.state = state
     }
 
-    @inline(__always)
-    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+    /// Runs `body` with the state, holding the lock; never call back into the same lock from `body`.
+    @inlinable @inline(__always)
+    package func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&state)
@@ -26,5 +37,20 @@ final class Locked<State>: @unchecked Sendable {
         guard lock.try() else { return nil }
         defer { lock.unlock() }
         return try body(&state)
+    }
+}
+
+extension Locked where State == Void {
+    /// A lock around code rather than a value.
+    package convenience init() {
+        self.init(())
+    }
+
+    /// Runs `body` holding the lock.
+    @inlinable @inline(__always)
+    package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
     }
 }

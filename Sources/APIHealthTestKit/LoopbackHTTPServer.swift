@@ -3,8 +3,9 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// A small HTTP/1.1 server on a loopback port, answering from an async handler: the demo's API and
-/// the tests' peer (including the faults real servers will not produce on demand).
+/// A small HTTP/1.1 server on a loopback port, answering from an async handler: in a test, the API an
+/// instrumented client calls, or the write endpoint an agent ships to (including the faults real servers
+/// will not produce on demand). The `APIHealthTestKit` product; the demo's API is one too.
 ///
 /// ```swift
 /// let server = try await LoopbackHTTPServer.start { request in
@@ -31,7 +32,9 @@ public final class LoopbackHTTPServer: Sendable {
             for pair in uri[uri.index(after: mark)...].split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
-                let value = parts.count > 1 ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
+                let value =
+                    parts.count > 1
+                    ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
                 result[name] = value
             }
             return result
@@ -66,7 +69,10 @@ public final class LoopbackHTTPServer: Sendable {
         public var bodyDelay: Duration
 
         public init(
-            status: Int, headers: [(String, String)] = [], body: Body = .bytes([]), delay: Duration = .zero,
+            status: Int,
+            headers: [(String, String)] = [],
+            body: Body = .bytes([]),
+            delay: Duration = .zero,
             bodyDelay: Duration = .zero
         ) {
             self.status = status
@@ -77,11 +83,19 @@ public final class LoopbackHTTPServer: Sendable {
         }
 
         public static func text(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
-            Response(status: status, headers: [("Content-Type", "text/plain; charset=utf-8")] + headers, body: .bytes(Array(text.utf8)))
+            Response(
+                status: status,
+                headers: [("Content-Type", "text/plain; charset=utf-8")] + headers,
+                body: .bytes(Array(text.utf8))
+            )
         }
 
         public static func json(_ status: Int, _ json: String, headers: [(String, String)] = []) -> Response {
-            Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: .bytes(Array(json.utf8)))
+            Response(
+                status: status,
+                headers: [("Content-Type", "application/json")] + headers,
+                body: .bytes(Array(json.utf8))
+            )
         }
     }
 
@@ -102,7 +116,11 @@ public final class LoopbackHTTPServer: Sendable {
     }
 
     /// Starts listening on `127.0.0.1:port` (0: a free port).
-    public static func start(port: Int = 0, threads: Int = 1, handler: @escaping Handler) async throws -> LoopbackHTTPServer {
+    public static func start(
+        port: Int = 0,
+        threads: Int = 1,
+        handler: @escaping Handler
+    ) async throws -> LoopbackHTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let channel = try await bootstrap(group, handler).bind(host: "127.0.0.1", port: port).get()
         return LoopbackHTTPServer(group: group, channel: channel)
@@ -172,7 +190,11 @@ private final class RequestHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             let request = LoopbackHTTPServer.Request(
-                method: head.method.rawValue, uri: head.uri, headers: head.headers.map { ($0.name, $0.value) }, body: body)
+                method: head.method.rawValue,
+                uri: head.uri,
+                headers: head.headers.map { ($0.name, $0.value) },
+                body: body
+            )
             let keepAlive = head.isKeepAlive
             let version = head.version
             let channel = context.channel
@@ -188,7 +210,10 @@ private final class RequestHandler: ChannelInboundHandler {
 }
 
 private func sendResponse(
-    _ response: LoopbackHTTPServer.Response, on channel: any Channel, version: HTTPVersion, keepAlive: Bool
+    _ response: LoopbackHTTPServer.Response,
+    on channel: any Channel,
+    version: HTTPVersion,
+    keepAlive: Bool
 ) async {
     if response.delay > .zero { try? await Task.sleep(for: response.delay) }
     var headers = HTTPHeaders(response.headers)
@@ -201,7 +226,11 @@ private func sendResponse(
     }
     headers.replaceOrAdd(name: "Content-Length", value: "\(length)")
     if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
-    let head = HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+    let head = HTTPResponseHead(
+        version: version,
+        status: HTTPResponseStatus(statusCode: response.status),
+        headers: headers
+    )
     do {
         try await channel.writeAndFlush(HTTPServerResponsePart.head(head)).get()
         if response.bodyDelay > .zero { try? await Task.sleep(for: response.bodyDelay) }
@@ -209,7 +238,8 @@ private func sendResponse(
         case .hang: return
         case .bytes(let bytes):
             if !bytes.isEmpty {
-                try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: bytes)))).get()
+                try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: bytes))))
+                    .get()
             }
         case .generated(let total, let chunkSize):
             var sent = 0
