@@ -46,19 +46,12 @@ func residentBytes() -> Int {
     return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
 
-final class Switch: @unchecked Sendable {
-    private let lock = NSLock()
-    private var up = false
-    var isUp: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return up
-    }
-    func set(_ value: Bool) {
-        lock.lock()
-        up = value
-        lock.unlock()
-    }
+/// A flag several threads read.
+final class Switch: Sendable {
+    /// Guards the flag.
+    private let value = Locked(false)
+    var isUp: Bool { value.withLock { $0 } }
+    func set(_ up: Bool) { value.withLock { $0 = up } }
 }
 
 let destinationUp = Switch()

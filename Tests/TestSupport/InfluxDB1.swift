@@ -18,7 +18,9 @@ public struct InfluxDB1: Sendable {
 
     /// POSTs line protocol to `/write`, gzipped. Returns the status and body.
     package func write(
-        _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
+        _ lines: [UInt8],
+        precision: String = "ns",
+        gzip implementation: Gzip.Implementation = Gzip.implementation
     ) async throws -> HTTP.Reply {
         var body: [UInt8] = []
         try Gzip.compress(lines, level: 6, using: implementation, into: &body)
@@ -49,7 +51,9 @@ public struct InfluxDB1: Sendable {
             "POST",
             HTTP.url(base, "/query", [("db", database), ("epoch", "ns"), ("q", influxQL)])
         )
-        guard reply.status == 200 else { throw TestFailure(message: "query \(influxQL): \(reply.status) \(reply.text)") }
+        guard reply.status == 200 else {
+            throw TestFailure(message: "query \(influxQL): \(reply.status) \(reply.text)")
+        }
         guard let root = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any],
             let results = root["results"] as? [[String: Any]], let first = results.first
         else { throw TestFailure(message: "unexpected query reply \(reply.text)") }

@@ -59,7 +59,9 @@ public enum LineProtocolModel {
         }
         var timestamp: Timestamp?
         if let given = point.timestamp {
-            guard let value = given.value(in: precision) else { return .refused(.timestampOutOfRange(given, precision)) }
+            guard let value = given.value(in: precision) else {
+                return .refused(.timestampOutOfRange(given, precision))
+            }
             timestamp = Timestamp(value, precision: precision)
         }
         let fields = lastOccurrences(point.fields) { Array($0.key.utf8) }.filter { field in
@@ -79,4 +81,3 @@ public enum LineProtocolModel {
         return .point(Point(measurement: measurement, tags: tags, fields: fields, timestamp: timestamp))
     }
 }
-

@@ -13,7 +13,9 @@ public final class Child: Sendable {
 
     /// The folder holding the built executables (`swift build --show-bin-path`).
     public static func binDirectory() throws -> URL {
-        if let path = ProcessInfo.processInfo.environment["APIHEALTH_TEST_BIN_DIR"] { return URL(fileURLWithPath: path) }
+        if let path = ProcessInfo.processInfo.environment["APIHEALTH_TEST_BIN_DIR"] {
+            return URL(fileURLWithPath: path)
+        }
         // Running `swift test` directly: the test bundle sits in the bin folder.
         let bundle = Bundle.main.bundleURL
         for candidate in [bundle.deletingLastPathComponent(), bundle, URL(fileURLWithPath: ".build/debug")]
@@ -100,7 +102,10 @@ public final class Child: Sendable {
     /// copy of the executable in a folder every user can enter: the checkout may sit in a folder only
     /// its owner can enter (a `mktemp -d` parent), where the user could not even reach the binary.
     public static func run(
-        _ executable: String, _ arguments: [String], environment: [String: String] = [:], asUser user: String? = nil
+        _ executable: String,
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        asUser user: String? = nil
     ) async throws -> (status: Int32?, stdout: String, stderr: String) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

@@ -17,7 +17,9 @@ public struct VictoriaMetrics: Sendable {
 
     /// POSTs gzipped line protocol to `/api/v2/write`.
     package func write(
-        _ lines: [UInt8], precision: String = "ns", gzip implementation: Gzip.Implementation = Gzip.implementation
+        _ lines: [UInt8],
+        precision: String = "ns",
+        gzip implementation: Gzip.Implementation = Gzip.implementation
     ) async throws -> HTTP.Reply {
         var body: [UInt8] = []
         try Gzip.compress(lines, level: 6, using: implementation, into: &body)

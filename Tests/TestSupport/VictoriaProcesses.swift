@@ -1,15 +1,16 @@
+import APIHealth
 import Foundation
 
 /// A real VictoriaMetrics component (`victoria-metrics`, `vmauth`, `vmagent` from Debian's
 /// `victoria-metrics` package, which `scripts/test` installs) that a test starts on a free loopback
 /// port, stops with SIGTERM (so it keeps what it acknowledged) and starts again on the same port.
-public final class VictoriaProcess: @unchecked Sendable {
+public final class VictoriaProcess: Sendable {
     public let port: Int
     public let directory: URL
     private let executable: String
-    private let arguments: (Int, URL) -> [String]
-    private let lock = NSLock()
-    private var process: Process?
+    private let arguments: @Sendable (Int, URL) -> [String]
+    /// Guards the running process.
+    private let process = Locked<Process?>(nil)
 
     /// The executable's path, or a failure saying what to install.
     static func path(of executable: String) throws -> String {
@@ -22,7 +23,7 @@ public final class VictoriaProcess: @unchecked Sendable {
         )
     }
 
-    private init(executable: String, arguments: @escaping (Int, URL) -> [String]) throws {
+    private init(executable: String, arguments: @escaping @Sendable (Int, URL) -> [String]) throws {
         self.executable = try Self.path(of: executable)
         self.arguments = arguments
         port = try Self.freePort()
@@ -90,7 +91,7 @@ public final class VictoriaProcess: @unchecked Sendable {
         process.standardError = try FileHandle(forWritingTo: log)
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        lock.withLock { self.process = process }
+        self.process.withLock { $0 = process }
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let reply = try? await HTTP.send("GET", url.appendingPathComponent("health")), reply.status == 200 {
@@ -107,7 +108,7 @@ public final class VictoriaProcess: @unchecked Sendable {
 
     /// Stops it with SIGTERM and waits for it to exit: what it acknowledged is kept.
     public func stop() {
-        guard let process = lock.withLock({ self.process.take() }), process.isRunning else { return }
+        guard let process = self.process.withLock({ $0.take() }), process.isRunning else { return }
         process.terminate()
         process.waitUntilExit()
     }

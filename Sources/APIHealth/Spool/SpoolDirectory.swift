@@ -41,7 +41,7 @@ final class SpoolDirectory: @unchecked Sendable {
     private let rejectedDescriptor: Int32
     private let lockDescriptor: Int32
     /// The state below is guarded by `mutex`, which also serialises every file operation.
-    private let mutex = NSLock()
+    private let mutex = Locked()
     /// Open segment files by segment name.
     private var descriptors: [String: Int32] = [:]
     /// Bytes known to be whole in each open segment file.
@@ -301,8 +301,8 @@ final class SpoolDirectory: @unchecked Sendable {
     /// file is cut back to its last whole append (or removed), so it never holds half a chunk; see
     /// ``committedLength(of:)`` for where the next append must start.
     func append(_ bytes: ArraySlice<UInt8>, to segment: String) throws(SpoolError) {
-        mutex.lock()
-        defer { mutex.unlock() }
+        mutex.acquire()
+        defer { mutex.release() }
         if removed.contains(segment) { return }
         let name = Self.openName(segment)
         var descriptor = descriptors[segment] ?? -1
@@ -339,8 +339,8 @@ final class SpoolDirectory: @unchecked Sendable {
 
     /// The bytes of `segment`'s open file that are whole on disk: where the next append starts.
     func committedLength(of segment: String) -> Int {
-        mutex.lock()
-        defer { mutex.unlock() }
+        mutex.acquire()
+        defer { mutex.release() }
         return lengths[segment] ?? 0
     }
 
@@ -374,8 +374,8 @@ final class SpoolDirectory: @unchecked Sendable {
     /// Closes the open file of `segment` and renames it to its sealed name (with `fsync`, the rename is
     /// made durable too).
     func seal(_ segment: String) throws(SpoolError) {
-        mutex.lock()
-        defer { mutex.unlock() }
+        mutex.acquire()
+        defer { mutex.release() }
         if removed.contains(segment) { return }
         if let descriptor = descriptors.removeValue(forKey: segment) { _ = fileSystem.close(descriptor) }
         lengths[segment] = nil
@@ -391,8 +391,8 @@ final class SpoolDirectory: @unchecked Sendable {
 
     /// Removes every file of `segment` (acknowledged, or dropped).
     func remove(_ segment: String) {
-        mutex.lock()
-        defer { mutex.unlock() }
+        mutex.acquire()
+        defer { mutex.release() }
         removeLocked(segment)
     }
 
@@ -418,8 +418,8 @@ final class SpoolDirectory: @unchecked Sendable {
 
     /// Writes a sealed segment whole (after a split or when re-batching), atomically.
     func writeSealed(_ segment: String, bytes: [UInt8]) throws(SpoolError) {
-        mutex.lock()
-        defer { mutex.unlock() }
+        mutex.acquire()
+        defer { mutex.release() }
         try writeFileAtomically(rootDescriptor, Self.sealedName(segment), bytes: bytes)
     }
 
@@ -457,8 +457,8 @@ final class SpoolDirectory: @unchecked Sendable {
     /// it from the spool. When the copy cannot be written the segment stays where it is (and is sent
     /// again by the next start) and the error is thrown.
     func reject(_ segment: String, bytes: [UInt8], reason: String, removingSegment: Bool = true) throws(SpoolError) {
-        mutex.lock()
-        defer { mutex.unlock() }
+        mutex.acquire()
+        defer { mutex.release() }
         try writeFileAtomically(rejectedDescriptor, SegmentName.sealedFile(segment), bytes: bytes)
         try writeFileAtomically(rejectedDescriptor, segment + ".reason", bytes: Array(reason.utf8))
         if removingSegment { removeLocked(segment) }

@@ -53,4 +53,13 @@ extension Locked where State == Void {
         defer { lock.unlock() }
         return try body()
     }
+
+    /// Takes the lock, for code that holds it across steps that throw typed errors (pair it with
+    /// ``unlock()`` in a `defer`).
+    @inline(__always)
+    func acquire() { lock.lock() }
+
+    /// Lets go of the lock taken with ``acquire()``.
+    @inline(__always)
+    func release() { lock.unlock() }
 }
