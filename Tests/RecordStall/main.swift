@@ -62,7 +62,9 @@ Task.detached {
     do {
         serverBox = try await LoopbackHTTPServer.start(threads: 1) { request in
             guard request.path == "/api/v2/write" else { return .text(404, "no") }
-            return destinationUp.isUp ? LoopbackHTTPServer.Response(status: 204) : .text(503, "down")
+            // Retry-After: 1 while down, so the backlog is tried (and joined) every second.
+            return destinationUp.isUp
+                ? LoopbackHTTPServer.Response(status: 204) : .text(503, "down", headers: [("Retry-After", "1")])
         }
     } catch {
         FileHandle.standardError.write(Data("record-stall: \(error)\n".utf8))
