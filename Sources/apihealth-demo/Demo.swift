@@ -36,6 +36,7 @@ struct Demo: AsyncParsableCommand {
               INFLUX_TOKEN         the API token (or INFLUX_TOKEN_FILE, a file holding it)
               INFLUX_DATABASE      v1: the database
               APIHEALTH_SPOOL_DIR  the spool directory (none: pending lines in memory)
+              APIHEALTH_ENABLED    0 turns the agent off: the service runs, nothing is recorded
 
             SIGTERM and Ctrl-C stop the traffic and flush what is pending before exit.
             """
@@ -81,17 +82,32 @@ struct Demo: AsyncParsableCommand {
         let server = try await LoopbackHTTPServer.start(threads: 2, handler: DemoAPI.handle)
         let counters = DemoCounters()
         let traffic = DemoTraffic(
-            agent: agent, baseURL: server.baseURL, modules: moduleList, rate: rate, duration: .seconds(duration),
-            counters: counters, logger: logger)
+            agent: agent,
+            baseURL: server.baseURL,
+            modules: moduleList,
+            rate: rate,
+            duration: .seconds(duration),
+            counters: counters,
+            logger: logger
+        )
         let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending in the spool)"
         print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
-        let follower = try configuration.spool.map { SpoolFollower(reader: try SpoolReader(directory: $0.directory)) }
+        // A disabled agent makes no spool: there is nothing to follow.
+        let spool = configuration.isEnabled ? configuration.spool : nil
+        let follower = try spool.map { SpoolFollower(reader: try SpoolReader(directory: $0.directory)) }
         let aggregator = SummaryAggregator(
-            precision: configuration.precision, since: runStart,
-            requestMeasurement: configuration.measurement, parseFailureMeasurement: configuration.parseFailureMeasurement)
+            precision: configuration.precision,
+            since: runStart,
+            requestMeasurement: configuration.measurement,
+            parseFailureMeasurement: configuration.parseFailureMeasurement
+        )
         let status = DemoStatus(
-            counters: counters, agent: agent, total: duration, destination: configuration.destination?.redactedURL,
-            logger: logger)
+            counters: counters,
+            agent: agent,
+            total: duration,
+            destination: configuration.destination?.redactedURL,
+            logger: logger
+        )
         let progress = Task { await status.run(follower: follower, aggregator: aggregator) }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
@@ -100,7 +116,9 @@ struct Demo: AsyncParsableCommand {
                     .init(service: traffic, successTerminationBehavior: .gracefullyShutdownGroup),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
+                logger: logger
+            )
+        )
         try await group.run()
         progress.cancel()
         var (finalFollower, summary) = await progress.value
@@ -118,13 +136,28 @@ struct Demo: AsyncParsableCommand {
         if finalFollower != nil {
             let rows = SummaryOrder.worst.sorted(summary.rows())
             print("")
-            print(SummaryTable(width: Terminal.columns(), colors: Terminal.wantsColors("auto")).render(rows, counts: summary.counts), terminator: "")
+            print(
+                SummaryTable(width: Terminal.columns(), colors: Terminal.wantsColors("auto")).render(
+                    rows,
+                    counts: summary.counts
+                ),
+                terminator: ""
+            )
+        } else if !configuration.isEnabled {
+            print(
+                "APIHealth is disabled (APIHEALTH_ENABLED=0): nothing was recorded, so there is no per-endpoint table."
+            )
         } else {
             print("No spool (APIHEALTH_SPOOL_DIR=none): no per-endpoint table; it is read from the spool.")
         }
     }
 
-    private func printSummary(counters: DemoCounters, agent: APIHealthAgent, configuration: APIHealthConfiguration, leftovers: Int) {
+    private func printSummary(
+        counters: DemoCounters,
+        agent: APIHealthAgent,
+        configuration: APIHealthConfiguration,
+        leftovers: Int
+    ) {
         let seen = counters.snapshot
         let metrics = agent.metrics
         // The agent sends what it found in the spool first, so what was written goes to leftovers first.
@@ -140,7 +173,8 @@ struct Demo: AsyncParsableCommand {
               points rejected  \(metrics.pointsRejected)
             """
         if leftovers > 0 {
-            text += "\n  from earlier runs: \(leftovers) points were in the spool at start, \(earlierPending) still pending"
+            text +=
+                "\n  from earlier runs: \(leftovers) points were in the spool at start, \(earlierPending) still pending"
         }
         if configuration.destination != nil, metrics.pendingLines > 0, let error = metrics.lastError {
             text += "\n  last error       \(error)"

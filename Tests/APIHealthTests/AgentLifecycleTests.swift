@@ -2,6 +2,7 @@ import Foundation
 import LineProtocol
 import Logging
 import LoopbackHTTPServer
+import NIOConcurrencyHelpers
 import ServiceLifecycle
 import TestSupport
 import Testing
@@ -67,7 +68,10 @@ private struct StopsSoon: Service {
         let runs = Locked([String]())
         agent.onShutdown {
             runs.withLock { $0.append("first") }
-            #expect(agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(1))])), "intake still open")
+            #expect(
+                agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(1))])),
+                "intake still open"
+            )
         }
         agent.onShutdown { runs.withLock { $0.append("second") } }
         agent.start()
@@ -89,14 +93,75 @@ private struct StopsSoon: Service {
                 configuration: ServiceGroupConfiguration(
                     services: [
                         .init(service: agent),
-                        .init(service: StopsSoon(after: .milliseconds(50)), successTerminationBehavior: .gracefullyShutdownGroup),
+                        .init(
+                            service: StopsSoon(after: .milliseconds(50)),
+                            successTerminationBehavior: .gracefullyShutdownGroup
+                        ),
                     ],
-                    logger: Logger(label: "lifecycle")))
+                    logger: Logger(label: "lifecycle")
+                )
+            )
             try await group.run()
             // The spool is free the moment run() has returned: the next agent takes it over.
             let next = try makeAgent(spool: spool)
             #expect(next.metrics.pendingLines >= round + 1, "\(round): the points of every round are kept")
             await next.shutdown()
+        }
+    }
+
+    /// `APIHEALTH_ENABLED=0` gives an agent that can stand in for the enabled one anywhere: it runs and
+    /// shuts down, takes points and samples, and leaves no spool, no warning and no lost point behind,
+    /// whether a spool directory is set or not.
+    @Test func aDisabledAgentKeepsNoSpoolWarnsOfNothingAndLosesNothing() async throws {
+        let spool = temporaryDirectory("disabled").appendingPathComponent("spool")
+        let label = "disabled-\(UUID().uuidString)"
+        for directory in [spool.path, "none"] {
+            let configuration = try APIHealthConfiguration.fromEnvironment(
+                ["APIHEALTH_ENABLED": "0", "APIHEALTH_SPOOL_DIR": directory],
+                serviceName: "disabled"
+            )
+            let agent = try APIHealthAgent(
+                configuration: configuration,
+                logger: Logger(label: label, factory: { CollectingLogHandler(label: $0) })
+            )
+            agent.start()
+            agent.write(Point(measurement: "m", fields: ["v": 1]))
+            agent.record(
+                RequestSample(
+                    method: "GET",
+                    url: URL(string: "https://api.example.com/x")!,
+                    module: "m",
+                    startedAt: Date(),
+                    duration: .milliseconds(1)
+                )
+            )
+            await agent.shutdown()
+            let metrics = agent.metrics
+            #expect(metrics.pointsRecorded == 0, "\(directory)")
+            #expect(metrics.pendingLines == 0, "\(directory)")
+            #expect(metrics.pointsLost == 0 && metrics.pointsDropped == 0, "\(directory)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: spool.path), "no spool directory is made")
+        let logs = CollectingLogHandler.messages.withLockedValue { $0.filter { $0.hasPrefix(label) } }
+        #expect(logs.isEmpty, "\(logs)")
+    }
+
+    @Test func theShutdownDeadlineIsReadFromTheEnvironment() throws {
+        let configuration = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_SHUTDOWN_DEADLINE_MS": "2500"],
+            serviceName: "deadline"
+        )
+        #expect(configuration.shutdownDeadline == .milliseconds(2_500))
+        #expect(
+            try APIHealthConfiguration.fromEnvironment([:], serviceName: "deadline").shutdownDeadline == .seconds(10)
+        )
+        for bad in ["", "-1", "soon"] {
+            #expect(throws: APIHealthConfiguration.Error.self) {
+                _ = try APIHealthConfiguration.fromEnvironment(
+                    ["APIHEALTH_SHUTDOWN_DEADLINE_MS": bad],
+                    serviceName: "deadline"
+                )
+            }
         }
     }
 
@@ -108,7 +173,8 @@ private struct StopsSoon: Service {
         defer { try? FileManager.default.removeItem(at: spool) }
         var configuration = APIHealthConfiguration(
             serviceName: "lifecycle",
-            destination: InfluxDestination(url: URL(string: server.baseURL)!, api: .v1(database: "x")))
+            destination: InfluxDestination(url: URL(string: server.baseURL)!, api: .v1(database: "x"))
+        )
         configuration.spool = SpoolOptions(directory: spool)
         configuration.selfMetricsInterval = .milliseconds(1)
         configuration.batching.maximumLines = 10

@@ -463,7 +463,12 @@ public final class APIHealthAgent: Sendable, Service {
             guard state.intakeOpen else { return false }
             state.intakeOpen = false
             state.shutdownDeadline = deadline
-            pending.record(Self.selfMetricsPoint(metrics, schema: schema, configuration: configuration), now: clock.now)
+            if configuration.isEnabled {
+                pending.record(
+                    Self.selfMetricsPoint(metrics, schema: schema, configuration: configuration),
+                    now: clock.now
+                )
+            }
             pending.close()
             return true
         }

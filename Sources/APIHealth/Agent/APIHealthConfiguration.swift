@@ -12,7 +12,9 @@ import LineProtocol
 /// Every setting has a default; ``fromEnvironment(_:serviceName:)`` reads the `INFLUX_*` and
 /// `APIHEALTH_*` variables listed in the README.
 public struct APIHealthConfiguration: Sendable {
-    /// Off means the agent records nothing, ships nothing and leaves requests untouched.
+    /// Off means the agent records nothing, ships nothing and leaves requests untouched: it can stand in
+    /// for an enabled one everywhere (`run()`, `instrument`, `decode`, `recordingTo:`), and makes no
+    /// spool, logs nothing and counts no point lost.
     public var isEnabled = true
     /// Names the default spool directory and the `User-Agent`.
     public var serviceName: String
@@ -146,6 +148,7 @@ public struct APIHealthConfiguration: Sendable {
     /// | `INFLUX_PRECISION` | `ns` (default), `us`, `ms`, `s` |
     /// | `APIHEALTH_SPOOL_DIR` | spool directory (not empty); `none` keeps pending lines in memory only |
     /// | `APIHEALTH_FLUSH_DELAY_MS`, `APIHEALTH_GZIP_LEVEL` | batching debounce and gzip level |
+    /// | `APIHEALTH_SHUTDOWN_DEADLINE_MS` | how long shutdown keeps sending what is pending (``shutdownDeadline``) |
     ///
     /// - Parameters:
     ///   - environment: the variables to read (the process's by default).
@@ -196,6 +199,12 @@ public struct APIHealthConfiguration: Sendable {
                 throw .invalidValue(name: "APIHEALTH_FLUSH_DELAY_MS", value: text)
             }
             configuration.batching.flushDelay = .milliseconds(milliseconds)
+        }
+        if let text = environment["APIHEALTH_SHUTDOWN_DEADLINE_MS"] {
+            guard let milliseconds = Int(text), milliseconds >= 0 else {
+                throw .invalidValue(name: "APIHEALTH_SHUTDOWN_DEADLINE_MS", value: text)
+            }
+            configuration.shutdownDeadline = .milliseconds(milliseconds)
         }
         if let text = environment["APIHEALTH_GZIP_LEVEL"] {
             guard let level = Int(text), Gzip.levels.contains(level) else {
