@@ -631,7 +631,11 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.metricsOverflowed, .uint(metrics.metricsOverflowed)),
         ]
         if let error = metrics.lastError {
-            fields.append(Point.Field(F.lastError, .string(String(error.prefix(1_000)))))
+            // On one line (a server's message often ends in a line break): the encoder has nothing to
+            // repair in the agent's own text, so `points_repaired` counts only the data it was given.
+            let oneLine = error.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }.joined(separator: " ")
+            fields.append(Point.Field(F.lastError, .string(String(oneLine.prefix(1_000)))))
         }
         return Point(
             measurement: configuration.agentMeasurement,
