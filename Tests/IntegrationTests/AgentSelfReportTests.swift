@@ -50,4 +50,38 @@ import Testing
         #expect(!stored.contains("\u{FFFD}") && !stored.contains("\n"), "\(stored.debugDescription)")
         #expect(stored.contains("field type conflict"), "\(stored)")
     }
+
+    /// The agent's last health point after a clean shutdown reports the final counts: written after the
+    /// final send, then sent itself.
+    @Test func theLastHealthPointAfterACleanShutdownReportsTheFinalCounts() async throws {
+        let influx = try await InfluxDB1.freshDatabase("final_health")
+        var configuration = APIHealthConfiguration(
+            serviceName: "final-health",
+            destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
+        )
+        configuration.spool = SpoolOptions(directory: temporaryDirectory("final-health"))
+        configuration.selfMetricsInterval = .seconds(86_400)
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "final-health"))
+        agent.start()
+        let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
+        for index in 0..<465 {
+            agent.write(
+                Point(
+                    measurement: "work",
+                    fields: [Point.Field("n", .int(Int64(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))
+                )
+            )
+        }
+        await agent.shutdown(deadline: eventTimeout)
+        #expect(agent.metrics.pendingLines == 0)
+        #expect(agent.metrics.pointsWritten == 466, "the points and the last health point")
+        let health = try await influx.query("SELECT * FROM apihealth_agent").first?.rows ?? []
+        #expect(health.count == 1)
+        let row = try #require(health.last)
+        #expect((row["pending_lines"] as? NSNumber)?.intValue == 0, "\(row)")
+        #expect((row["points_written"] as? NSNumber)?.intValue == 465, "\(row)")
+        #expect((row["points_recorded"] as? NSNumber)?.intValue == 465, "\(row)")
+        #expect((row["batches_written"] as? NSNumber)?.intValue ?? 0 >= 1, "\(row)")
+    }
 }
