@@ -39,16 +39,24 @@ public enum TestRoutes {
         case "timed":
             // 200 ms before the head, 300 ms between the head and the body.
             return LoopbackHTTPServer.Response(
-                status: 200, body: .bytes(Array("timed".utf8)), delay: .milliseconds(200), bodyDelay: .milliseconds(300))
+                status: 200,
+                body: .bytes(Array("timed".utf8)),
+                delay: .milliseconds(200),
+                bodyDelay: .milliseconds(300)
+            )
         case "echo":
             return LoopbackHTTPServer.Response(
-                status: 200, headers: [("X-Received-Bytes", "\(request.body.count)")], body: .bytes(request.body))
+                status: 200,
+                headers: [("X-Received-Bytes", "\(request.body.count)")],
+                body: .bytes(request.body)
+            )
         case "json":
             switch parts.last {
             case "user": return .json(200, #"{"id":7,"name":"Ada"}"#)
             case "missing": return .json(200, #"{"id":7}"#)
             case "mismatch": return .json(200, #"{"id":"seven","name":"Ada"}"#)
             case "null": return .json(200, #"{"id":null,"name":"Ada"}"#)
+            case "cut": return .json(200, #"{"id":7,"name":"Ad"#)
             default: return .text(200, "<html>not json</html>")
             }
         default:

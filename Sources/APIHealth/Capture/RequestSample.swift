@@ -96,7 +96,7 @@ public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
     case typeMismatch
     case valueNotFound
     case dataCorrupted
-    /// The body is not JSON at all.
+    /// The body is not JSON at all (a JSON document cut off before its end is ``dataCorrupted``).
     case notJSON
     /// Any other decoding error.
     case other
@@ -106,7 +106,11 @@ public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
         guard let decodingError = error as? DecodingError else { return (.other, "") }
         func path(_ keys: [any CodingKey]) -> String {
             keys.reduce(into: "") { result, key in
-                if let index = key.intValue { result += "[\(index)]" } else { result += result.isEmpty ? key.stringValue : "." + key.stringValue }
+                if let index = key.intValue {
+                    result += "[\(index)]"
+                } else {
+                    result += result.isEmpty ? key.stringValue : "." + key.stringValue
+                }
             }
         }
         switch decodingError {
@@ -114,7 +118,11 @@ public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
         case .typeMismatch(_, let context): return (.typeMismatch, path(context.codingPath))
         case .valueNotFound(_, let context): return (.valueNotFound, path(context.codingPath))
         case .dataCorrupted(let context):
-            if context.codingPath.isEmpty, let data, (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) == nil {
+            // A document cut off before its end is JSON whose data is corrupted, not a body that is not JSON.
+            if context.codingPath.isEmpty, let data,
+                (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) == nil,
+                !JSONPrefix.isCutOff(Array(data))
+            {
                 return (.notJSON, "")
             }
             return (.dataCorrupted, path(context.codingPath))
