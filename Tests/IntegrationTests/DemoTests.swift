@@ -130,6 +130,22 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: spool.path), "no spool is made")
     }
 
+    /// Points that are neither delivered nor kept on disk at exit are lost, not pending: with no spool and
+    /// no destination, every point of the run is counted lost and none pending.
+    @Test func pendingAndLostAddUpInTheSummary() async throws {
+        let demo = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "1", "--rate", "40"],
+            environment: ["APIHEALTH_SPOOL_DIR": "none", "INFLUX_URL": ""]
+        )
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let requests = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
+        let failures = number("parse failures", in: demo.stdout) ?? 0
+        #expect(number("points pending", in: demo.stdout) == 0, "\(demo.stdout)")
+        // Its requests, parse failures, health point, and swift-metrics (a counter, a meter and a timer per module).
+        #expect(number("points lost", in: demo.stdout) == requests + failures + 1 + 3 * 3, "\(demo.stdout)")
+    }
+
     @Test func aDestinationThatCannotBeReachedIsWarnedOnceWithTheReason() async throws {
         let spool = temporaryDirectory("demo-dead")
         let dead = try RefusingPort()
