@@ -30,7 +30,9 @@ final class DemoCounters: @unchecked Sendable {
         }
     }
 
-    var snapshot: (requests: Int, errors: Int, parseFailures: Int) { lock.withLock { (requests, errors, parseFailures) } }
+    var snapshot: (requests: Int, errors: Int, parseFailures: Int) {
+        lock.withLock { (requests, errors, parseFailures) }
+    }
 }
 
 /// Calls the local API through instrumented sessions at a steady rate until the duration is over
@@ -57,7 +59,6 @@ struct DemoTraffic: Service {
         let endpoints = DemoAPI.endpoints.filter { modules.contains($0.module) }
         guard !endpoints.isEmpty else { return }
         let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
-        defer { httpClient.shutdown { _ in } }
         let start = ContinuousClock.now
         let interval = Duration.seconds(1 / max(rate, 0.1))
         await withDiscardingTaskGroup { group in
@@ -66,7 +67,9 @@ struct DemoTraffic: Service {
                 let endpoint = endpoints[index % endpoints.count]
                 let call = index
                 if endpoint.module == Self.asyncHTTPClientModule {
-                    group.addTask { await self.measured(endpoint) { await self.call(endpoint, index: call, client: httpClient) } }
+                    group.addTask {
+                        await self.measured(endpoint) { await self.call(endpoint, index: call, client: httpClient) }
+                    }
                 } else {
                     group.addTask {
                         await self.measured(endpoint) {
@@ -78,6 +81,8 @@ struct DemoTraffic: Service {
                 try? await Task.sleep(until: start + interval * index, clock: .continuous)
             }
         }
+        // Every call has ended: the client's connections close before the local API's event loops stop.
+        try? await httpClient.shutdown()
     }
 
     /// The module whose calls go through AsyncHTTPClient.
@@ -88,7 +93,12 @@ struct DemoTraffic: Service {
         request.method = .init(rawValue: endpoint.method)
         request.headers.add(name: "X-Request-Id", value: UUID().uuidString)
         do {
-            let response = try await client.execute(request, timeout: .seconds(5), recordingTo: agent, module: endpoint.module)
+            let response = try await client.execute(
+                request,
+                timeout: .seconds(5),
+                recordingTo: agent,
+                module: endpoint.module
+            )
             let body = try await response.body.collect(upTo: 1 << 20)
             guard response.status.code < 400 else {
                 counters.add(error: true, parseFailure: false)
@@ -101,9 +111,19 @@ struct DemoTraffic: Service {
                 if let url = URL(string: request.url) {
                     var failed = URLRequest(url: url)
                     failed.httpMethod = endpoint.method
-                    let head = HTTPURLResponse(url: url, statusCode: Int(response.status.code), httpVersion: nil, headerFields: nil)
+                    let head = HTTPURLResponse(
+                        url: url,
+                        statusCode: Int(response.status.code),
+                        httpVersion: nil,
+                        headerFields: nil
+                    )
                     agent.recordParseFailure(
-                        for: failed, response: head, error: error, module: endpoint.module, data: Data(body.readableBytesView))
+                        for: failed,
+                        response: head,
+                        error: error,
+                        module: endpoint.module,
+                        data: Data(body.readableBytesView)
+                    )
                 }
                 counters.add(error: false, parseFailure: true)
             }
@@ -140,7 +160,13 @@ struct DemoTraffic: Service {
                 return
             }
             do {
-                _ = try agent.decode(DemoResponse.self, from: data, for: request, response: response, module: endpoint.module)
+                _ = try agent.decode(
+                    DemoResponse.self,
+                    from: data,
+                    for: request,
+                    response: response,
+                    module: endpoint.module
+                )
                 counters.add(error: false, parseFailure: false)
             } catch {
                 counters.add(error: false, parseFailure: true)
