@@ -165,6 +165,49 @@ private struct StopsSoon: Service {
         }
     }
 
+    @Test func theWriteThroughIntervalIsASetting() throws {
+        let spool = temporaryDirectory("write-through")
+        let read = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_WRITE_THROUGH_MS": "250"],
+            serviceName: "write-through"
+        )
+        #expect(read.spool?.writeThroughInterval == .milliseconds(250))
+        #expect(SpoolOptions(directory: spool).writeThroughInterval == .milliseconds(20), "20 ms by default")
+        for bad in ["0", "-5", "soon"] {
+            #expect(throws: APIHealthConfiguration.Error.self) {
+                _ = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_WRITE_THROUGH_MS": bad], serviceName: "w")
+            }
+        }
+        var configuration = APIHealthConfiguration(serviceName: "write-through")
+        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: .zero)
+        #expect(throws: APIHealthConfiguration.Error.self) { try configuration.validate() }
+    }
+
+    /// Lines reach the spool on the configured beat: with an hour between write-throughs, a point recorded
+    /// after the first round stays in memory (where the 20 ms default would have written it 25 times
+    /// over) until shutdown writes it.
+    @Test func linesReachTheSpoolOnTheConfiguredWriteThroughInterval() async throws {
+        let spool = temporaryDirectory("write-through")
+        var configuration = APIHealthConfiguration(serviceName: "write-through")
+        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: .seconds(3_600))
+        configuration.selfMetricsInterval = .seconds(86_400)
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "write-through"))
+        func spooled() -> [String] {
+            ((try? SpoolReader(directory: spool).segments()) ?? []).flatMap(\.lines).map {
+                String(decoding: $0, as: UTF8.self)
+            }
+        }
+        agent.write(Point(measurement: "first", fields: ["v": 1]))
+        agent.start()
+        // The spool worker's first round, at start, writes what was recorded before it.
+        #expect(await waitUntil { spooled().contains { $0.hasPrefix("first ") } })
+        agent.write(Point(measurement: "second", fields: ["v": 2]))
+        _ = await waitUntil(timeout: .milliseconds(500)) { spooled().contains { $0.hasPrefix("second ") } }
+        #expect(!spooled().contains { $0.hasPrefix("second ") }, "not written through before the next round")
+        await agent.shutdown()
+        #expect(spooled().contains { $0.hasPrefix("second ") }, "written at shutdown")
+    }
+
     @Test func aCleanShutdownDropsNothing() async throws {
         let server = try await LoopbackHTTPServer.start { _ in
             LoopbackHTTPServer.Response(status: 204, delay: .milliseconds(30))

@@ -127,7 +127,7 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// Records the sample `request` builds, later: while the agent runs, its spool worker does it
-    /// within 20 ms; in any case before the agent's metrics, pending lines, flushes or shutdown see
+    /// within ``SpoolOptions/writeThroughInterval`` (20 ms); in any case before the agent's metrics, pending lines, flushes or shutdown see
     /// what is pending; and the caller that queues the 512th waiting sample builds and encodes them
     /// all. For capture on the request's own path (AsyncHTTPClient's, whose observation of a request
     /// builds the sample), where building and encoding a sample would add to every request's time;
@@ -614,7 +614,7 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// The spool worker: writes what is recorded through to the spool every
-    /// ``AgentIntervals/writeThrough`` (at once for a full batch), removes the files of batches that
+    /// ``SpoolOptions/writeThroughInterval`` (at once for a full batch), removes the files of batches that
     /// are gone, and compresses the batches waiting to be sent.
     private func spoolLoop() async {
         while !Task.isCancelled {
@@ -629,9 +629,14 @@ public final class APIHealthAgent: Sendable, Service {
             reportLosses()
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
-            await pending.filled.wait(atMost: AgentIntervals.writeThrough)
+            await pending.filled.wait(atMost: writeThroughInterval)
         }
         pending.writeThrough { _ in }
+    }
+
+    /// How often the spool worker runs: the spool's setting, or its default without a spool.
+    private var writeThroughInterval: Duration {
+        configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval
     }
 
     static func selfMetricsPoint(
