@@ -126,14 +126,14 @@ public final class APIHealthAgent: Sendable, Service {
         if !pending.record(sample, now: clock.coarseNow) { noticeIfStopped() }
     }
 
-    /// Records the sample `request` builds, later: while the agent runs, its spool worker does it
-    /// within ``SpoolOptions/writeThroughInterval`` (20 ms); in any case before the agent's metrics, pending lines, flushes or shutdown see
-    /// what is pending; and the caller that queues the 512th waiting sample builds and encodes them
-    /// all. For capture on the request's own path (AsyncHTTPClient's, whose observation of a request
-    /// builds the sample), where building and encoding a sample would add to every request's time;
-    /// queuing allocates nothing. Its `makeSample` returns `nil` to record nothing; `request` must not
-    /// keep the agent alive (the queue is the agent's). Once shutdown has begun, the sample is dropped and
-    /// counted at once.
+    /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within
+    /// ``SpoolOptions/writeThroughInterval`` (20 ms); in any case before the agent's metrics, pending
+    /// lines, flushes or shutdown see what is pending; and the caller that queues the 512th waiting sample
+    /// builds and encodes them all. For capture on the request's own path (AsyncHTTPClient's, whose
+    /// observation of a request builds the sample), where building and encoding a sample would add to every
+    /// request's time; queuing allocates nothing. Its `makeSample` returns `nil` to record nothing;
+    /// `request` must not keep the agent alive (the queue is the agent's). Once shutdown has begun, the
+    /// sample is dropped and counted at once.
     ///
     /// ```swift
     /// final class Observation: EndedRequestSource {
