@@ -43,6 +43,19 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         /// The most distinct (kind, label, dimensions) series kept; past it new handlers share the overflow
         /// series. Default 10,000.
         public var maximumSeries: Int = 10_000
+        /// Writes the measurement (prefix and label) and the dimension keys with `_` in place of every
+        /// character other than an ASCII letter, digit or `_`: `http.server.request.duration` becomes
+        /// `http_server_request_duration`, `http.route` becomes `http_route`. VictoriaMetrics names a
+        /// series `<measurement>_<field>` and labels it with the tags, and PromQL reads a name with a dot
+        /// only quoted (`{"http.server.request.duration_p99"}`); with this on, `http_server_request_duration_p99`
+        /// reads as is. Tag values are kept as they are. Default `false`: names as given.
+        ///
+        /// ```swift
+        /// var options = APIHealthMetricsFactory.Configuration()
+        /// options.writesUnderscoredNames = true
+        /// MetricsSystem.bootstrap(APIHealthMetricsFactory(agent: agent, configuration: options))
+        /// ```
+        public var writesUnderscoredNames = false
 
         public init() {}
     }
@@ -173,8 +186,8 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     ) -> MetricHandler {
         let key = SeriesIdentity(
             kind: kind,
-            measurement: configuration.measurementPrefix + label,
-            dimensions: dimensions
+            measurement: name(configuration.measurementPrefix + label),
+            dimensions: configuration.writesUnderscoredNames ? dimensions.map { (name($0.0), $0.1) } : dimensions
         )
         let (handler, overflowed) = registry.withLock { registry -> (MetricHandler, Bool) in
             if let live = registry.live[key] { return (live, false) }
@@ -187,7 +200,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
                 let shared = make(
                     SeriesIdentity(
                         kind: kind,
-                        measurement: configuration.measurementPrefix + MetricsSchema.overflowLabel,
+                        measurement: name(configuration.measurementPrefix + MetricsSchema.overflowLabel),
                         dimensions: []
                     )
                 )
@@ -200,6 +213,17 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         }
         if overflowed { agent.countMetricsOverflowed() }
         return handler
+    }
+
+    /// `text` as a measurement or tag key is written: with ``Configuration/writesUnderscoredNames``,
+    /// every character other than an ASCII letter, digit or `_` becomes `_`.
+    private func name(_ text: String) -> String {
+        guard configuration.writesUnderscoredNames else { return text }
+        let isPlain = { (scalar: Unicode.Scalar) in
+            scalar.isASCII && (scalar == "_" || scalar.properties.isAlphabetic || ("0"..."9").contains(scalar))
+        }
+        guard !text.unicodeScalars.allSatisfy(isPlain) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { isPlain($0) ? $0 : "_" }))
     }
 
     private func destroy(_ handler: AnyObject) {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -103,15 +104,18 @@ public final class LoopbackHTTPServer: Sendable {
 
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
+    /// The connections and responses under way, which must end before the event loops stop.
+    private let work: ServerWork
     /// The port the server listens on.
     public let port: Int
 
     /// `http://127.0.0.1:<port>`
     public var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    private init(group: MultiThreadedEventLoopGroup, channel: any Channel) {
+    private init(group: MultiThreadedEventLoopGroup, channel: any Channel, work: ServerWork) {
         self.group = group
         self.channel = channel
+        self.work = work
         self.port = channel.localAddress?.port ?? 0
     }
 
@@ -122,8 +126,14 @@ public final class LoopbackHTTPServer: Sendable {
         handler: @escaping Handler
     ) async throws -> LoopbackHTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let channel = try await bootstrap(group, handler).bind(host: "127.0.0.1", port: port).get()
-        return LoopbackHTTPServer(group: group, channel: channel)
+        let work = ServerWork()
+        do {
+            let channel = try await bootstrap(group, work, handler).bind(host: "127.0.0.1", port: port).get()
+            return LoopbackHTTPServer(group: group, channel: channel, work: work)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
     }
 
     /// Starts listening on `socket`, a TCP socket already bound to a loopback address but not yet
@@ -140,30 +150,40 @@ public final class LoopbackHTTPServer: Sendable {
             throw error
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let work = ServerWork()
         do {
-            let channel = try await bootstrap(group, handler).withBoundSocket(socket).get()
-            return LoopbackHTTPServer(group: group, channel: channel)
+            let channel = try await bootstrap(group, work, handler).withBoundSocket(socket).get()
+            return LoopbackHTTPServer(group: group, channel: channel, work: work)
         } catch {
             try? await group.shutdownGracefully()
             throw error
         }
     }
 
-    private static func bootstrap(_ group: any EventLoopGroup, _ handler: @escaping Handler) -> ServerBootstrap {
+    private static func bootstrap(
+        _ group: any EventLoopGroup,
+        _ work: ServerWork,
+        _ handler: @escaping Handler
+    ) -> ServerBootstrap {
         ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 1_024)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                work.adopt(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(RequestHandler(handler: handler))
+                    try channel.pipeline.syncOperations.addHandler(RequestHandler(handler: handler, work: work))
                 }
             }
     }
 
+    /// Stops listening, closes the connections, waits for the responses under way (their waits are
+    /// cancelled; a handler still runs to its end), then stops the event loops: nothing is scheduled on
+    /// a loop after it has stopped.
     public func shutdown() async throws {
         try? await channel.close().get()
+        await work.finish()
         try await group.shutdownGracefully()
     }
 }
@@ -173,11 +193,13 @@ private final class RequestHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let handler: LoopbackHTTPServer.Handler
+    private let work: ServerWork
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
 
-    init(handler: @escaping LoopbackHTTPServer.Handler) {
+    init(handler: @escaping LoopbackHTTPServer.Handler, work: ServerWork) {
         self.handler = handler
+        self.work = work
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -201,11 +223,67 @@ private final class RequestHandler: ChannelInboundHandler {
             let handler = self.handler
             self.head = nil
             body = []
-            Task {
+            let started = work.start {
                 let response = await handler(request)
                 await sendResponse(response, on: channel, version: version, keepAlive: keepAlive)
             }
+            if !started { context.close(promise: nil) }
         }
+    }
+}
+
+/// The server's connections and response tasks, so shutdown can end them before the event loops stop.
+private final class ServerWork: Sendable {
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var responses: [Int: Task<Void, Never>] = [:]
+        var nextResponse = 0
+        var isFinishing = false
+    }
+
+    /// Guards the open connections, the responses under way and whether shutdown has begun.
+    private let state = NIOLockedValueBox(State())
+
+    /// Keeps `channel` until it closes; one accepted once shutdown has begun is closed at once.
+    func adopt(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        let accepted = state.withLockedValue { state -> Bool in
+            guard !state.isFinishing else { return false }
+            state.channels[id] = channel
+            return true
+        }
+        guard accepted else {
+            channel.close(promise: nil)
+            return
+        }
+        channel.closeFuture.whenComplete { [self] _ in
+            _ = state.withLockedValue { $0.channels.removeValue(forKey: id) }
+        }
+    }
+
+    /// Runs `body` as a response task, unless shutdown has begun (returns `false` then).
+    func start(_ body: @escaping @Sendable () async -> Void) -> Bool {
+        state.withLockedValue { state -> Bool in
+            guard !state.isFinishing else { return false }
+            let number = state.nextResponse
+            state.nextResponse += 1
+            state.responses[number] = Task { [self] in
+                await body()
+                _ = self.state.withLockedValue { $0.responses.removeValue(forKey: number) }
+            }
+            return true
+        }
+    }
+
+    /// Closes every connection and waits for every response task to end.
+    func finish() async {
+        let (channels, responses) = state.withLockedValue { state in
+            state.isFinishing = true
+            return (Array(state.channels.values), Array(state.responses.values))
+        }
+        for response in responses { response.cancel() }
+        for channel in channels { try? await channel.close().get() }
+        for response in responses { await response.value }
     }
 }
 

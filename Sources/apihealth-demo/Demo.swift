@@ -36,6 +36,7 @@ struct Demo: AsyncParsableCommand {
               INFLUX_TOKEN         the API token (or INFLUX_TOKEN_FILE, a file holding it)
               INFLUX_DATABASE      v1: the database
               APIHEALTH_SPOOL_DIR  the spool directory (none: pending lines in memory)
+              APIHEALTH_ENABLED    0 turns the agent off: the service runs, nothing is recorded
 
             SIGTERM and Ctrl-C stop the traffic and flush what is pending before exit.
             """
@@ -91,7 +92,9 @@ struct Demo: AsyncParsableCommand {
         )
         let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending in the spool)"
         print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
-        let follower = try configuration.spool.map { SpoolFollower(reader: try SpoolReader(directory: $0.directory)) }
+        // A disabled agent makes no spool: there is nothing to follow.
+        let spool = configuration.isEnabled ? configuration.spool : nil
+        let follower = try spool.map { SpoolFollower(reader: try SpoolReader(directory: $0.directory)) }
         let aggregator = SummaryAggregator(
             precision: configuration.precision,
             since: runStart,
@@ -140,6 +143,10 @@ struct Demo: AsyncParsableCommand {
                 ),
                 terminator: ""
             )
+        } else if !configuration.isEnabled {
+            print(
+                "APIHealth is disabled (APIHEALTH_ENABLED=0): nothing was recorded, so there is no per-endpoint table."
+            )
         } else {
             print("No spool (APIHEALTH_SPOOL_DIR=none): no per-endpoint table; it is read from the spool.")
         }
@@ -153,15 +160,20 @@ struct Demo: AsyncParsableCommand {
     ) {
         let seen = counters.snapshot
         let metrics = agent.metrics
+        // Lines neither delivered nor on disk when the agent let go of the spool (a full disk, or no spool)
+        // are lost, not pending: each point is counted once, so written, pending and lost add up.
+        let lost = Int(clamping: metrics.pointsLost)
+        let kept = max(0, metrics.pendingLines - lost)
         // The agent sends what it found in the spool first, so what was written goes to leftovers first.
-        let earlierPending = max(0, min(metrics.pendingLines, leftovers - Int(clamping: metrics.pointsWritten)))
+        let earlierPending = max(0, min(kept, leftovers - Int(clamping: metrics.pointsWritten)))
         var text = """
             apihealth-demo summary
               requests         \(seen.requests)
               errors           \(seen.errors)
               parse failures   \(seen.parseFailures)
               points written   \(metrics.pointsWritten)
-              points pending   \(metrics.pendingLines - earlierPending)
+              points pending   \(kept - earlierPending)
+              points lost      \(lost)
               points dropped   \(metrics.pointsDropped)
               points rejected  \(metrics.pointsRejected)
             """
@@ -169,11 +181,11 @@ struct Demo: AsyncParsableCommand {
             text +=
                 "\n  from earlier runs: \(leftovers) points were in the spool at start, \(earlierPending) still pending"
         }
-        if configuration.destination != nil, metrics.pendingLines > 0, let error = metrics.lastError {
+        if configuration.destination != nil, kept > 0, let error = metrics.lastError {
             text += "\n  last error       \(error)"
         }
         print(text)
-        if let spool = configuration.spool, metrics.pendingLines > 0 {
+        if let spool = configuration.spool, kept > 0 {
             print("Pending lines are in \(spool.directory.path). Look at them with:")
             print("  swift run influx-tail --spool '\(spool.directory.path)' --summary")
             print("  swift run influx-tail --spool '\(spool.directory.path)' --format table -n 20")

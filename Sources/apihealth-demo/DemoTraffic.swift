@@ -55,7 +55,6 @@ struct DemoTraffic: Service {
         let endpoints = DemoAPI.endpoints.filter { modules.contains($0.module) }
         guard !endpoints.isEmpty else { return }
         let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
-        defer { httpClient.shutdown { _ in } }
         let start = ContinuousClock.now
         let interval = Duration.seconds(1 / max(rate, 0.1))
         // A plain task group collected as it goes (`withDiscardingTaskGroup` needs macOS 14): at most
@@ -84,6 +83,8 @@ struct DemoTraffic: Service {
                 try? await Task.sleep(until: start + interval * index, clock: .continuous)
             }
         }
+        // Every call has ended: the client's connections close before the local API's event loops stop.
+        try? await httpClient.shutdown()
     }
 
     /// The module whose calls go through AsyncHTTPClient.

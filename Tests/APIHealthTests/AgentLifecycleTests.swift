@@ -2,6 +2,7 @@ import APIHealthTestKit
 import Foundation
 import LineProtocol
 import Logging
+import APIHealthTestKit
 import ServiceLifecycle
 import TestSupport
 import Testing
@@ -67,7 +68,10 @@ private struct StopsSoon: Service {
         let runs = Locked([String]())
         agent.onShutdown {
             runs.withLock { $0.append("first") }
-            #expect(agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(1))])), "intake still open")
+            #expect(
+                agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(1))])),
+                "intake still open"
+            )
         }
         agent.onShutdown { runs.withLock { $0.append("second") } }
         agent.start()
@@ -89,15 +93,119 @@ private struct StopsSoon: Service {
                 configuration: ServiceGroupConfiguration(
                     services: [
                         .init(service: agent),
-                        .init(service: StopsSoon(after: .milliseconds(50)), successTerminationBehavior: .gracefullyShutdownGroup),
+                        .init(
+                            service: StopsSoon(after: .milliseconds(50)),
+                            successTerminationBehavior: .gracefullyShutdownGroup
+                        ),
                     ],
-                    logger: Logger(label: "lifecycle")))
+                    logger: Logger(label: "lifecycle")
+                )
+            )
             try await group.run()
             // The spool is free the moment run() has returned: the next agent takes it over.
             let next = try makeAgent(spool: spool)
             #expect(next.metrics.pendingLines >= round + 1, "\(round): the points of every round are kept")
             await next.shutdown()
         }
+    }
+
+    /// `APIHEALTH_ENABLED=0` gives an agent that can stand in for the enabled one anywhere: it runs and
+    /// shuts down, takes points and samples, and leaves no spool, no warning and no lost point behind,
+    /// whether a spool directory is set or not.
+    @Test func aDisabledAgentKeepsNoSpoolWarnsOfNothingAndLosesNothing() async throws {
+        let spool = temporaryDirectory("disabled").appendingPathComponent("spool")
+        let label = "disabled-\(UUID().uuidString)"
+        for directory in [spool.path, "none"] {
+            let configuration = try APIHealthConfiguration.fromEnvironment(
+                ["APIHEALTH_ENABLED": "0", "APIHEALTH_SPOOL_DIR": directory],
+                serviceName: "disabled"
+            )
+            let agent = try APIHealthAgent(
+                configuration: configuration,
+                logger: Logger(label: label, factory: { CollectingLogHandler(label: $0) })
+            )
+            agent.start()
+            agent.write(Point(measurement: "m", fields: ["v": 1]))
+            agent.record(
+                RequestSample(
+                    method: "GET",
+                    url: URL(string: "https://api.example.com/x")!,
+                    module: "m",
+                    startedAt: Date(),
+                    duration: .milliseconds(1)
+                )
+            )
+            await agent.shutdown()
+            let metrics = agent.metrics
+            #expect(metrics.pointsRecorded == 0, "\(directory)")
+            #expect(metrics.pendingLines == 0, "\(directory)")
+            #expect(metrics.pointsLost == 0 && metrics.pointsDropped == 0, "\(directory)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: spool.path), "no spool directory is made")
+        let logs = CollectingLogHandler.messages.withLock { $0.filter { $0.hasPrefix(label) } }
+        #expect(logs.isEmpty, "\(logs)")
+    }
+
+    @Test func theShutdownDeadlineIsReadFromTheEnvironment() throws {
+        let configuration = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_SHUTDOWN_DEADLINE_MS": "2500"],
+            serviceName: "deadline"
+        )
+        #expect(configuration.shutdownDeadline == .milliseconds(2_500))
+        #expect(
+            try APIHealthConfiguration.fromEnvironment([:], serviceName: "deadline").shutdownDeadline == .seconds(10)
+        )
+        for bad in ["", "-1", "soon"] {
+            #expect(throws: APIHealthConfiguration.Error.self) {
+                _ = try APIHealthConfiguration.fromEnvironment(
+                    ["APIHEALTH_SHUTDOWN_DEADLINE_MS": bad],
+                    serviceName: "deadline"
+                )
+            }
+        }
+    }
+
+    @Test func theWriteThroughIntervalIsASetting() throws {
+        let spool = temporaryDirectory("write-through")
+        let read = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_WRITE_THROUGH_MS": "250"],
+            serviceName: "write-through"
+        )
+        #expect(read.spool?.writeThroughInterval == .milliseconds(250))
+        #expect(SpoolOptions(directory: spool).writeThroughInterval == .milliseconds(20), "20 ms by default")
+        for bad in ["0", "-5", "soon"] {
+            #expect(throws: APIHealthConfiguration.Error.self) {
+                _ = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_WRITE_THROUGH_MS": bad], serviceName: "w")
+            }
+        }
+        var configuration = APIHealthConfiguration(serviceName: "write-through")
+        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: .zero)
+        #expect(throws: APIHealthConfiguration.Error.self) { try configuration.validate() }
+    }
+
+    /// Lines reach the spool on the configured beat: with an hour between write-throughs, a point recorded
+    /// after the first round stays in memory (where the 20 ms default would have written it 25 times
+    /// over) until shutdown writes it.
+    @Test func linesReachTheSpoolOnTheConfiguredWriteThroughInterval() async throws {
+        let spool = temporaryDirectory("write-through")
+        var configuration = APIHealthConfiguration(serviceName: "write-through")
+        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: .seconds(3_600))
+        configuration.selfMetricsInterval = .seconds(86_400)
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "write-through"))
+        func spooled() -> [String] {
+            ((try? SpoolReader(directory: spool).segments()) ?? []).flatMap(\.lines).map {
+                String(decoding: $0, as: UTF8.self)
+            }
+        }
+        agent.write(Point(measurement: "first", fields: ["v": 1]))
+        agent.start()
+        // The spool worker's first round, at start, writes what was recorded before it.
+        #expect(await waitUntil { spooled().contains { $0.hasPrefix("first ") } })
+        agent.write(Point(measurement: "second", fields: ["v": 2]))
+        _ = await waitUntil(timeout: .milliseconds(500)) { spooled().contains { $0.hasPrefix("second ") } }
+        #expect(!spooled().contains { $0.hasPrefix("second ") }, "not written through before the next round")
+        await agent.shutdown()
+        #expect(spooled().contains { $0.hasPrefix("second ") }, "written at shutdown")
     }
 
     @Test func aCleanShutdownDropsNothing() async throws {
@@ -108,7 +216,8 @@ private struct StopsSoon: Service {
         defer { try? FileManager.default.removeItem(at: spool) }
         var configuration = APIHealthConfiguration(
             serviceName: "lifecycle",
-            destination: InfluxDestination(url: URL(string: server.baseURL)!, api: .v1(database: "x")))
+            destination: InfluxDestination(url: URL(string: server.baseURL)!, api: .v1(database: "x"))
+        )
         configuration.spool = SpoolOptions(directory: spool)
         configuration.selfMetricsInterval = .milliseconds(1)
         configuration.batching.maximumLines = 10

@@ -34,7 +34,9 @@ struct User: Decodable {
 
     @Test func userRulesWinOverAutomaticOnes() {
         let templater = PathTemplater(rules: ["api.example.com/users/*/orders/**", "/static/**", "*/teams/*"])
-        #expect(templater.template(host: "api.example.com", path: "/users/8271/orders/9f3a/items") == "/users/*/orders/**")
+        #expect(
+            templater.template(host: "api.example.com", path: "/users/8271/orders/9f3a/items") == "/users/*/orders/**"
+        )
         #expect(templater.template(host: "api.example.com:8443", path: "/users/ada/orders") == "/users/*/orders/**")
         #expect(templater.template(host: "other.com", path: "/users/8271/orders/1") == "/users/{id}/orders/{id}")
         #expect(templater.template(host: "cdn.com", path: "/static/js/app.123.js") == "/static/**")
@@ -52,20 +54,32 @@ struct User: Decodable {
 
     static func sample(_ url: String, status: Int? = 200, startedAt: Date = Date()) -> RequestSample {
         RequestSample(
-            method: "get", url: URL(string: url)!, module: "m", startedAt: startedAt, duration: .milliseconds(12),
-            statusCode: status)
+            method: "get",
+            url: URL(string: url)!,
+            module: "m",
+            startedAt: startedAt,
+            duration: .milliseconds(12),
+            statusCode: status
+        )
     }
 
     @Test func queryFragmentAndUserInfoAreNeverRecorded() throws {
         let agent = try Self.agent()
         agent.record(Self.sample("https://bob:secret@api.example.com/users/42?token=abc#frag"))
-        let line = String(decoding: agent.pendingPoints().isEmpty ? [] : Array("\(agent.pendingPoints())".utf8), as: UTF8.self)
-        #expect(!line.contains("secret") && !line.contains("token=abc") && !line.contains("frag") && !line.contains("bob"))
+        let line = String(
+            decoding: agent.pendingPoints().isEmpty ? [] : Array("\(agent.pendingPoints())".utf8),
+            as: UTF8.self
+        )
+        #expect(
+            !line.contains("secret") && !line.contains("token=abc") && !line.contains("frag") && !line.contains("bob")
+        )
         let point = try #require(agent.pendingPoints().first)
-        #expect(point.tags == [
-            Point.Tag("host", "api.example.com"), Point.Tag("method", "GET"), Point.Tag("module", "m"),
-            Point.Tag("path", "/users/{id}"), Point.Tag("status", "200"), Point.Tag("status_class", "2xx"),
-        ])
+        #expect(
+            point.tags == [
+                Point.Tag("host", "api.example.com"), Point.Tag("method", "GET"), Point.Tag("module", "m"),
+                Point.Tag("path", "/users/{id}"), Point.Tag("status", "200"), Point.Tag("status_class", "2xx"),
+            ]
+        )
     }
 
     @Test func distinctPathsAreCappedAndTheOverflowCounted() throws {
@@ -73,14 +87,21 @@ struct User: Decodable {
         for path in ["a", "b", "c", "d", "e", "a"] { agent.record(Self.sample("https://api.example.com/\(path)")) }
         let paths = agent.pendingPoints().compactMap { $0.tag("path") }
         #expect(paths == ["/a", "/b", "/c", "{overflow}", "{overflow}", "/a"])
-        let selfMetrics = APIHealthAgent.selfMetricsPoint(agent.metrics, schema: RequestSchema(configuration: agent.configuration), configuration: agent.configuration)
+        let selfMetrics = APIHealthAgent.selfMetricsPoint(
+            agent.metrics,
+            schema: RequestSchema(configuration: agent.configuration),
+            configuration: agent.configuration
+        )
         #expect(selfMetrics.field("paths_overflowed") != nil)
     }
 
     @Test func excludedHostsAndTheDestinationAreNotRecorded() throws {
         let agent = try Self.agent {
             $0.capture.excludedHosts = ["internal.example.com"]
-            $0.destination = InfluxDestination(url: URL(string: "http://influx.example.com:8086")!, api: .v2(organization: "o", bucket: "b"))
+            $0.destination = InfluxDestination(
+                url: URL(string: "http://influx.example.com:8086")!,
+                api: .v2(organization: "o", bucket: "b")
+            )
         }
         agent.record(Self.sample("https://internal.example.com/x"))
         agent.record(Self.sample("http://influx.example.com:8086/api/v2/write"))
@@ -128,7 +149,11 @@ struct User: Decodable {
         var configuration = APIHealthConfiguration(serviceName: "schema-tests")
         configuration.spool = nil
         configuration.precision = precision
-        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "schema-tests"), clock: clock)
+        let agent = try APIHealthAgent(
+            configuration: configuration,
+            logger: Logger(label: "schema-tests"),
+            clock: clock
+        )
         let unit = precision.nanosecondsPerUnit
         let bound: Int64 = [Precision.ns: 1_000, .us: 1_000, .ms: 1_000, .s: 1][precision]!
         let start: Int64 = 1_700_000_000_000_000_000
@@ -138,7 +163,12 @@ struct User: Decodable {
             clock.advance(by: .nanoseconds(unit))
             let now = start + Int64(step) * unit
             for _ in 0..<3 {
-                let point = Point(measurement: "load", tags: ["series": "one"], fields: ["v": 1], timestamp: Timestamp(nanosecondsSinceEpoch: now))
+                let point = Point(
+                    measurement: "load",
+                    tags: ["series": "one"],
+                    fields: ["v": 1],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now)
+                )
                 agent.write(point)
                 recorded += 1
             }
@@ -152,7 +182,10 @@ struct User: Decodable {
         #expect(furthestAhead <= bound, "at most \(bound) units ahead of the clock, \(furthestAhead) seen")
         #expect(instants.max()! <= (start / unit) + 2_999 + bound)
         #expect(instants.count >= 3_000, "every unit of the clock keeps a point")
-        #expect(UInt64(instants.count) + agent.metrics.pointsDropped == UInt64(recorded), "each point left out is counted")
+        #expect(
+            UInt64(instants.count) + agent.metrics.pointsDropped == UInt64(recorded),
+            "each point left out is counted"
+        )
     }
 
     @Test func disabledAgentRecordsNothingAndLeavesSessionsAlone() async throws {
@@ -171,14 +204,16 @@ struct User: Decodable {
         let harness = try await CaptureHarness(module: "accounts")
         for (path, kind, codingPath) in [
             ("/json/missing", "keyNotFound", "name"), ("/json/mismatch", "typeMismatch", "id"),
-            ("/json/null", "valueNotFound", "id"), ("/json/html", "notJSON", ""),
+            ("/json/null", "valueNotFound", "id"), ("/json/html", "notJSON", ""), ("/json/cut", "dataCorrupted", ""),
         ] {
             let request = URLRequest(url: harness.url(path))
             let (data, response) = try await harness.instrumented.data(for: request)
             #expect(throws: DecodingError.self) {
                 try harness.agent.decode(User.self, from: data, for: request, response: response, module: "accounts")
             }
-            let failure = try #require(harness.agent.pendingPoints().last { $0.measurement == PointSchema.Measurement.parseFailure })
+            let failure = try #require(
+                harness.agent.pendingPoints().last { $0.measurement == PointSchema.Measurement.parseFailure }
+            )
             #expect(failure.tag("failure") == kind)
             #expect(failure.tag("path") == path)
             #expect(failure.tag("module") == "accounts")
@@ -189,16 +224,40 @@ struct User: Decodable {
         let (data, response) = try await harness.instrumented.data(for: request)
         let user = try harness.agent.decode(User.self, from: data, for: request, response: response, module: "accounts")
         #expect(user.name == "Ada")
-        let requests = try await harness.waitForRequests(5)
-        #expect(requests.count == 5, "each request counted once, parse failure or not")
-        #expect(harness.agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.parseFailure }.count == 4)
+        let requests = try await harness.waitForRequests(6)
+        #expect(requests.count == 6, "each request counted once, parse failure or not")
+        #expect(
+            harness.agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.parseFailure }.count == 5
+        )
         await harness.close()
+    }
+
+    /// A JSON document cut off in the middle is JSON whose data is corrupted; a body that is not JSON,
+    /// nor the start of a JSON document, is `notJSON`.
+    @Test func aCutOffJSONDocumentIsDataCorrupted() {
+        func kind(_ body: String) -> ParseFailureKind? {
+            let decoded = Result { try JSONDecoder().decode(User.self, from: Data(body.utf8)) }
+            guard case .failure(let error) = decoded else { return nil }
+            return ParseFailureKind.classify(error, data: Data(body.utf8)).kind
+        }
+        for cut in [
+            #"{"id":7,"name":"Ad"#, #"{"id":7,"#, #"{"#, #"  {"id":7,"name":"Ada""#, #"{"id":7,"name":"A\u00"#,
+            #"{"id":-"#,
+        ] {
+            #expect(kind(cut) == .dataCorrupted, "\(cut)")
+        }
+        for body in ["<html>not json</html>", "", "  ", "Internal Server Error", "nul!"] {
+            #expect(kind(body) == .notJSON, "\(body)")
+        }
     }
 
     @Test func correlationIDsComeFromRequestOrResponseHeadersAsFields() async throws {
         let harness = try await CaptureHarness { $0.capture.correlationHeaders = ["X-Request-Id", "traceparent"] }
         var withHeader = URLRequest(url: harness.url("/status/200"))
-        withHeader.setValue("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", forHTTPHeaderField: "traceparent")
+        withHeader.setValue(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            forHTTPHeaderField: "traceparent"
+        )
         _ = try await harness.instrumented.data(for: withHeader)
         _ = try await harness.instrumented.data(for: URLRequest(url: harness.url("/ok")))
         let points = try await harness.waitForRequests(2)
@@ -272,8 +331,12 @@ struct User: Decodable {
         let file = temporaryDirectory("token").appendingPathComponent("token")
         try "s3cr3t-token\n".write(to: file, atomically: true, encoding: .utf8)
         let configuration = try APIHealthConfiguration.fromEnvironment(
-            ["INFLUX_URL": "http://localhost:8086", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b", "INFLUX_TOKEN_FILE": file.path],
-            serviceName: "s")
+            [
+                "INFLUX_URL": "http://localhost:8086", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
+                "INFLUX_TOKEN_FILE": file.path,
+            ],
+            serviceName: "s"
+        )
         #expect(configuration.destination?.token?.value == "s3cr3t-token")
         #expect(!"\(configuration)".contains("s3cr3t"))
         #expect(!String(reflecting: configuration).contains("s3cr3t"))

@@ -8,11 +8,13 @@ import Testing
         let influx = try await InfluxDB1.freshDatabase("demo")
         let spool = temporaryDirectory("demo")
         let demo = try Child(
-            "apihealth-demo", ["--duration", "120", "--rate", "60"],
+            "apihealth-demo",
+            ["--duration", "120", "--rate", "60"],
             environment: [
                 "INFLUX_URL": influx.base.absoluteString, "INFLUX_WRITE_API": "v1", "INFLUX_DATABASE": influx.database,
                 "APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_FLUSH_DELAY_MS": "60000",
-            ])
+            ]
+        )
         // Stopped once more than 60 requests are in its spool (it sends nothing before SIGTERM), however
         // long it took to start.
         #expect(
@@ -26,21 +28,34 @@ import Testing
         #expect(status == 0, "\(demo.stderr)")
         let summary = demo.stdout
         func number(_ label: String) -> Int? {
-            summary.split(separator: "\n").first { $0.contains(label) }.flatMap { Int($0.split(separator: " ").last ?? "") }
+            summary.split(separator: "\n").first { $0.contains(label) }.flatMap {
+                Int($0.split(separator: " ").last ?? "")
+            }
         }
         let requests = try #require(number("requests"))
         #expect(requests > 60, "the demo made more than 60 requests before SIGTERM")
         #expect(number("points pending") == 0)
         #expect(number("points dropped") == 0)
         let counted = try await influx.query("SELECT count(duration_ms) FROM apihealth_request")
-        #expect((counted.first?.rows.first?["count"] as? NSNumber)?.intValue == requests, "every request is stored after SIGTERM")
+        #expect(
+            (counted.first?.rows.first?["count"] as? NSNumber)?.intValue == requests,
+            "every request is stored after SIGTERM"
+        )
         let failures = try await influx.query("SELECT count(\"count\") FROM apihealth_parse_failure")
-        #expect((failures.first?.rows.first?["count"] as? NSNumber)?.intValue == number("parse failures") ?? -1 || number("parse failures") == 0)
+        #expect(
+            (failures.first?.rows.first?["count"] as? NSNumber)?.intValue == number("parse failures") ?? -1
+                || number("parse failures") == 0
+        )
         #expect(try SpoolReader(directory: spool).segments().allSatisfy { $0.lines.isEmpty })
         // The demo's own swift-metrics, the last values written at shutdown.
         let calls = try await influx.query(#"SELECT last("count") FROM "demo_calls" GROUP BY "module""#)
-        #expect(calls.count == 3 && calls.compactMap { ($0.rows.first?["last"] as? NSNumber)?.intValue }.reduce(0, +) == requests)
-        let timed = try await influx.query(#"SELECT sum("count") FROM "demo_call_duration" WHERE "metric_type" = 'timer'"#)
+        #expect(
+            calls.count == 3
+                && calls.compactMap { ($0.rows.first?["last"] as? NSNumber)?.intValue }.reduce(0, +) == requests
+        )
+        let timed = try await influx.query(
+            #"SELECT sum("count") FROM "demo_call_duration" WHERE "metric_type" = 'timer'"#
+        )
         #expect((timed.first?.rows.first?["sum"] as? NSNumber)?.intValue == requests)
         let inFlight = try await influx.query(#"SELECT last("value") FROM "demo_calls_in_flight" GROUP BY "module""#)
         #expect(inFlight.count == 3 && inFlight.allSatisfy { ($0.rows.first?["last"] as? NSNumber)?.doubleValue == 0 })
@@ -52,7 +67,9 @@ import Testing
     }
 
     func number(_ label: String, in output: String) -> Int? {
-        output.split(separator: "\n").first { $0.hasPrefix("  " + label) }.flatMap { Int($0.split(separator: " ").last ?? "") }
+        output.split(separator: "\n").first { $0.hasPrefix("  " + label) }.flatMap {
+            Int($0.split(separator: " ").last ?? "")
+        }
     }
 
     @Test func closingTableIsWhatInfluxTailSummaryPrintsForTheSameSpool() async throws {
@@ -70,29 +87,77 @@ import Testing
 
         // A second run on the same spool: the first run's points are leftovers, shown apart.
         let pending = try #require(number("points pending", in: demo.stdout))
-        let again = try await Child.run("apihealth-demo", ["--duration", "1", "--rate", "40"], environment: environment)
+        let again = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "1", "--rate", "40"],
+            environment: environment
+        )
         #expect(again.status == 0, "\(again.stderr)")
-        #expect(again.stdout.contains("from earlier runs: \(pending) points were in the spool at start, \(pending) still pending"))
+        #expect(
+            again.stdout.contains(
+                "from earlier runs: \(pending) points were in the spool at start, \(pending) still pending"
+            )
+        )
         let secondRequests = try #require(number("requests", in: again.stdout))
         // This run's requests, parse failures, its health point, and its own swift-metrics written at
         // shutdown: a counter, a meter and a timer for each of the three modules.
-        #expect(number("points pending", in: again.stdout) == secondRequests + (number("parse failures", in: again.stdout) ?? 0) + 1 + 3 * 3,
-            "this run's points only")
+        #expect(
+            number("points pending", in: again.stdout) == secondRequests
+                + (number("parse failures", in: again.stdout) ?? 0) + 1 + 3 * 3,
+            "this run's points only"
+        )
         let secondTable = try #require(closingTable(again.stdout))
         #expect(secondTable.contains("\(secondRequests) requests"))
         #expect(secondTable.contains("from earlier runs"))
+    }
+
+    /// With `APIHEALTH_ENABLED=0` the demo runs as the enabled one does, with or without a spool
+    /// directory: no spool is made, nothing is warned of, nothing is counted lost.
+    @Test func aDisabledAgentRunsTheDemoWithOrWithoutASpoolDirectory() async throws {
+        let spool = temporaryDirectory("demo-disabled").appendingPathComponent("spool")
+        for directory in [spool.path, "none"] {
+            let demo = try await Child.run(
+                "apihealth-demo",
+                ["--duration", "1", "--rate", "20"],
+                environment: ["APIHEALTH_ENABLED": "0", "APIHEALTH_SPOOL_DIR": directory, "INFLUX_URL": ""]
+            )
+            #expect(demo.status == 0, "\(directory): \(demo.stderr)")
+            #expect(!demo.stderr.contains("warning"), "\(directory): \(demo.stderr)")
+            #expect(number("requests", in: demo.stdout) ?? 0 > 0, "\(directory): \(demo.stdout)")
+            #expect(number("points pending", in: demo.stdout) == 0, "\(directory): \(demo.stdout)")
+            #expect(number("points lost", in: demo.stdout) ?? 0 == 0, "\(directory): \(demo.stdout)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: spool.path), "no spool is made")
+    }
+
+    /// Points that are neither delivered nor kept on disk at exit are lost, not pending: with no spool and
+    /// no destination, every point of the run is counted lost and none pending.
+    @Test func pendingAndLostAddUpInTheSummary() async throws {
+        let demo = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "1", "--rate", "40"],
+            environment: ["APIHEALTH_SPOOL_DIR": "none", "INFLUX_URL": ""]
+        )
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let requests = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
+        let failures = number("parse failures", in: demo.stdout) ?? 0
+        #expect(number("points pending", in: demo.stdout) == 0, "\(demo.stdout)")
+        // Its requests, parse failures, health point, and swift-metrics (a counter, a meter and a timer per module).
+        #expect(number("points lost", in: demo.stdout) == requests + failures + 1 + 3 * 3, "\(demo.stdout)")
     }
 
     @Test func aDestinationThatCannotBeReachedIsWarnedOnceWithTheReason() async throws {
         let spool = temporaryDirectory("demo-dead")
         let dead = try RefusingPort()
         let demo = try await Child.run(
-            "apihealth-demo", ["--duration", "2", "--rate", "20"],
+            "apihealth-demo",
+            ["--duration", "2", "--rate", "20"],
             environment: [
                 "APIHEALTH_SPOOL_DIR": spool.path, "INFLUX_URL": dead.url.absoluteString, "INFLUX_ORG": "o",
                 "INFLUX_BUCKET": "b",
                 "INFLUX_TOKEN": "t", "APIHEALTH_FLUSH_DELAY_MS": "300",
-            ])
+            ]
+        )
         withExtendedLifetime(dead) {}
         #expect(demo.status == 0, "\(demo.stderr)")
         let warnings = demo.stderr.split(separator: "\n").filter {
@@ -105,7 +170,10 @@ import Testing
 
     @Test func helpNamesEveryDestinationVariable() async throws {
         let help = try await Child.run("apihealth-demo", ["--help"])
-        for name in ["INFLUX_URL", "INFLUX_WRITE_API", "INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_DATABASE", "APIHEALTH_SPOOL_DIR"] {
+        for name in [
+            "INFLUX_URL", "INFLUX_WRITE_API", "INFLUX_ORG", "INFLUX_BUCKET", "INFLUX_TOKEN", "INFLUX_DATABASE",
+            "APIHEALTH_SPOOL_DIR",
+        ] {
             #expect(help.stdout.contains(name), "\(name)")
         }
     }

@@ -35,6 +35,74 @@ import Testing
 
     static func number(_ value: Any?) -> Double? { (value as? NSNumber)?.doubleValue }
 
+    /// swift-metrics labels with dots (Hummingbird's `hb.requests`, `http.server.request.duration`) are
+    /// written with underscores when asked, so PromQL on VictoriaMetrics reads them unquoted; by default
+    /// they are written as given.
+    @Test func labelsWithDotsCanBeWrittenWithUnderscoresForPromQL() async throws {
+        let victoria = try VictoriaMetrics()
+        for underscored in [true, false] {
+            let service = "dots_\(underscored)_\(UInt32.random(in: 0...UInt32.max))"
+            var configuration = APIHealthConfiguration(
+                serviceName: service,
+                destination: InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apis"))
+            )
+            configuration.spool = nil
+            let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: service))
+            var options = APIHealthMetricsFactory.Configuration()
+            options.interval = .seconds(3_600)  // one point per series, at shutdown
+            options.writesUnderscoredNames = underscored
+            let factory = APIHealthMetricsFactory(agent: agent, configuration: options)
+            agent.start()
+            Counter(
+                label: "hb.requests",
+                dimensions: [("http.route", "/users/{id}"), ("service", service)],
+                factory: factory
+            )
+            .increment(by: 3)
+            CoreMetrics.Timer(
+                label: "http.server.request.duration",
+                dimensions: [("service", service)],
+                factory: factory
+            )
+            .recordMilliseconds(12)
+            await agent.shutdown(deadline: .seconds(60))
+            #expect(agent.metrics.pointsRejected == 0)
+
+            func query(_ promQL: String) async throws -> [Double] {
+                try await victoria.forceFlush()
+                let reply = try await HTTP.send("GET", HTTP.url(victoria.base, "/api/v1/query", [("query", promQL)]))
+                let object = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
+                let results = (object?["data"] as? [String: Any])?["result"] as? [[String: Any]] ?? []
+                return results.compactMap { (($0["value"] as? [Any])?.last as? String).flatMap(Double.init) }
+            }
+            // Acknowledged is not yet searchable: wait for each answer.
+            func answers(_ promQL: String, _ accept: @escaping ([Double]) -> Bool) async -> Bool {
+                await waitUntil { accept((try? await query(promQL)) ?? []) }
+            }
+            let stored = try await victoria.export(matching: #"{service="\#(service)"}"#).map(\.labels)
+            if underscored {
+                // Plain PromQL, no quoting.
+                #expect(
+                    await answers(#"sum(hb_requests_count{service="\#(service)",http_route="/users/{id}"})"#) {
+                        $0 == [3]
+                    },
+                    "\(stored)"
+                )
+                #expect(
+                    await answers(#"max(http_server_request_duration_p99{service="\#(service)"})"#) {
+                        $0.count == 1 && abs($0[0] - 12) <= 0.12
+                    },
+                    "within the sketch's 1 %: \(stored)"
+                )
+            } else {
+                #expect(
+                    await answers(#"sum({__name__="hb.requests_count",service="\#(service)"})"#) { $0 == [3] },
+                    "as given: \(stored)"
+                )
+            }
+        }
+    }
+
     @Test func countersAndMetersReportTheirValueEveryIntervalAndOnceMoreAtShutdown() async throws {
         let setup = try await Self.setUp("metrics_counters", interval: .milliseconds(250))
         let counter = Counter(label: "jobs_done", dimensions: [("queue", "mail")], factory: setup.factory)

@@ -56,6 +56,7 @@ public enum TestRoutes {
             case "missing": return .json(200, #"{"id":7}"#)
             case "mismatch": return .json(200, #"{"id":"seven","name":"Ada"}"#)
             case "null": return .json(200, #"{"id":null,"name":"Ada"}"#)
+            case "cut": return .json(200, #"{"id":7,"name":"Ad"#)
             default: return .text(200, "<html>not json</html>")
             }
         default:

@@ -36,8 +36,10 @@ public final class APIHealthAgent: Sendable, Service {
         enum Phase { case idle, running, finished }
         /// Whether `run()` has started and ended.
         var phase = Phase.idle
-        /// Cleared, with a last health point recorded, when shutdown begins.
+        /// Cleared when shutdown begins.
         var intakeOpen = true
+        /// Set once the last health point is recorded: after the final send, or when there is no more time.
+        var lastHealthPointRecorded = false
         /// How long the loops may drain once shutdown has begun.
         var shutdownDeadline = Duration.seconds(10)
         /// The bodies to run when shutdown begins; `nil` once they have run.
@@ -124,14 +126,14 @@ public final class APIHealthAgent: Sendable, Service {
         if !pending.record(sample, now: clock.coarseNow) { noticeIfStopped() }
     }
 
-    /// Records the sample `request` builds, later: while the agent runs, its spool worker does it
-    /// within 20 ms; in any case before the agent's metrics, pending lines, flushes or shutdown see
-    /// what is pending; and the caller that queues the 512th waiting sample builds and encodes them
-    /// all. For capture on the request's own path (AsyncHTTPClient's, whose observation of a request
-    /// builds the sample), where building and encoding a sample would add to every request's time;
-    /// queuing allocates nothing. Its `makeSample` returns `nil` to record nothing; `request` must not
-    /// keep the agent alive (the queue is the agent's). Once shutdown has begun, the sample is dropped and
-    /// counted at once.
+    /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within
+    /// ``SpoolOptions/writeThroughInterval`` (20 ms); in any case before the agent's metrics, pending
+    /// lines, flushes or shutdown see what is pending; and the caller that queues the 512th waiting sample
+    /// builds and encodes them all. For capture on the request's own path (AsyncHTTPClient's, whose
+    /// observation of a request builds the sample), where building and encoding a sample would add to every
+    /// request's time; queuing allocates nothing. Its `makeSample` returns `nil` to record nothing;
+    /// `request` must not keep the agent alive (the queue is the agent's). Once shutdown has begun, the
+    /// sample is dropped and counted at once.
     ///
     /// ```swift
     /// final class Observation: EndedRequestSource {
@@ -367,14 +369,32 @@ public final class APIHealthAgent: Sendable, Service {
                 }
                 // Delivery and the spool end on their own once intake has closed and they are done.
                 var draining = Set(self.shippers.map { Loop.delivery($0.index) } + [.spool])
+                var lastRound = false
                 while let ended = await group.next() {
                     draining.remove(ended)
-                    if ended == .shutdownDeadline || draining.isEmpty { group.cancelAll() }
+                    if ended == .shutdownDeadline {
+                        group.cancelAll()
+                    } else if draining.isEmpty && !lastRound && !Task.isCancelled {
+                        // Everything else went out: the last health point reports the final counts, and goes out too.
+                        lastRound = true
+                        self.recordLastHealthPoint()
+                        for shipper in self.shippers {
+                            draining.insert(.delivery(shipper.index))
+                            group.addTask {
+                                await shipper.run()
+                                return .delivery(shipper.index)
+                            }
+                        }
+                    } else if draining.isEmpty {
+                        group.cancelAll()
+                    }
                 }
             }
         } onGracefulShutdown: {
             self.beginShutdown(deadline: self.configuration.shutdownDeadline)
         }
+        // Out of time (or cancelled) before the last round: the last health point stays in the spool.
+        recordLastHealthPoint()
         if !pending.isDrained && !configuration.destinations.isEmpty {
             logger.info(
                 "APIHealth stopped with lines pending; they stay in the spool",
@@ -429,6 +449,7 @@ public final class APIHealthAgent: Sendable, Service {
         switch previous {
         case .idle:
             // Never ran: keep what is pending in the spool.
+            recordLastHealthPoint()
             releaseSpool()
         case .running:
             await runEnded.wait()
@@ -453,8 +474,9 @@ public final class APIHealthAgent: Sendable, Service {
         lifecycle.withLock { state in state.shutdownHooks?.append(body) }
     }
 
-    /// Closes intake (after the ``onShutdown(_:)`` bodies and one last health point) and lets the loops
-    /// drain until `deadline`. Idempotent.
+    /// Closes intake (after the ``onShutdown(_:)`` bodies) and lets the loops drain until `deadline`.
+    /// Idempotent. The last health point is recorded once the rest has gone out
+    /// (``recordLastHealthPoint()``).
     private func beginShutdown(deadline: Duration) {
         // Held while the bodies run, so a concurrent call waits for their points before intake closes.
         let first = lifecycle.withLock { state -> Bool in
@@ -463,7 +485,6 @@ public final class APIHealthAgent: Sendable, Service {
             guard state.intakeOpen else { return false }
             state.intakeOpen = false
             state.shutdownDeadline = deadline
-            pending.record(Self.selfMetricsPoint(metrics, schema: schema, configuration: configuration), now: clock.now)
             pending.close()
             return true
         }
@@ -572,6 +593,18 @@ public final class APIHealthAgent: Sendable, Service {
         }
     }
 
+    /// Records the agent's last health point once, after intake has closed: when everything before it
+    /// was sent (so it reports the final counts, and is sent itself), or when the drain ends without
+    /// that (it stays in the spool). Nothing for a disabled agent.
+    private func recordLastHealthPoint() {
+        guard configuration.isEnabled, pending.isClosed else { return }
+        let first = lifecycle.withLock { state -> Bool in
+            defer { state.lastHealthPointRecorded = true }
+            return !state.lastHealthPointRecorded
+        }
+        if first { pending.recordAfterClose(selfMetricsPoint(), now: clock.now) }
+    }
+
     /// The agent's health point now, from its counters as they are.
     private func selfMetricsPoint() -> Point {
         var metrics = pending.currentMetrics
@@ -581,7 +614,7 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// The spool worker: writes what is recorded through to the spool every
-    /// ``AgentIntervals/writeThrough`` (at once for a full batch), removes the files of batches that
+    /// ``SpoolOptions/writeThroughInterval`` (at once for a full batch), removes the files of batches that
     /// are gone, and compresses the batches waiting to be sent.
     private func spoolLoop() async {
         while !Task.isCancelled {
@@ -596,9 +629,14 @@ public final class APIHealthAgent: Sendable, Service {
             reportLosses()
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
-            await pending.filled.wait(atMost: AgentIntervals.writeThrough)
+            await pending.filled.wait(atMost: writeThroughInterval)
         }
         pending.writeThrough { _ in }
+    }
+
+    /// How often the spool worker runs: the spool's setting, or its default without a spool.
+    private var writeThroughInterval: Duration {
+        configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval
     }
 
     static func selfMetricsPoint(
@@ -626,7 +664,11 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.metricsOverflowed, .uint(metrics.metricsOverflowed)),
         ]
         if let error = metrics.lastError {
-            fields.append(Point.Field(F.lastError, .string(String(error.prefix(1_000)))))
+            // On one line (a server's message often ends in a line break): the encoder has nothing to
+            // repair in the agent's own text, so `points_repaired` counts only the data it was given.
+            let oneLine = error.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }.joined(separator: " ")
+            fields.append(Point.Field(F.lastError, .string(String(oneLine.prefix(1_000)))))
         }
         return Point(
             measurement: configuration.agentMeasurement,

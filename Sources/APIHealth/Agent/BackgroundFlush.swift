@@ -12,7 +12,9 @@ extension APIHealthAgent {
     @MainActor
     public func flushWhenEnteringBackground(deadline: Duration = .seconds(20)) -> any NSObjectProtocol {
         NotificationCenter.default.addObserver(
-            forName: UIApplication.didEnterBackgroundNotification, object: nil, queue: .main
+            forName: UIApplication.didEnterBackgroundNotification,
+            object: nil,
+            queue: .main
         ) { [weak self] _ in
             MainActor.assumeIsolated {
                 guard let self else { return }

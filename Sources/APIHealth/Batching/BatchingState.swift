@@ -161,6 +161,19 @@ struct BatchingState {
         return result
     }
 
+    /// A line appended although intake has closed, in a sealed batch of its own: the agent's last health
+    /// point, recorded once everything before it was sent, so that it reports the final counts.
+    mutating func appendAfterClose(
+        now: Duration,
+        _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
+    ) -> Appended {
+        isClosed = false
+        var appended = append(now: now, encode)
+        close()
+        appended.wakesShipper = true
+        return appended
+    }
+
     /// Counts points whose values were changed on their way out.
     mutating func countRepaired(_ points: Int) { metrics.pointsRepaired += UInt64(points) }
 

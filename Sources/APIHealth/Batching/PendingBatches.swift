@@ -116,6 +116,17 @@ final class PendingBatches: Sendable {
         }
     }
 
+    /// Records `point` after intake has closed, in a sealed batch of its own: the agent's last health
+    /// point, recorded once everything before it was sent.
+    @discardableResult
+    func recordAfterClose(_ point: Point, now: Duration) -> Bool {
+        append(now: now, afterClose: true) { bytes, instants throws(LineProtocolError) in
+            try encoder.encode(point, into: &bytes) { seriesKey, timestamp in
+                instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
+            }
+        }
+    }
+
     /// Encodes one line of a prerendered series into the open batch, as ``record(_:now:)`` does, with
     /// the fields `writeFields` adds (it may be called twice for a line longer than 1 KiB).
     @discardableResult
@@ -162,9 +173,12 @@ final class PendingBatches: Sendable {
     @inline(__always)
     private func append(
         now: Duration,
+        afterClose: Bool = false,
         _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
     ) -> Bool {
-        let appended = state.withLock { $0.append(now: now, encode) }
+        let appended = state.withLock {
+            afterClose ? $0.appendAfterClose(now: now, encode) : $0.append(now: now, encode)
+        }
         if appended.wakesShipper { wakeShippers() }
         if appended.sealedFull || appended.dropped { filled.signal() }
         if appended.dropped { batchesLeft.announce() }

@@ -96,7 +96,7 @@ public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
     case typeMismatch
     case valueNotFound
     case dataCorrupted
-    /// The body is not JSON at all.
+    /// The body is not JSON at all (a JSON document cut off before its end is ``dataCorrupted``).
     case notJSON
     /// Any other decoding error.
     case other
@@ -119,8 +119,10 @@ public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
         case .typeMismatch(_, let context): return (.typeMismatch, path(context.codingPath))
         case .valueNotFound(_, let context): return (.valueNotFound, path(context.codingPath))
         case .dataCorrupted(let context):
+            // A document cut off before its end is JSON whose data is corrupted, not a body that is not JSON.
             if context.codingPath.isEmpty, let data,
-                (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) == nil
+                (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) == nil,
+                !JSONPrefix.isCutOff(Array(data))
             {
                 return (.notJSON, "")
             }
