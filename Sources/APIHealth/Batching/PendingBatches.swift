@@ -51,10 +51,13 @@ final class PendingBatches: Sendable {
     /// whether intake has closed (later samples are dropped at once).
     private let deferred = Locked((samples: [DeferredSample](), isClosed: false))
     /// Held while a drain runs, so drains keep the samples' order and a reader waits for a drain under
-    /// way; a recording thread never waits for it (it leaves the drain to the one running).
-    private let drainInProgress = Locked(())
-    /// Held while the spool worker runs a round, so no bytes are appended twice.
-    private let spoolWorker = Locked(())
+    /// way; a recording thread never waits for it (it leaves the drain to the one running). Guards the
+    /// number of drains run. (A value, not `Void`: ThreadSanitizer takes a `Void` state's address,
+    /// which is the object's own, for a write.)
+    private let drainInProgress = Locked<UInt64>(0)
+    /// Held while the spool worker runs a round, so no bytes are appended twice. Guards the number of
+    /// rounds run.
+    private let spoolWorker = Locked<UInt64>(0)
     /// Deferred samples waiting at most: the caller that queues the last one drains them all on its
     /// own thread.
     static let maximumDeferred = 512
@@ -210,7 +213,8 @@ final class PendingBatches: Sendable {
     /// `waitingForOneUnderWay` false, returns at once when another drain is under way (it, or the
     /// next, takes these samples).
     func drainDeferred(waitingForOneUnderWay: Bool = true) {
-        let drain = { (_: inout Void) in
+        let drain = { (drains: inout UInt64) in
+            drains &+= 1
             let samples = self.deferred.withLock { queue -> [DeferredSample] in
                 guard !queue.samples.isEmpty else { return [] }
                 // The next queue starts with room for as many as this one held.
@@ -508,7 +512,8 @@ final class PendingBatches: Sendable {
     /// failure; later ones are only counted (``AgentMetrics/spoolWriteErrors``).
     func writeThrough(logFailure: (String) -> Void) {
         drainDeferred()
-        let report = spoolWorker.withLock { _ -> String? in
+        let report = spoolWorker.withLock { rounds -> String? in
+            rounds &+= 1
             guard let spool else { return nil }
             let work = state.withLock { $0.takeSpoolWork() }
             guard !work.isEmpty else { return nil }
