@@ -86,7 +86,7 @@ public final class APIHealthAgent: Sendable, Service {
         }
         var encoder = LineEncoder(precision: configuration.precision)
         // InfluxDB 1.x refuses unsigned fields: with a v1 destination among them, every destination gets integers.
-        if configuration.destinations.contains(where: { if case .v1 = $0.api { true } else { false } }) {
+        if configuration.writesUnsignedAsSigned {
             encoder.writesUnsignedAsSigned = true
         }
         let pending = PendingBatches(

@@ -59,7 +59,7 @@ final class Shipper: Sendable {
         self.logger = logger
         let urls = destination?.urls ?? []
         self.endpoints = Locked(EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
-        writesUnsignedAsSigned = configuration.destinations.contains { if case .v1 = $0.api { true } else { false } }
+        writesUnsignedAsSigned = configuration.writesUnsignedAsSigned
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = configuration.requestTimeout.secondsDouble
         sessionConfiguration.timeoutIntervalForResource = configuration.requestTimeout.secondsDouble * 2
@@ -246,9 +246,8 @@ final class Shipper: Sendable {
         case .misconfigured(let status, let message):
             let firstTime = endpoints.withLock { $0.reportConfigurationError(status) }
             if firstTime {
-                let backlog =
-                    pending.currentMetrics.destinations.indices.contains(index)
-                    ? pending.currentMetrics.destinations[index] : DestinationMetrics()
+                let destinations = pending.currentMetrics.destinations
+                let backlog = destinations.indices.contains(index) ? destinations[index] : DestinationMetrics()
                 logger.warning(
                     "InfluxDB refused the agent's credentials or target; points are kept and retried, and dropped once the backlog reaches its cap",
                     metadata: [
