@@ -27,38 +27,68 @@ func writeKnownSpool(_ directory: URL) async throws {
     for index in 1...100 {
         agent.record(
             RequestSample(
-                method: "GET", url: URL(string: "https://a.example.com/users/\(index)")!, module: "accounts",
-                startedAt: start.addingTimeInterval(Double(index)), duration: .milliseconds(index),
-                statusCode: index % 10 == 0 ? 500 : 200))
+                method: "GET",
+                url: URL(string: "https://a.example.com/users/\(index)")!,
+                module: "accounts",
+                startedAt: start.addingTimeInterval(Double(index)),
+                duration: .milliseconds(index),
+                statusCode: index % 10 == 0 ? 500 : 200
+            )
+        )
     }
     for (offset, milliseconds) in [5, 7, 9].enumerated() {
         agent.record(
             RequestSample(
-                method: "POST", url: URL(string: "https://b.example.com/orders")!, module: "checkout",
-                startedAt: start.addingTimeInterval(Double(offset)), duration: .milliseconds(milliseconds), statusCode: 201))
+                method: "POST",
+                url: URL(string: "https://b.example.com/orders")!,
+                module: "checkout",
+                startedAt: start.addingTimeInterval(Double(offset)),
+                duration: .milliseconds(milliseconds),
+                statusCode: 201
+            )
+        )
     }
     agent.record(
         RequestSample(
-            method: "POST", url: URL(string: "https://b.example.com/orders")!, module: "checkout",
-            startedAt: start.addingTimeInterval(50), duration: .milliseconds(200),
-            error: RequestSample.TransportError(domain: "NSURLErrorDomain", code: -1001)))
+            method: "POST",
+            url: URL(string: "https://b.example.com/orders")!,
+            module: "checkout",
+            startedAt: start.addingTimeInterval(50),
+            duration: .milliseconds(200),
+            error: RequestSample.TransportError(domain: "NSURLErrorDomain", code: -1001)
+        )
+    )
     for index in 1...3 {
         agent.record(
             RequestSample(
-                method: "GET", url: URL(string: "https://a.example.com/health")!, module: "accounts",
-                startedAt: start.addingTimeInterval(Double(index)), duration: .milliseconds(index), statusCode: 200))
+                method: "GET",
+                url: URL(string: "https://a.example.com/health")!,
+                module: "accounts",
+                startedAt: start.addingTimeInterval(Double(index)),
+                duration: .milliseconds(index),
+                statusCode: 200
+            )
+        )
     }
     let url = URL(string: "https://a.example.com/users/7")!
     for _ in 0..<2 {
         struct User: Decodable { var id: Int }
         let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: nil)
-        _ = try? agent.decode(User.self, from: Data("{}".utf8), for: URLRequest(url: url), response: response, module: "accounts")
+        _ = try? agent.decode(
+            User.self,
+            from: Data("{}".utf8),
+            for: URLRequest(url: url),
+            response: response,
+            module: "accounts"
+        )
     }
     await agent.shutdown(deadline: .seconds(60))
 }
 
 /// The JSON rows `influx-tail --summary --format json` printed, parsed.
-func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], run: (status: Int32?, stdout: String, stderr: String)) {
+func summaryRows(
+    _ arguments: [String]
+) async throws -> (rows: [[String: Any]], run: (status: Int32?, stdout: String, stderr: String)) {
     let run = try await Child.run("influx-tail", arguments + ["--summary", "--format", "json"])
     let rows = try run.stdout.split(separator: "\n").map {
         try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
@@ -140,7 +170,10 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         let unknown = try await summaryRows(["--spool", spool.path, "--where", "region=eu"])
         #expect(unknown.rows.isEmpty)
         #expect(unknown.run.status == 0)
-        #expect(unknown.run.stderr.components(separatedBy: "no line has a tag 'region'").count == 2, "warned once: \(unknown.run.stderr)")
+        #expect(
+            unknown.run.stderr.components(separatedBy: "no line has a tag 'region'").count == 2,
+            "warned once: \(unknown.run.stderr)"
+        )
     }
 
     @Test func tableFitsFortyAndTwoHundredColumns() async throws {
@@ -151,31 +184,51 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         let wideLines = wide.stdout.split(separator: "\n").map(String.init)
         #expect(wideLines.allSatisfy { $0.count <= 200 })
         #expect(wideLines[0].hasPrefix("METHOD  ENDPOINT"))
-        #expect(wideLines[0].contains("P50ms") && wideLines[0].contains("P95 OVER TIME") && wideLines[0].contains("PARSE"))
+        #expect(
+            wideLines[0].contains("P50ms") && wideLines[0].contains("P95 OVER TIME") && wideLines[0].contains("PARSE")
+        )
         #expect(wideLines[1].hasPrefix("POST    b.example.com/orders"))
-        #expect(wideLines.contains { $0.hasPrefix("GET     a.example.com/users/{id}") && $0.contains("  10.0") && $0.contains("  500  ") })
+        #expect(
+            wideLines.contains {
+                $0.hasPrefix("GET     a.example.com/users/{id}") && $0.contains("  10.0") && $0.contains("  500  ")
+            }
+        )
         #expect(!wide.stdout.contains("\u{1B}["), "no colours off a terminal")
         #expect(wideLines.contains { $0.contains("▁") || $0.contains("█") }, "a sparkline")
 
         let narrow = try await Child.run("influx-tail", ["--spool", spool.path, "--summary", "--width", "40"])
         let narrowLines = narrow.stdout.split(separator: "\n").map(String.init)
         #expect(narrowLines.allSatisfy { $0.count <= 40 }, "\(narrowLines)")
-        #expect(narrowLines[0] == "METHOD  ENDPOINT       REQS  ERR%  P99ms", "sparkline, parse, p50, last, errors and p95 left out")
-        #expect(narrowLines.contains { $0 == "GET     a.ex…ers/{id}   100  10.0   99.0" }, "cut with an ellipsis: \(narrowLines)")
+        #expect(
+            narrowLines[0] == "METHOD  ENDPOINT       REQS  ERR%  P99ms",
+            "sparkline, parse, p50, last, errors and p95 left out"
+        )
+        #expect(
+            narrowLines.contains { $0 == "GET     a.ex…ers/{id}   100  10.0   99.0" },
+            "cut with an ellipsis: \(narrowLines)"
+        )
 
-        let columns = try await Child.run("influx-tail", ["--spool", spool.path, "--summary"], environment: ["COLUMNS": "40"])
+        let columns = try await Child.run(
+            "influx-tail",
+            ["--spool", spool.path, "--summary"],
+            environment: ["COLUMNS": "40"]
+        )
         #expect(columns.stdout == narrow.stdout, "$COLUMNS when stdout is not a terminal")
     }
 
     @Test func tornCorruptAndForeignLinesAreCountedInTheFooter() async throws {
         let spool = temporaryDirectory("summary-bad")
         try markAsSpool(spool)
-        let good = "apihealth_request,host=h,method=GET,path=/a,status=200 duration_ms=4.0,errors=0i 1700000000000000000\n"
-        let foreign = "apihealth_request,host=h,method=GET,path=/a,status=200 note=\"no duration\" 1700000000000000001\n"
+        let good =
+            "apihealth_request,host=h,method=GET,path=/a,status=200 duration_ms=4.0,errors=0i 1700000000000000000\n"
+        let foreign =
+            "apihealth_request,host=h,method=GET,path=/a,status=200 note=\"no duration\" 1700000000000000001\n"
             + "apihealth_request,host=h,status=200 duration_ms=1.0 1700000000000000002\n"
         let other = "cpu,host=h usage=0.5 1700000000000000003\n"
-        try Data((good + "not line protocol\n" + foreign + other + good.replacingOccurrences(of: "4.0", with: "6.0")).utf8)
-            .write(to: spool.appendingPathComponent("00000000000000000001.lp"))
+        try Data(
+            (good + "not line protocol\n" + foreign + other + good.replacingOccurrences(of: "4.0", with: "6.0")).utf8
+        )
+        .write(to: spool.appendingPathComponent("00000000000000000001.lp"))
         try Data((good + "apihealth_request,host=h,method=GET,path=/a du").utf8)
             .write(to: spool.appendingPathComponent("00000000000000000002.lp"))
         let run = try await Child.run("influx-tail", ["--spool", spool.path, "--summary", "--width", "200"])
@@ -227,7 +280,11 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         defer { if tail.process.isRunning { tail.signal(SIGKILL) } }
         #expect(await waitUntil { tail.stderr.contains("waiting for it") }, "says it waits: \(tail.stderr)")
         #expect(tail.process.isRunning, "waits like tail -F: \(tail.stderr)")
-        try FileManager.default.createDirectory(at: spool, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: spool,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         try Data("late v=1i 1\n".utf8).write(to: spool.appendingPathComponent("00000000000000000001.lp"))
         #expect(await waitUntil { tail.stdout.contains("late v=1i 1") })
         #expect(tail.stdout == "late v=1i 1\n")
@@ -246,7 +303,10 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         let lines = try await Child.run("influx-tail", ["--spool", spool.path])
         #expect(lines.stdout == "m v=3i 3000000000\nm v=1i 1000000000\nm v=2i 2000000000\n", "line format: send order")
 
-        let unknown = try await Child.run("influx-tail", ["--spool", spool.path, "--where", "region=eu", "--where", "region=us"])
+        let unknown = try await Child.run(
+            "influx-tail",
+            ["--spool", spool.path, "--where", "region=eu", "--where", "region=us"]
+        )
         #expect(unknown.status == 0)
         #expect(unknown.stdout.isEmpty)
         #expect(unknown.stderr.components(separatedBy: "no line has a tag 'region'").count == 2, "\(unknown.stderr)")
@@ -262,41 +322,11 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
         #expect(help.stdout.contains("nearest-rank"))
     }
 
-    /// A command running under a real pseudo-terminal (`script`), and what the terminal has received
-    /// so far (written through as it arrives).
-    struct TerminalRun {
-        let process: Process
-        let log: URL
-
-        init(_ command: String, environment: [String: String] = [:]) throws {
-            log = temporaryDirectory("pty").appendingPathComponent("typescript")
-            process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-            process.arguments = ["-q", "-e", "-f", "-c", command, log.path]
-            var env = ProcessInfo.processInfo.environment
-            env["TERM"] = "xterm-256color"
-            env["NO_COLOR"] = nil
-            for (key, value) in environment { env[key] = value }
-            process.environment = env
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-        }
-
-        var screen: String { String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self) }
-
-        /// Waits for the command to end (ending it if it has not after ``eventTimeout``); returns what the
-        /// terminal received.
-        func finish() async -> String {
-            if !(await waitUntil { !process.isRunning }) { process.terminate() }
-            process.waitUntilExit()
-            return screen
-        }
-    }
-
-    /// Runs a command under a real pseudo-terminal (`script`), returning what the terminal received.
-    func underTerminal(_ command: String, environment: [String: String] = [:]) async throws -> String {
-        await (try TerminalRun(command, environment: environment)).finish()
+    /// Runs `influx-tail` on a real pseudo-terminal, returning what the terminal received.
+    func underTerminal(_ arguments: [String], environment: [String: String?] = [:]) async throws -> String {
+        let (status, screen) = await (try TerminalChild("influx-tail", arguments, environment: environment)).finish()
+        #expect(status == 0, "\(screen.debugDescription)")
+        return screen
     }
 
     @Test func onATerminalColoursAndLiveRedrawRestoreTheScreen() async throws {
@@ -306,35 +336,30 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
             "apihealth_request,host=h,method=GET,path=/slow,status=\(index < 4 ? 500 : 200) duration_ms=\(1_000 + index).0,errors=\(index < 4 ? 1 : 0)i \(1_700_000_000_000_000_000 + index)\n"
         }
         try Data(lines.joined().utf8).write(to: spool.appendingPathComponent("00000000000000000001.lp"))
-        let tail = try Child.binDirectory().appendingPathComponent("influx-tail").path
+        let arguments = ["--spool", spool.path, "--summary"]
 
-        let colored = try await underTerminal("'\(tail)' --spool '\(spool.path)' --summary")
+        let colored = try await underTerminal(arguments)
         #expect(colored.contains("\u{1B}[1;31m20.0\u{1B}[0m"), "error % past 5 % in red: \(colored.debugDescription)")
         #expect(colored.contains("\u{1B}[1;31m 1019\u{1B}[0m"), "p99 past 1000 ms in red")
-        let plain = try await underTerminal("'\(tail)' --spool '\(spool.path)' --summary", environment: ["NO_COLOR": "1"])
+        let plain = try await underTerminal(arguments, environment: ["NO_COLOR": "1"])
         #expect(!plain.contains("\u{1B}["), "NO_COLOR: \(plain.debugDescription)")
         #expect(plain.contains("GET     h/slow"))
-        let never = try await underTerminal("'\(tail)' --spool '\(spool.path)' --summary --color never")
+        let never = try await underTerminal(arguments + ["--color", "never"])
         #expect(!never.contains("\u{1B}["))
 
         // Live: the alternate screen and a hidden cursor, redrawn in place; SIGTERM restores both. Ended
         // once it has redrawn twice, however long it took to start.
-        let pidFile = temporaryDirectory("pty-pid").appendingPathComponent("pid")
-        let run = try TerminalRun(
-            "'\(tail)' --spool '\(spool.path)' --summary -f & pid=$!; echo $pid > '\(pidFile.path)'; wait $pid; echo exit=$?"
-        )
+        let run = try TerminalChild("influx-tail", arguments + ["-f"])
         #expect(
             await waitUntil { run.screen.components(separatedBy: "\u{1B}[H").count >= 3 },
             "\(run.screen.debugDescription)"
         )
-        let pidText = String(decoding: try Data(contentsOf: pidFile), as: UTF8.self)
-        let pid = try #require(Int32(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
-        kill(pid, SIGTERM)
-        let live = await run.finish()
+        run.signal(SIGTERM)
+        let (status, live) = await run.finish()
+        #expect(status == 0, "\(live.debugDescription)")
         #expect(live.contains("\u{1B}[?1049h\u{1B}[?25l"), "enters the alternate screen, hides the cursor")
         #expect(live.components(separatedBy: "\u{1B}[H").count >= 3, "redrawn in place at least twice")
         #expect(live.contains("\u{1B}[?25h\u{1B}[?1049l"), "restores the cursor and the screen")
-        #expect(live.contains("exit=0"), "\(live.debugDescription)")
         let restoredAt = try #require(live.range(of: "\u{1B}[?1049l"))
         #expect(live[restoredAt.upperBound...].contains("h/slow"), "the last table stays on the normal screen")
     }
@@ -342,7 +367,10 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
 
 @Suite struct SummaryAggregatorTests {
     func line(_ path: String, _ milliseconds: Double, status: Int = 200, at seconds: Int64 = 1_700_000_000) -> [UInt8] {
-        Array("apihealth_request,host=h,method=GET,path=\(path),status=\(status) duration_ms=\(milliseconds),errors=\(status >= 400 ? 1 : 0)i \(seconds)000000000".utf8)
+        Array(
+            "apihealth_request,host=h,method=GET,path=\(path),status=\(status) duration_ms=\(milliseconds),errors=\(status >= 400 ? 1 : 0)i \(seconds)000000000"
+                .utf8
+        )
     }
 
     @Test func pastTheExactLimitAnEndpointUsesTheSketchAndSaysSo() {
@@ -363,9 +391,15 @@ func summaryRows(_ arguments: [String]) async throws -> (rows: [[String: Any]], 
     @Test func linesBeforeTheStartAreCountedApartAndStatusesDecideErrorsWithoutTheField() {
         var summary = SummaryAggregator(since: 1_700_000_100_000_000_000)
         summary.add(line("/a", 1, at: 1_700_000_000))
-        summary.add(Array("apihealth_request,host=h,method=GET,path=/a,status=503 duration_ms=2.5 1700000200000000000".utf8))
-        summary.add(Array("apihealth_request,host=h,method=GET,path=/a,status=error duration_ms=9i 1700000201000000000".utf8))
-        summary.add(Array("apihealth_request,host=h,method=GET,path=/a,status=200 duration_ms=1 1700000199000000000".utf8))
+        summary.add(
+            Array("apihealth_request,host=h,method=GET,path=/a,status=503 duration_ms=2.5 1700000200000000000".utf8)
+        )
+        summary.add(
+            Array("apihealth_request,host=h,method=GET,path=/a,status=error duration_ms=9i 1700000201000000000".utf8)
+        )
+        summary.add(
+            Array("apihealth_request,host=h,method=GET,path=/a,status=200 duration_ms=1 1700000199000000000".utf8)
+        )
         let row = summary.rows().first
         #expect(summary.counts.earlier == 1)
         #expect(row?.requests == 3)

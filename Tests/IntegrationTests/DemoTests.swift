@@ -180,23 +180,13 @@ import Testing
 
     @Test func onATerminalAStatusLineShowsProgress() async throws {
         let spool = temporaryDirectory("demo-pty")
-        let folder = temporaryDirectory("demo-pty-log")
-        let log = folder.appendingPathComponent("typescript")
-        let demo = try Child.binDirectory().appendingPathComponent("apihealth-demo").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-q", "-e", "-c", "'\(demo)' --duration 2 --rate 20", log.path]
-        var env = ProcessInfo.processInfo.environment
-        env["APIHEALTH_SPOOL_DIR"] = spool.path
-        env["INFLUX_URL"] = nil
-        env["TERM"] = "xterm"
-        process.environment = env
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        if !(await waitUntil { !process.isRunning }) { process.terminate() }
-        process.waitUntilExit()
-        let screen = String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self)
+        let run = try TerminalChild(
+            "apihealth-demo",
+            ["--duration", "2", "--rate", "20"],
+            environment: ["APIHEALTH_SPOOL_DIR": spool.path, "INFLUX_URL": nil, "TERM": "xterm"]
+        )
+        let (status, screen) = await run.finish()
+        #expect(status == 0, "\(screen.debugDescription)")
         #expect(screen.contains("\r1s/2s  requests "), "\(screen.debugDescription)")
         #expect(screen.contains("points pending") && screen.contains("written 0"))
         #expect(screen.contains("METHOD  ENDPOINT"))
