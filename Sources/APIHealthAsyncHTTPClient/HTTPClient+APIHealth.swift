@@ -55,8 +55,13 @@ extension HTTPClient {
         logger: Logger? = nil
     ) async throws -> HTTPClientResponse {
         let observation = RequestObservation(
-            agent: agent, module: module, method: request.method.rawValue, url: request.url,
-            requestHeaders: request.headers, requestBytes: request.headers.first(name: "content-length").flatMap { UInt64($0) })
+            agent: agent,
+            module: module,
+            method: request.method.rawValue,
+            url: request.url,
+            requestHeaders: request.headers,
+            requestBytes: request.headers.first(name: "content-length").flatMap { UInt64($0) }
+        )
         let response: HTTPClientResponse
         do {
             response = try await execute(request, deadline: deadline, logger: logger)
@@ -64,7 +69,11 @@ extension HTTPClient {
             observation.fail(error)
             throw error
         }
-        observation.receivedHead(status: Int(response.status.code), headers: response.headers, redirects: max(response.history.count - 1, 0))
+        observation.receivedHead(
+            status: Int(response.status.code),
+            headers: response.headers,
+            redirects: max(response.history.count - 1, 0)
+        )
         var observed = response
         observed.body = .stream(ObservedBody(base: response.body, observation: observation))
         return observed
@@ -95,10 +104,20 @@ extension HTTPClient {
         logger: Logger? = nil
     ) -> Task<Delegate.Response> {
         let observation = RequestObservation(
-            agent: agent, module: module, method: request.method.rawValue, url: request.url.absoluteString,
-            requestHeaders: request.headers, requestBytes: nil)
+            agent: agent,
+            module: module,
+            method: request.method.rawValue,
+            url: request.url.absoluteString,
+            requestHeaders: request.headers,
+            requestBytes: nil
+        )
         let recording = RecordingResponseDelegate(wrapping: delegate, observation: observation)
         return execute(
-            request: request, delegate: recording, eventLoop: .indifferent, deadline: deadline, logger: logger)
+            request: request,
+            delegate: recording,
+            eventLoop: .indifferent,
+            deadline: deadline,
+            logger: logger
+        )
     }
 }

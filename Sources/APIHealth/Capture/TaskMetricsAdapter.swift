@@ -13,14 +13,23 @@ extension RequestSample {
     ///     if let sample = RequestSample(metrics: metrics, task: task, module: "feed") { agent.record(sample) }
     /// }
     /// ```
-    public init?(metrics: URLSessionTaskMetrics, task: URLSessionTask, module: String, correlationHeaders: [String] = []) {
+    public init?(
+        metrics: URLSessionTaskMetrics,
+        task: URLSessionTask,
+        module: String,
+        correlationHeaders: [String] = []
+    ) {
         guard let first = metrics.transactionMetrics.first, let last = metrics.transactionMetrics.last,
             let url = first.request.url
         else { return nil }
         let interval = metrics.taskInterval
         self.init(
-            method: first.request.httpMethod ?? "GET", url: url, module: module, startedAt: interval.start,
-            duration: .seconds(interval.duration))
+            method: first.request.httpMethod ?? "GET",
+            url: url,
+            module: module,
+            startedAt: interval.start,
+            duration: .seconds(interval.duration)
+        )
         let http = task.response as? HTTPURLResponse
         statusCode = http?.statusCode
         if let error = task.error { self.error = TransportError(error) }
@@ -48,7 +57,9 @@ enum CorrelationID {
             if let value = request.value(forHTTPHeaderField: name), !value.isEmpty { return String(value.prefix(256)) }
         }
         for name in headers {
-            if let value = response?.value(forHTTPHeaderField: name), !value.isEmpty { return String(value.prefix(256)) }
+            if let value = response?.value(forHTTPHeaderField: name), !value.isEmpty {
+                return String(value.prefix(256))
+            }
         }
         return nil
     }
