@@ -118,6 +118,8 @@ final class RequestObservation: EndedRequestSource {
         endedRequest(progress.withLock { $0 }).sample(correlationHeaders: correlationHeaders)
     }
 
+    func requestHeader(_ name: String) -> String? { requestHeaders.first(name: name) }
+
     private func endedRequest(_ state: Progress) -> EndedRequest {
         EndedRequest(
             method: method,
@@ -238,4 +240,6 @@ final class EndedRequestCopy: EndedRequestSource {
     func makeSample(correlationHeaders: [String]) -> RequestSample? {
         request.sample(correlationHeaders: correlationHeaders)
     }
+
+    func requestHeader(_ name: String) -> String? { request.requestHeaders.first(name: name) }
 }

@@ -1,4 +1,8 @@
 import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import LineProtocol
 import Logging
 import TestSupport
@@ -11,6 +15,7 @@ private final class BuiltLater: EndedRequestSource {
     let build: @Sendable () -> RequestSample?
     init(_ build: @escaping @Sendable () -> RequestSample?) { self.build = build }
     func makeSample(correlationHeaders: [String]) -> RequestSample? { build() }
+    func requestHeader(_ name: String) -> String? { nil }
 }
 
 extension APIHealthAgent {
@@ -55,8 +60,8 @@ extension APIHealthAgent {
 
     @Test func aReadySampleWaitsForTheDrainToo() throws {
         let agent = try makeAgent()
-        agent.recordLater(sample(1))
-        agent.recordLater(sample(2))
+        agent.recordLater(sample(1), request: URLRequest(url: sample(1).url))
+        agent.recordLater(sample(2), request: URLRequest(url: sample(2).url))
         let points = agent.pendingPoints()
         #expect(points.count == 2)
         #expect(points.map(\.timestamp) == [sample(1), sample(2)].map { Timestamp(date: $0.startedAt) })

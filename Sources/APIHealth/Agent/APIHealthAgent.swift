@@ -123,7 +123,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// Records one request. Safe from any thread; never blocks on I/O.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        if !pending.record(sample, now: clock.coarseNow) { noticeIfStopped() }
+        if !pending.record(sample, request: CapturedRequest(), now: clock.coarseNow) { noticeIfStopped() }
     }
 
     /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within
@@ -148,11 +148,11 @@ public final class APIHealthAgent: Sendable, Service {
         if !pending.deferRecord(now: clock.coarseNow, .request(request)) { noticeIfStopped() }
     }
 
-    /// Records `sample` later, when and where the `recordLater` that takes an ended request does: for
-    /// the URLSession hook, which ends a sample on the way to the app's completion.
-    package func recordLater(_ sample: RequestSample) {
+    /// Records `sample` of `request` later, when and where the `recordLater` that takes an ended request
+    /// does: for the URLSession hook, which ends a sample on the way to the app's completion.
+    func recordLater(_ sample: RequestSample, request: URLRequest) {
         guard configuration.isEnabled else { return }
-        if !pending.deferRecord(now: clock.coarseNow, .sample(sample)) { noticeIfStopped() }
+        if !pending.deferRecord(now: clock.coarseNow, .sample(sample, request)) { noticeIfStopped() }
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
@@ -662,6 +662,7 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.requestsUncaptured, .uint(metrics.requestsUncaptured)),
             Point.Field(F.pointsLost, .uint(metrics.pointsLost)),
             Point.Field(F.metricsOverflowed, .uint(metrics.metricsOverflowed)),
+            Point.Field(F.requestsFiltered, .uint(metrics.requestsFiltered)),
         ]
         if let error = metrics.lastError {
             // On one line (a server's message often ends in a line break): the encoder has nothing to
@@ -694,7 +695,7 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     func countUncaptured() { agent?.countUncaptured() }
     var isCapturing: Bool { agent?.configuration.isEnabled ?? false }
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
-    func record(_ sample: RequestSample) { agent?.recordLater(sample) }
+    func record(_ sample: RequestSample, request: URLRequest) { agent?.recordLater(sample, request: request) }
 }
 
 extension APIHealthAgent {

@@ -108,6 +108,29 @@ public struct APIHealthConfiguration: Sendable {
         public var excludedHosts: Set<String> = []
         /// Request and response headers whose value becomes the `correlation_id` field (first found).
         public var correlationHeaders = ["X-Request-Id", "X-Correlation-Id", "traceparent"]
+        /// Statuses that count as a success, or a failure, on some endpoints (see ``SuccessRule``);
+        /// elsewhere a status below 400 succeeds and a transport error fails.
+        public var successRules: [SuccessRule] = []
+        /// Sees each request sample before it becomes a point, with the headers the request was sent
+        /// with: returns the sample to record, as it is or changed (a path redacted, a module re-tagged),
+        /// or `nil` to record nothing. A dropped sample is a choice, not a loss: it is counted in
+        /// ``AgentMetrics/requestsFiltered`` (`requests_filtered`) and in no loss count.
+        ///
+        /// ```swift
+        /// configuration.capture.filter = { sample, request in
+        ///     if sample.url.path.hasPrefix("/health") { return nil }
+        ///     var kept = sample
+        ///     if request.value(forHTTPHeaderField: "X-Tenant") == "internal" { kept.module = "internal" }
+        ///     return kept
+        /// }
+        /// ```
+        ///
+        /// It runs for URLSession and AsyncHTTPClient capture alike, off the request's path (on the
+        /// agent's worker, within ``SpoolOptions/writeThroughInterval``), and for samples handed to
+        /// ``APIHealthAgent/record(_:)`` on the caller's thread (their headers unknown). It runs before
+        /// exclusion and templating, so the sample it returns is excluded and templated as any other. Keep
+        /// it quick: it runs once per request.
+        public var filter: (@Sendable (RequestSample, CapturedRequest) -> RequestSample?)?
 
         public init() {}
     }
@@ -253,6 +276,9 @@ public struct APIHealthConfiguration: Sendable {
             throw .invalidValue(name: "batching.flushJitter", value: "\(batching.flushJitter)")
         }
         try retry.validate()
+        for rule in capture.successRules {
+            if let problem = rule.problem() { throw .invalidSetting(name: "capture.successRules", reason: problem) }
+        }
         if destinations.count > BatchingState.maximumDestinations {
             throw .invalidSetting(name: "destinations", reason: "at most \(BatchingState.maximumDestinations)")
         }

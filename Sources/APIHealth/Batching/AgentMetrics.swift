@@ -46,6 +46,9 @@ public struct AgentMetrics: Sendable, Hashable {
     /// Requests made through an instrumented session that the hook let through without recording
     /// them (the platform gave it no safe way to observe them).
     public var requestsUncaptured: UInt64 = 0
+    /// Request samples the capture filter (``APIHealthConfiguration/CaptureOptions/filter``) chose not
+    /// to record: a choice, not a loss (they are in no loss count).
+    public var requestsFiltered: UInt64 = 0
     /// Metrics handlers (APIHealthMetrics) created past the cardinality cap, recorded into the shared
     /// overflow series instead of their own.
     public var metricsOverflowed: UInt64 = 0

@@ -180,6 +180,9 @@ struct BatchingState {
     /// Counts a sample that could not become a line at all.
     mutating func countInvalid() { metrics.pointsInvalid += 1 }
 
+    /// Counts a request sample the capture filter chose not to record.
+    mutating func countFiltered() { metrics.requestsFiltered += 1 }
+
     /// Counts a point dropped before it became a line (offered after intake closed).
     mutating func countDroppedAfterClose() {
         metrics.pointsDropped += 1

@@ -1,12 +1,16 @@
 import Foundation
 import LineProtocol
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// A request whose sample is encoded (and, for a `.request` one, built) at the next drain (see
 /// ``PendingBatches/deferRecord(now:_:)``).
 struct DeferredSample {
     enum Source {
-        /// Boxed, so the queue's entries stay two words wide.
-        indirect case sample(RequestSample)
+        /// A URLSession task's sample and request; boxed, so the queue's entries stay two words wide.
+        indirect case sample(RequestSample, URLRequest)
         case request(any EndedRequestSource)
     }
 
@@ -16,8 +20,16 @@ struct DeferredSample {
     /// The sample; a `.request` one finds its correlation id among `correlationHeaders`.
     func sample(correlationHeaders: [String]) -> RequestSample? {
         switch source {
-        case .sample(let sample): sample
+        case .sample(let sample, _): sample
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
+        }
+    }
+
+    /// What the capture filter sees of the request.
+    var request: CapturedRequest {
+        switch source {
+        case .sample(_, let request): CapturedRequest(request)
+        case .request(let request): CapturedRequest(request)
         }
     }
 }
@@ -28,6 +40,8 @@ package protocol EndedRequestSource: AnyObject, Sendable {
     /// The request's sample, its correlation id the first of `correlationHeaders` it carries; `nil`
     /// to record nothing.
     func makeSample(correlationHeaders: [String]) -> RequestSample?
+    /// The value of the request's header `name` (any case), for the capture filter.
+    func requestHeader(_ name: String) -> String?
 }
 
 /// The pending lines and the work they need: the ``BatchingState`` behind the one lock `record` takes,
@@ -155,15 +169,28 @@ final class PendingBatches: Sendable {
         }
     }
 
-    /// Encodes `sample` (through the schema's series and fields) into the open batch.
+    /// Passes `sample` of `request` through the capture filter, and encodes what it keeps into the open
+    /// batch (a sample it drops is counted, and is no loss: returns `true`).
     @discardableResult
     @inline(__always)
-    func record(_ sample: RequestSample, now: Duration) -> Bool {
-        guard let schema, let series = schema.series(for: sample) else { return false }
+    func record(_ sample: RequestSample, request: @autoclosure () -> CapturedRequest, now: Duration) -> Bool {
+        guard let schema else { return false }
+        guard let filter = schema.filter else { return encode(sample, schema: schema, now: now) }
+        guard let kept = filter(sample, request()) else {
+            state.withLock { $0.countFiltered() }
+            return true
+        }
+        return encode(kept, schema: schema, now: now)
+    }
+
+    /// Encodes `sample` (through the schema's series and fields) into the open batch.
+    @inline(__always)
+    private func encode(_ sample: RequestSample, schema: RequestSchema, now: Duration) -> Bool {
+        guard let series = schema.series(for: sample) else { return false }
         switch series {
         case .success(let series):
             return record(series: series, timestamp: Timestamp(date: sample.startedAt), now: now) { fields in
-                schema.writeFields(of: sample, to: &fields)
+                schema.writeFields(of: sample, series: series, to: &fields)
             }
         case .failure:
             countInvalid()
@@ -226,7 +253,7 @@ final class PendingBatches: Sendable {
             let correlationHeaders = self.schema?.correlationHeaders ?? []
             for deferred in samples {
                 if let sample = deferred.sample(correlationHeaders: correlationHeaders) {
-                    self.record(sample, now: deferred.now)
+                    self.record(sample, request: deferred.request, now: deferred.now)
                 }
             }
         }

@@ -13,8 +13,8 @@ protocol SampleRecorder: AnyObject, Sendable {
     var isCapturing: Bool { get }
     var correlationHeaders: [String] { get }
     func isExcluded(_ url: URL) -> Bool
-    /// Hands `sample` to the agent, to be encoded off the request's path.
-    func record(_ sample: RequestSample)
+    /// Hands `sample` of `request` to the agent, to be filtered and encoded off the request's path.
+    func record(_ sample: RequestSample, request: URLRequest)
     /// Counts a request the hook let through without recording it.
     func countUncaptured()
 }

@@ -123,6 +123,6 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
             response: response,
             headers: registration.recorder.correlationHeaders
         )
-        registration.recorder.record(sample)
+        registration.recorder.record(sample, request: request)
     }
 }

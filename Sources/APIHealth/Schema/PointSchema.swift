@@ -33,7 +33,8 @@ public enum PointSchema {
         public static let responseBytes = "response_bytes"
         public static let statusCode = "status_code"
         public static let success = "success"
-        /// 1 for a failed request (transport error or status ≥ 400), 0 otherwise: averages into an error ratio.
+        /// 1 for a failed request (transport error, or a status ≥ 400 unless a ``SuccessRule`` says otherwise),
+        /// 0 otherwise: averages into an error ratio.
         public static let errors = "errors"
         public static let error = "error"
         public static let correlationID = "correlation_id"
@@ -61,6 +62,7 @@ public enum PointSchema {
         public static let pendingBytes = "pending_bytes"
         public static let pathsOverflowed = "paths_overflowed"
         public static let requestsUncaptured = "requests_uncaptured"
+        public static let requestsFiltered = "requests_filtered"
         public static let pointsLost = "points_lost"
         public static let metricsOverflowed = "metrics_overflowed"
         public static let lastError = "last_error"
@@ -82,6 +84,6 @@ public enum PointSchema {
         AgentField.pointsDropped, AgentField.pointsRejected, AgentField.pointsExpired, AgentField.retries,
         AgentField.batchesWritten, AgentField.bytesBeforeGzip, AgentField.bytesAfterGzip, AgentField.pendingLines,
         AgentField.pendingBytes, AgentField.pathsOverflowed, AgentField.requestsUncaptured, AgentField.pointsLost,
-        AgentField.metricsOverflowed, AgentField.lastError,
+        AgentField.metricsOverflowed, AgentField.requestsFiltered, AgentField.lastError,
     ]
 }

@@ -10,6 +10,10 @@ final class RequestSchema: Sendable {
     /// The host names of `excludedHosts` (each entry whole, and without a `:port` suffix): a request
     /// whose host is not among them is not excluded, which most requests learn without their host tag.
     private let excludedHostNames: Set<String>
+    /// Decides, once per series, whether its requests succeed.
+    private let successPolicy: SuccessPolicy
+    /// The capture filter, if one is configured.
+    let filter: (@Sendable (RequestSample, CapturedRequest) -> RequestSample?)?
     /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
     /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
     /// again. Emptied when the learner learns a position (which changes the templates of some URLs once).
@@ -44,6 +48,8 @@ final class RequestSchema: Sendable {
             }
         }
         self.excludedHostNames = names
+        self.successPolicy = SuccessPolicy(configuration.capture.successRules)
+        self.filter = configuration.capture.filter
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
@@ -97,7 +103,13 @@ final class RequestSchema: Sendable {
                 try SeriesKey(measurement: configuration.measurement, tags: tags(for: sample, host: host, path: path)),
                 method: sample.method,
                 module: sample.module,
-                statusCode: sample.statusCode
+                statusCode: sample.statusCode,
+                succeeds: successPolicy.succeeds(
+                    url: sample.url,
+                    path: path,
+                    method: Self.methodTag(sample.method),
+                    statusCode: sample.statusCode
+                )
             )
         } catch {
             return .failure(error)
@@ -120,8 +132,8 @@ final class RequestSchema: Sendable {
     }
 
     /// Writes the request's fields: the numbers (``RequestNumericField``, in its order) as one group,
-    /// then the strings.
-    func writeFields(of sample: RequestSample, to fields: inout FieldWriter) {
+    /// then the strings. `series` is the sample's: it says whether its status counts as a success.
+    func writeFields(of sample: RequestSample, series: RequestSeries, to fields: inout FieldWriter) {
         typealias N = RequestNumericField
         withUnsafeTemporaryAllocation(of: Int64.self, capacity: N.allCases.count) { values in
             var present: UInt32 = 0
@@ -147,7 +159,7 @@ final class RequestSchema: Sendable {
             set(.requestBytes, Int64(bitPattern: sample.requestBytes))
             set(.responseBytes, Int64(bitPattern: sample.responseBytes))
             if let code = sample.statusCode { set(.statusCode, Int64(code)) }
-            let succeeded = sample.error == nil && (sample.statusCode ?? 600) < 400
+            let succeeded = sample.error == nil && series.succeeds
             set(.success, succeeded ? 1 : 0)
             set(.errors, succeeded ? 0 : 1)
             if let count = sample.redirectCount { set(.redirects, Int64(count)) }
@@ -202,20 +214,26 @@ final class RequestSchema: Sendable {
 }
 
 /// A request series rendered once (measurement and tags, escaped and sorted), with the identity
-/// timestamp de-duplication knows it by, and the parts of a sample besides its URL it stands for.
+/// timestamp de-duplication knows it by, the parts of a sample besides its URL it stands for, and
+/// whether its requests succeed.
 final class RequestSeries: Sendable {
     let key: SeriesKey
     let id: Int
     let method: String
     let module: String
     let statusCode: Int?
+    /// Whether a request of this series without a transport error succeeds: its status under the
+    /// configured ``SuccessRule``s (a status below 400 without one). `false` for the series of
+    /// transport errors (no status).
+    let succeeds: Bool
 
-    init(_ key: SeriesKey, method: String, module: String, statusCode: Int?) {
+    init(_ key: SeriesKey, method: String, module: String, statusCode: Int?, succeeds: Bool) {
         self.key = key
         self.id = key.bytes.withUnsafeBufferPointer(RecentInstants.seriesID)
         self.method = method
         self.module = module
         self.statusCode = statusCode
+        self.succeeds = succeeds
     }
 
     /// Whether `sample` (whose URL it was rendered for) belongs to this series.
