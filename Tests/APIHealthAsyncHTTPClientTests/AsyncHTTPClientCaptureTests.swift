@@ -24,11 +24,12 @@ final class AHCHarness: Sendable {
     let agent: APIHealthAgent
     let client: HTTPClient
 
-    init() async throws {
+    init(configure: (inout APIHealthConfiguration) -> Void = { _ in }) async throws {
         server = try await LoopbackHTTPServer.start(threads: 2, handler: TestRoutes.handle)
         var configuration = APIHealthConfiguration(serviceName: "ahc-tests")
         configuration.spool = nil
         configuration.precision = .ns
+        configure(&configuration)
         agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-tests"))
         var clientConfiguration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
         clientConfiguration.timeout.read = .seconds(60)

@@ -181,13 +181,46 @@ public final class APIHealthAgent: Sendable, Service {
         module: String,
         data: Data? = nil
     ) {
-        guard configuration.isEnabled, let url = request.url ?? response?.url else { return }
+        guard let url = request.url ?? response?.url else { return }
+        recordParseFailure(
+            method: request.httpMethod ?? "GET",
+            url: url,
+            statusCode: (response as? HTTPURLResponse)?.statusCode,
+            error: error,
+            module: module,
+            data: data
+        )
+    }
+
+    /// Records that the response of a request made with any HTTP client could not be decoded, as a point
+    /// of the parse-failure measurement (tagged with the templated path, as the request's own point is).
+    ///
+    /// ```swift
+    /// agent.recordParseFailure(method: "GET", url: url, statusCode: 200, error: error, module: "feed", data: body)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - method: The request's method.
+    ///   - url: The request's URL (only its host and path are used).
+    ///   - statusCode: The response's status, `nil` if there was none.
+    ///   - error: What decoding threw (a `DecodingError` gives the kind and coding path).
+    ///   - module: The part of the service that made the call (the `module` tag).
+    ///   - data: The body that failed to decode: tells a document cut short from one that is not JSON.
+    public func recordParseFailure(
+        method: String,
+        url: URL,
+        statusCode: Int?,
+        error: any Error,
+        module: String,
+        data: Data? = nil
+    ) {
+        guard configuration.isEnabled else { return }
         let (kind, codingPath) = ParseFailureKind.classify(error, data: data)
         let point = schema.parseFailurePoint(
             url: url,
-            method: request.httpMethod ?? "GET",
+            method: method,
             module: module,
-            statusCode: (response as? HTTPURLResponse)?.statusCode,
+            statusCode: statusCode,
             kind: kind,
             codingPath: codingPath,
             at: Date()
