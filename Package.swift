@@ -20,6 +20,9 @@ let package = Package(
         .library(name: "APIHealthTestKit", targets: ["APIHealthTestKit"]),
         // swift-metrics backend: every Counter, Meter, Recorder and Timer, shipped through the agent.
         .library(name: "APIHealthMetrics", targets: ["APIHealthMetrics"]),
+        // W3C trace headers from swift-distributed-tracing's context for requests to first-party hosts:
+        // only services that propagate traces build it and its dependencies.
+        .library(name: "APIHealthTracing", targets: ["APIHealthTracing"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -28,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-w3c-trace-context.git", from: "1.0.0"),
     ],
     targets: [
         .target(name: "LineProtocol", swiftSettings: strictSwift6),
@@ -57,6 +62,17 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                // AsyncHTTPClient depends on it already: to leave trace headers to a client's own tracer.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .target(
+            name: "APIHealthTracing",
+            dependencies: [
+                "APIHealth",
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -157,6 +173,20 @@ let package = Package(
             dependencies: [
                 "APIHealth", "APIHealthAsyncHTTPClient", "TestSupport", "APIHealthTestKit", "LineProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "APIHealthTracingTests",
+            dependencies: [
+                "APIHealth", "APIHealthTracing", "APIHealthAsyncHTTPClient", "TestSupport", "APIHealthTestKit",
+                "LineProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSwift6
         ),

@@ -12,7 +12,10 @@ import NIOCore
 ///
 /// Each request becomes one `apihealth_request` point, with the same schema, templating and cap as
 /// URLSession capture. What the caller gets back (response head, streamed body, errors, cancellation,
-/// timeouts) is what it gets without APIHealth.
+/// timeouts) is what it gets without APIHealth. With
+/// ``APIHealthConfiguration/CaptureOptions/tracePropagation``, a request to a first-party host gets a
+/// `traceparent` header from the calling task's context (unless it has one, or the client has a
+/// tracer of its own, which sends its own), and its trace id becomes the request's `correlation_id`.
 extension HTTPClient {
     /// Executes `request` as ``HTTPClient/execute(_:timeout:logger:)`` does, and records it with `agent`.
     ///
@@ -54,13 +57,17 @@ extension HTTPClient {
         module: String,
         logger: Logger? = nil
     ) async throws -> HTTPClientResponse {
+        var request = request
+        let traceID =
+            agent.propagatesTraces ? agent.propagateTrace(into: &request.headers, url: request.url, client: self) : nil
         let observation = RequestObservation(
             agent: agent,
             module: module,
             method: request.method.rawValue,
             url: request.url,
             requestHeaders: request.headers,
-            requestBytes: request.headers.first(name: "content-length").flatMap { UInt64($0) }
+            requestBytes: request.headers.first(name: "content-length").flatMap { UInt64($0) },
+            traceID: traceID
         )
         let response: HTTPClientResponse
         do {
@@ -103,13 +110,18 @@ extension HTTPClient {
         module: String,
         logger: Logger? = nil
     ) -> Task<Delegate.Response> {
+        var request = request
+        let traceID =
+            agent.propagatesTraces
+            ? agent.propagateTrace(into: &request.headers, url: request.url.absoluteString, client: self) : nil
         let observation = RequestObservation(
             agent: agent,
             module: module,
             method: request.method.rawValue,
             url: request.url.absoluteString,
             requestHeaders: request.headers,
-            requestBytes: nil
+            requestBytes: nil,
+            traceID: traceID
         )
         let recording = RecordingResponseDelegate(wrapping: delegate, observation: observation)
         return execute(

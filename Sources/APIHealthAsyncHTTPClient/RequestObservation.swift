@@ -12,6 +12,8 @@ final class RequestObservation: EndedRequestSource {
     private let method: String
     private let url: String
     private let requestHeaders: HTTPHeaders
+    /// The trace id to record as the correlation id, when the client propagates the trace itself.
+    private let traceID: String?
     private let started = ContinuousClock.now
     private let startedAt = Date()
 
@@ -41,12 +43,14 @@ final class RequestObservation: EndedRequestSource {
         method: String,
         url: String,
         requestHeaders: HTTPHeaders,
-        requestBytes: UInt64?
+        requestBytes: UInt64?,
+        traceID: String? = nil
     ) {
         self.module = module
         self.method = method
         self.url = url
         self.requestHeaders = requestHeaders
+        self.traceID = traceID
         self.progress = Locked(Progress(requestBytes: requestBytes, agent: agent))
     }
 
@@ -134,7 +138,8 @@ final class RequestObservation: EndedRequestSource {
             redirects: state.redirects ?? max(state.visits - 1, 0),
             error: state.error,
             requestHeaders: requestHeaders,
-            responseHeaders: state.responseHeaders
+            responseHeaders: state.responseHeaders,
+            traceID: traceID
         )
     }
 
@@ -197,6 +202,8 @@ struct EndedRequest: Sendable {
     let error: RequestSample.TransportError?
     let requestHeaders: HTTPHeaders
     let responseHeaders: HTTPHeaders
+    /// The trace id the client propagated itself, recorded as the correlation id.
+    let traceID: String?
 
     /// The request's sample, its correlation id the first non-empty value of `correlationHeaders`
     /// (the request's before the response's); `nil` for a URL without a host.
@@ -220,11 +227,16 @@ struct EndedRequest: Sendable {
     }
 
     private func correlationID(_ correlationHeaders: [String]) -> String? {
+        if let traceID { return traceID }
         for name in correlationHeaders {
-            if let value = requestHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
+            if let value = requestHeaders.first(name: name), !value.isEmpty {
+                return CorrelationID.value(value, of: name)
+            }
         }
         for name in correlationHeaders {
-            if let value = responseHeaders.first(name: name), !value.isEmpty { return String(value.prefix(256)) }
+            if let value = responseHeaders.first(name: name), !value.isEmpty {
+                return CorrelationID.value(value, of: name)
+            }
         }
         return nil
     }

@@ -63,6 +63,8 @@ public final class APIHealthAgent: Sendable, Service {
     }
     /// Guards which losses were reported.
     private let reportedLosses = Locked(ReportedLosses())
+    /// Trace propagation, when configured.
+    let traceInjection: TraceInjection?
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -78,6 +80,7 @@ public final class APIHealthAgent: Sendable, Service {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
+        self.traceInjection = TraceInjection(configuration.capture.tracePropagation)
         let schema = RequestSchema(configuration: configuration)
         self.schema = schema
         var spool: SpoolDirectory?
@@ -720,7 +723,7 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
 
     init(agent: APIHealthAgent) {
         self.agent = agent
-        self.correlationHeaders = agent.configuration.capture.correlationHeaders
+        self.correlationHeaders = agent.configuration.capture.correlationHeadersInOrder
     }
 
     var isAlive: Bool { agent != nil }

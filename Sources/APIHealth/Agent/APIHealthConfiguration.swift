@@ -106,11 +106,22 @@ public struct APIHealthConfiguration: Sendable {
         public var overflowPath = "{overflow}"
         /// Hosts never recorded (the destination's host is always excluded).
         public var excludedHosts: Set<String> = []
-        /// Request and response headers whose value becomes the `correlation_id` field (first found).
+        /// Request and response headers whose value becomes the `correlation_id` field (first found); a
+        /// `traceparent` value is recorded as its trace id.
         public var correlationHeaders = ["X-Request-Id", "X-Correlation-Id", "traceparent"]
+        /// Trace headers for requests to first-party hosts (see ``TracePropagation``); `nil` (the default)
+        /// adds none. With it, a request's `traceparent` is the first correlation header looked at.
+        public var tracePropagation: TracePropagation?
         /// Statuses that count as a success, or a failure, on some endpoints (see ``SuccessRule``);
         /// elsewhere a status below 400 succeeds and a transport error fails.
         public var successRules: [SuccessRule] = []
+        /// The correlation headers in the order they are looked at: `traceparent` first when trace
+        /// propagation is on, so the request's trace id is its correlation id.
+        var correlationHeadersInOrder: [String] {
+            guard tracePropagation != nil else { return correlationHeaders }
+            return [TraceParent.headerName]
+                + correlationHeaders.filter { $0.lowercased() != TraceParent.headerName }
+        }
         /// Sees each request sample before it becomes a point, with the headers the request was sent
         /// with: returns the sample to record, as it is or changed (a path redacted, a module re-tagged),
         /// or `nil` to record nothing. A dropped sample is a choice, not a loss: it is counted in
@@ -276,6 +287,17 @@ public struct APIHealthConfiguration: Sendable {
             throw .invalidValue(name: "batching.flushJitter", value: "\(batching.flushJitter)")
         }
         try retry.validate()
+        if let propagation = capture.tracePropagation {
+            if propagation.firstPartyHosts.isEmpty {
+                throw .invalidSetting(name: "capture.tracePropagation", reason: "names no first-party host")
+            }
+            for host in propagation.firstPartyHosts where HostPattern(host) == nil {
+                throw .invalidSetting(
+                    name: "capture.tracePropagation",
+                    reason: "\"\(host)\" is not a host name, host:port or *.domain"
+                )
+            }
+        }
         for rule in capture.successRules {
             if let problem = rule.problem() { throw .invalidSetting(name: "capture.successRules", reason: problem) }
         }

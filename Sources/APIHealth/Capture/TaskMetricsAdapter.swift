@@ -51,16 +51,29 @@ extension RequestSample {
 }
 
 /// Finds the first configured correlation header on the request, then on the response.
-enum CorrelationID {
+package enum CorrelationID {
     static func find(in request: URLRequest, response: HTTPURLResponse?, headers: [String]) -> String? {
         for name in headers {
-            if let value = request.value(forHTTPHeaderField: name), !value.isEmpty { return String(value.prefix(256)) }
+            if let value = request.value(forHTTPHeaderField: name), !value.isEmpty {
+                return Self.value(value, of: name)
+            }
         }
         for name in headers {
             if let value = response?.value(forHTTPHeaderField: name), !value.isEmpty {
-                return String(value.prefix(256))
+                return Self.value(value, of: name)
             }
         }
         return nil
+    }
+
+    /// The correlation id a header's value gives: a `traceparent`'s trace id, else the value (at most
+    /// 256 characters).
+    package static func value(_ value: String, of header: String) -> String {
+        if header.count == TraceParent.headerName.count, header.lowercased() == TraceParent.headerName,
+            let traceID = TraceParent.traceID(of: value)
+        {
+            return traceID
+        }
+        return String(value.prefix(256))
     }
 }

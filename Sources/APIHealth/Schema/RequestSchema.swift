@@ -55,7 +55,7 @@ final class RequestSchema: Sendable {
     var pathsOverflowed: UInt64 { learner.overflowed }
 
     /// The headers a sample's correlation id is read from, in order.
-    var correlationHeaders: [String] { configuration.capture.correlationHeaders }
+    var correlationHeaders: [String] { configuration.capture.correlationHeadersInOrder }
 
     /// `host` or `host:port`, lowercased.
     static func hostTag(_ url: URL) -> String {
