@@ -15,7 +15,8 @@ import Darwin
 #endif
 
 /// A real instrumented service run: a local API, clients calling it through instrumented sessions,
-/// and the agent shipping what it sees (or keeping it pending in the spool when no InfluxDB is set).
+/// and the agent shipping what it sees (or keeping it pending, in the spool or in memory, when no
+/// InfluxDB is set).
 @main
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,7 +27,8 @@ struct Demo: AsyncParsableCommand {
             pending and written; at the end it prints the counters and one row per endpoint (the table \
             influx-tail --summary prints for the spool).
 
-            Without INFLUX_URL the lines stay pending in the spool: look at them with influx-tail.
+            Without INFLUX_URL the lines stay pending in the spool: look at them with influx-tail. With \
+            APIHEALTH_SPOOL_DIR=none they are kept in memory only, and lost at exit.
 
             Environment:
               INFLUX_URL           where to ship (http://host:8086); unset: keep pending
@@ -90,7 +92,8 @@ struct Demo: AsyncParsableCommand {
             counters: counters,
             logger: logger
         )
-        let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending in the spool)"
+        let keeping = Self.wherePendingLinesAre(configuration)
+        let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending \(keeping))"
         print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
         // A disabled agent makes no spool: there is nothing to follow.
         let spool = configuration.isEnabled ? configuration.spool : nil
@@ -106,6 +109,7 @@ struct Demo: AsyncParsableCommand {
             agent: agent,
             total: duration,
             destination: configuration.destination?.redactedURL,
+            pendingLinesAre: keeping,
             logger: logger
         )
         let progress = Task { await status.run(follower: follower, aggregator: aggregator) }
@@ -150,6 +154,12 @@ struct Demo: AsyncParsableCommand {
         } else {
             print("No spool (APIHEALTH_SPOOL_DIR=none): no per-endpoint table; it is read from the spool.")
         }
+    }
+
+    /// Where lines wait until they are sent: in the spool, or in memory only (lost at exit) without one.
+    static func wherePendingLinesAre(_ configuration: APIHealthConfiguration) -> String {
+        if let spool = configuration.spool { return "in the spool at \(spool.directory.path)" }
+        return "in memory only (APIHEALTH_SPOOL_DIR=none): lost at exit"
     }
 
     private func printSummary(

@@ -11,15 +11,25 @@ final class DemoStatus: Sendable {
     /// Seconds of traffic asked for.
     let total: Double
     let destination: String?
+    /// Where lines wait until they are sent (the spool, or memory only), as the warning says it.
+    let pendingLinesAre: String
     let logger: Logger
     /// Guards whether the warning was given.
     private let warned = Locked(false)
 
-    init(counters: DemoCounters, agent: APIHealthAgent, total: Double, destination: String?, logger: Logger) {
+    init(
+        counters: DemoCounters,
+        agent: APIHealthAgent,
+        total: Double,
+        destination: String?,
+        pendingLinesAre: String,
+        logger: Logger
+    ) {
         self.counters = counters
         self.agent = agent
         self.total = total
         self.destination = destination
+        self.pendingLinesAre = pendingLinesAre
         self.logger = logger
     }
 
@@ -73,7 +83,7 @@ final class DemoStatus: Sendable {
         guard first else { return false }
         if clearingLine { Terminal.write("\r\u{1B}[K") }
         logger.warning(
-            "cannot send to \(destination): \(error); points stay pending in the spool",
+            "cannot send to \(destination): \(error); points stay pending \(pendingLinesAre)",
             metadata: ["apihealth.destination": "\(destination)"]
         )
         return true

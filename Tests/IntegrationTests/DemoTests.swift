@@ -139,6 +139,8 @@ import Testing
             environment: ["APIHEALTH_SPOOL_DIR": "none", "INFLUX_URL": ""]
         )
         #expect(demo.status == 0, "\(demo.stderr)")
+        #expect(!demo.stdout.contains("spool at") && !demo.stdout.contains("in the spool)"), "\(demo.stdout)")
+        #expect(demo.stdout.contains("nowhere (pending in memory only (APIHEALTH_SPOOL_DIR=none): lost at exit)"))
         let requests = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
         let failures = number("parse failures", in: demo.stdout) ?? 0
         #expect(number("points pending", in: demo.stdout) == 0, "\(demo.stdout)")
@@ -165,7 +167,30 @@ import Testing
         }
         #expect(warnings.count == 1, "\(demo.stderr)")
         #expect(warnings.first?.contains("connect") == true, "says why: \(demo.stderr)")
+        #expect(warnings.first?.contains("points stay pending in the spool at \(spool.path)") == true, "\(demo.stderr)")
         #expect(number("points written", in: demo.stdout) == 0)
+    }
+
+    /// Without a spool, the demo never says lines are in one: they wait in memory and are lost at exit.
+    @Test func withoutASpoolTheWarningSaysPointsWaitInMemory() async throws {
+        let dead = try RefusingPort()
+        let demo = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "2", "--rate", "20"],
+            environment: [
+                "APIHEALTH_SPOOL_DIR": "none", "INFLUX_URL": dead.url.absoluteString, "INFLUX_ORG": "o",
+                "INFLUX_BUCKET": "b", "INFLUX_TOKEN": "t", "APIHEALTH_FLUSH_DELAY_MS": "300",
+                "APIHEALTH_SHUTDOWN_DEADLINE_MS": "500",
+            ]
+        )
+        withExtendedLifetime(dead) {}
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let warning = demo.stderr.split(separator: "\n").first { $0.contains("cannot send to") }
+        #expect(
+            warning?.contains("points stay pending in memory only (APIHEALTH_SPOOL_DIR=none): lost at exit") == true,
+            "\(demo.stderr)"
+        )
+        #expect(!(demo.stdout + demo.stderr).contains("in the spool"), "\(demo.stdout)\n\(demo.stderr)")
     }
 
     @Test func helpNamesEveryDestinationVariable() async throws {

@@ -431,7 +431,8 @@ public final class APIHealthAgent: Sendable, Service {
         }
         // Out of time (or cancelled) before the last round: the last health point stays in the spool.
         recordLastHealthPoint()
-        if !pending.isDrained && !configuration.destinations.isEmpty {
+        // Without a spool, what is pending is lost: releaseSpool says so at warning.
+        if !pending.isDrained && !configuration.destinations.isEmpty && configuration.spool != nil {
             logger.info(
                 "APIHealth stopped with lines pending; they stay in the spool",
                 metadata: ["apihealth.pending.lines": "\(pending.currentMetrics.pendingLines)"]
@@ -593,7 +594,9 @@ public final class APIHealthAgent: Sendable, Service {
         }
         if lost > 0 {
             logger.warning(
-                "APIHealth exits with points that are neither delivered nor in the spool",
+                configuration.spool == nil
+                    ? "APIHealth exits with points it could not deliver; without a spool they are lost"
+                    : "APIHealth exits with points that are neither delivered nor in the spool",
                 metadata: [
                     "apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(pending.metrics.spoolWriteErrors)",
                 ]
