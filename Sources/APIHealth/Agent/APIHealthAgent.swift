@@ -123,7 +123,8 @@ public final class APIHealthAgent: Sendable, Service {
 
     // MARK: Recording
 
-    /// Records one request. Safe from any thread; never blocks on I/O.
+    /// Records one request, through ``APIHealthConfiguration/CaptureOptions/filter`` when one is set
+    /// (it sees no headers here). Safe from any thread; never blocks on I/O.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
         if !pending.record(sample, request: CapturedRequest(), now: clock.coarseNow) { noticeIfStopped() }
