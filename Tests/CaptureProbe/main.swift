@@ -13,9 +13,10 @@ import FoundationNetworking
 // counts under callgrind (scripts/callgrind-capture):
 //   capture-probe urlsession|urlsession-instrumented|ahc|ahc-instrumented COUNT
 // It checks that an instrumented run recorded exactly one sample per request (exit 2 otherwise).
-//   capture-probe record COUNT
+//   capture-probe record|record-filter|record-rules COUNT
 // records COUNT samples (each one millisecond after the last) into a memory-only agent, and checks
-// that every one became a line.
+// that every one became a line: plain, through a capture filter that re-tags each sample, or under
+// three success rules (the `record` benchmark's variants).
 //   capture-probe pipeline COUNT
 // records COUNT samples (one microsecond apart) into an agent that ships them to the VictoriaMetrics
 // at APIHEALTH_PROBE_VICTORIA_URL, and checks that every one was written.
@@ -27,11 +28,26 @@ guard arguments.count == 3, let count = Int(arguments[2]) else {
     exit(64)
 }
 let mode = arguments[1]
-let instrumented = mode.hasSuffix("-instrumented") || mode == "record"
+let recording = ["record", "record-filter", "record-rules"].contains(mode)
+let instrumented = mode.hasSuffix("-instrumented") || recording
 
 var configuration = APIHealthConfiguration(serviceName: "capture-probe")
 configuration.spool = nil
 configuration.batching.maximumPendingBytes = 1 << 30
+if mode == "record-filter" {
+    configuration.capture.filter = { sample, request in
+        if request.value(forHTTPHeaderField: "X-Synthetic") != nil { return nil }
+        var kept = sample
+        kept.module = "checkout-eu"
+        return kept
+    }
+} else if mode == "record-rules" {
+    configuration.capture.successRules = [
+        .success(404, host: "auth.example.com", path: "/oauth/probe"),
+        .failure(200...299, host: "*.legacy.example.com"),
+        .success(200, 404, host: "api.example.com", path: "/users/{id}/orders"),
+    ]
+}
 func makeAgent(_ configuration: APIHealthConfiguration) -> APIHealthAgent {
     do {
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "capture-probe"))
@@ -87,7 +103,7 @@ if mode == "pipeline" {
     print("capture-probe: pipeline \(count) points written")
     exit(0)
 }
-if mode == "record" {
+if recording {
     var next = probeSample
     for index in 0..<count {
         next.startedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000)

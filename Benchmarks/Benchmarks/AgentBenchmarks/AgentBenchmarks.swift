@@ -19,7 +19,12 @@ func temporaryDirectory(_ name: String) -> URL {
     return url
 }
 
-func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20) -> APIHealthAgent {
+func makeAgent(
+    spool: URL?,
+    destination: URL? = nil,
+    pendingCap: Int = 64 << 20,
+    configure: (inout APIHealthConfiguration) -> Void = { _ in }
+) -> APIHealthAgent {
     var configuration = APIHealthConfiguration(
         serviceName: "bench",
         destination: destination.map { InfluxDestination(url: $0, api: .v2(organization: "o", bucket: "b")) }
@@ -30,7 +35,45 @@ func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20)
     configuration.retry.initialDelay = .milliseconds(100)
     // Only the agent's last health point, at shutdown, among the benchmarks' points.
     configuration.selfMetricsInterval = .seconds(3_600)
+    configure(&configuration)
     return try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
+}
+
+/// What the `record` benchmarks configure beside the default agent.
+enum RecordOptions: CaseIterable {
+    case none
+    /// A capture filter that re-tags every sample (a copy of it, changed, returned).
+    case filter
+    /// Three success rules, the last of which matches the sample's series.
+    case successRules
+
+    var name: String {
+        switch self {
+        case .none: ""
+        case .filter: ", with a filter that re-tags it"
+        case .successRules: ", with 3 success rules"
+        }
+    }
+
+    func configure(_ configuration: inout APIHealthConfiguration) {
+        switch self {
+        case .none:
+            break
+        case .filter:
+            configuration.capture.filter = { sample, request in
+                if request.value(forHTTPHeaderField: "X-Synthetic") != nil { return nil }
+                var kept = sample
+                kept.module = "checkout-eu"
+                return kept
+            }
+        case .successRules:
+            configuration.capture.successRules = [
+                .success(404, host: "auth.example.com", path: "/oauth/probe"),
+                .failure(200...299, host: "*.legacy.example.com"),
+                .success(200, 404, host: "api.example.com", path: "/users/{id}/orders"),
+            ]
+        }
+    }
 }
 
 let sample = RequestSample(
@@ -73,15 +116,18 @@ let benchmarks: @Sendable () -> Void = {
     // `record` in a warm agent (not making one). Each sample is one microsecond after the last (as
     // many requests are): none shares an instant, so every one is encoded and stored, none nudged or
     // declined; the run fails otherwise.
-    for spooled in [false, true] {
+    // The filter and success-rule variants show what each costs `record` (memory only, as the first).
+    let variants: [(spooled: Bool, options: RecordOptions)] =
+        [(false, .none), (true, .none)] + [(false, .filter), (false, .successRules)]
+    for (spooled, options) in variants {
         let run = RecordRun()
         Benchmark(
-            spooled ? "record sample (with spool write-through)" : "record sample (memory only)",
+            (spooled ? "record sample (with spool write-through" : "record sample (memory only") + options.name + ")",
             configuration: .init(
                 scalingFactor: .kilo,
                 setup: {
                     run.spool = spooled ? temporaryDirectory("record") : nil
-                    run.agent = makeAgent(spool: run.spool)
+                    run.agent = makeAgent(spool: run.spool, configure: options.configure)
                     if spooled { run.agent?.start() }
                 },
                 teardown: {
