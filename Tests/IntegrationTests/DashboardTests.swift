@@ -360,6 +360,7 @@ private func matches(_ pattern: String, in text: String) -> [String] {
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "dashboards"))
         var options = APIHealthMetricsFactory.Configuration()
         options.interval = .seconds(3_600)  // one point per timer, at shutdown
+        options.writesQuantiles = true  // the per-instance p99 panel reads them
         let factory = APIHealthMetricsFactory(agent: agent, configuration: options)
         agent.start()
         // Timers, through the factory: 1…1000 ms on one database, 1…100 ms on another, 5 ms under another label, with dots.

@@ -19,7 +19,12 @@ func temporaryDirectory(_ name: String) -> URL {
     return url
 }
 
-func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20) -> APIHealthAgent {
+func makeAgent(
+    spool: URL?,
+    destination: URL? = nil,
+    pendingCap: Int = 64 << 20,
+    configure: (inout APIHealthConfiguration) -> Void = { _ in }
+) -> APIHealthAgent {
     var configuration = APIHealthConfiguration(
         serviceName: "bench",
         destination: destination.map { InfluxDestination(url: $0, api: .v2(organization: "o", bucket: "b")) }
@@ -30,6 +35,7 @@ func makeAgent(spool: URL?, destination: URL? = nil, pendingCap: Int = 64 << 20)
     configuration.retry.initialDelay = .milliseconds(100)
     // Only the agent's last health point, at shutdown, among the benchmarks' points.
     configuration.selfMetricsInterval = .seconds(3_600)
+    configure(&configuration)
     return try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
 }
 
@@ -73,16 +79,26 @@ let benchmarks: @Sendable () -> Void = {
     // `record` in a warm agent (not making one). Each sample is one microsecond after the last (as
     // many requests are): none shares an instant, so every one is encoded and stored, none nudged or
     // declined; the run fails otherwise.
-    for spooled in [false, true] {
+    // `record` as configured: without the interval aggregates (what it was before them), with them and
+    // every request a point of its own (the default), and with raw points for errors and slow requests only,
+    // or none (each request then only adds to its endpoint's aggregate).
+    let variants: [(name: String, spooled: Bool, configure: @Sendable (inout APIHealthConfiguration) -> Void)] = [
+        ("record sample (memory only, no interval aggregates)", false, { $0.aggregation = nil }),
+        ("record sample (memory only)", false, { _ in }),
+        ("record sample (memory only, raw points errors-and-slow)", false, { $0.capture.rawPoints = .errorsAndSlow }),
+        ("record sample (memory only, raw points none)", false, { $0.capture.rawPoints = .none }),
+        ("record sample (with spool write-through)", true, { _ in }),
+    ]
+    for variant in variants {
         let run = RecordRun()
         Benchmark(
-            spooled ? "record sample (with spool write-through)" : "record sample (memory only)",
+            variant.name,
             configuration: .init(
                 scalingFactor: .kilo,
                 setup: {
-                    run.spool = spooled ? temporaryDirectory("record") : nil
-                    run.agent = makeAgent(spool: run.spool)
-                    if spooled { run.agent?.start() }
+                    run.spool = variant.spooled ? temporaryDirectory("record") : nil
+                    run.agent = makeAgent(spool: run.spool, configure: variant.configure)
+                    if variant.spooled { run.agent?.start() }
                 },
                 teardown: {
                     if let agent = run.agent { wait { await agent.shutdown(deadline: .seconds(5)) } }
@@ -94,7 +110,7 @@ let benchmarks: @Sendable () -> Void = {
             guard let agent = run.agent else { fatalError("no agent: the setup did not run") }
             var next = sample
             var recorded = run.recorded
-            let before = agent.metrics.pointsRecorded
+            let before = agent.metrics
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations {
                 next.startedAt = instant(recorded)
@@ -105,6 +121,39 @@ let benchmarks: @Sendable () -> Void = {
             expectRecorded(agent, recorded - run.recorded, since: before)
             run.recorded = recorded
         }
+    }
+
+    // What the interval aggregates hold: 10,000 endpoints (distinct hosts), one request each, with the
+    // rendered series each needs; resident memory over the agent's before them, per endpoint.
+    let endpoints = 10_000
+    let aggregates = RecordRun()
+    Benchmark(
+        "interval aggregates: resident memory of 10,000 endpoints",
+        configuration: .init(
+            metrics: [.peakMemoryResidentDelta, .mallocCountTotal],
+            maxIterations: 1,
+            setup: {
+                aggregates.agent = makeAgent(spool: nil) { $0.capture.maximumDistinctPaths = 2 * endpoints }
+            },
+            teardown: { aggregates.agent = nil }
+        )
+    ) { benchmark in
+        guard let agent = aggregates.agent else { fatalError("no agent: the setup did not run") }
+        var next = sample
+        benchmark.startMeasurement()
+        for index in 0..<endpoints {
+            next.url = URL(string: "https://h\(index).example.com/orders")!
+            next.startedAt = instant(index)
+            agent.record(next)
+        }
+        benchmark.stopMeasurement()
+        let intervals = agent.recordIntervalPoints(
+            endingAt: Timestamp(nanosecondsSinceEpoch: 1_700_000_010_000_000_000)
+        )
+        precondition(
+            intervals && agent.metrics.intervalPoints == UInt64(endpoints),
+            "\(agent.metrics.intervalPoints) interval points"
+        )
     }
 
     Benchmark(
@@ -606,6 +655,19 @@ func expectRecorded(_ agent: APIHealthAgent, _ count: Int, since before: UInt64 
     precondition(
         metrics.pointsRecorded - before == UInt64(count) && metrics.pointsInvalid == 0,
         "recorded \(metrics.pointsRecorded) of \(count) samples (\(metrics.pointsInvalid) invalid, \(metrics.pointsDropped) dropped)"
+    )
+}
+
+/// Fails the run unless every one of `count` samples since `before` was stored as a point or counted only
+/// in its interval aggregate (none declined, dropped or refused).
+func expectRecorded(_ agent: APIHealthAgent, _ count: Int, since before: AgentMetrics) {
+    let metrics = agent.metrics
+    let taken =
+        (metrics.pointsRecorded - before.pointsRecorded)
+        + (metrics.requestsOnlyAggregated - before.requestsOnlyAggregated)
+    precondition(
+        taken == UInt64(count) && metrics.pointsInvalid == 0,
+        "took \(taken) of \(count) samples (\(metrics.pointsInvalid) invalid, \(metrics.pointsDropped) dropped)"
     )
 }
 

@@ -16,6 +16,10 @@ final class RequestSchema: Sendable {
     private let rendered = Locked(SeriesCache())
     /// The request fields' keys, checked and escaped once.
     private let keys = RequestFieldKeys()
+    /// `service`, `instance` and the global tags, on every point.
+    let everyPointTags: [Point.Tag]
+    /// The interval aggregates (`nil` when ``APIHealthConfiguration/aggregation`` is).
+    let aggregator: RequestAggregator?
     private static let statusClasses = (0...9).map { "\($0)xx" }
     private static let knownMethods: Set<String> = [
         "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT",
@@ -44,6 +48,10 @@ final class RequestSchema: Sendable {
             }
         }
         self.excludedHostNames = names
+        self.everyPointTags = configuration.everyPointTags
+        self.aggregator = configuration.aggregation.map {
+            RequestAggregator(options: $0, rawPoints: configuration.capture.rawPoints)
+        }
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
@@ -97,7 +105,8 @@ final class RequestSchema: Sendable {
                 try SeriesKey(measurement: configuration.measurement, tags: tags(for: sample, host: host, path: path)),
                 method: sample.method,
                 module: sample.module,
-                statusCode: sample.statusCode
+                statusCode: sample.statusCode,
+                interval: aggregator?.interval(for: intervalTags(for: sample, host: host, path: path))
             )
         } catch {
             return .failure(error)
@@ -115,8 +124,29 @@ final class RequestSchema: Sendable {
             Point.Tag(T.host, host), Point.Tag(T.path, path),
             Point.Tag(T.method, Self.methodTag(sample.method)), Point.Tag(T.module, sample.module),
             Point.Tag(T.status, sample.statusCode.map(String.init) ?? "error"),
-            Point.Tag(T.statusClass, sample.statusCode.map { Self.statusClasses[min(max($0 / 100, 0), 9)] } ?? "error"),
-        ]
+            Point.Tag(T.statusClass, Self.statusClass(sample.statusCode)),
+        ] + everyPointTags
+    }
+
+    /// The tags of the endpoint's interval aggregate, sorted by key: the request's, by status class.
+    private func intervalTags(for sample: RequestSample, host: String, path: String) -> [Point.Tag] {
+        typealias T = PointSchema.Tag
+        let tags =
+            [
+                Point.Tag(T.host, host), Point.Tag(T.path, path), Point.Tag(T.method, Self.methodTag(sample.method)),
+                Point.Tag(T.module, sample.module), Point.Tag(T.statusClass, Self.statusClass(sample.statusCode)),
+            ] + everyPointTags
+        return tags.filter { !$0.value.isEmpty }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+    }
+
+    /// `2xx`…, or `error` for a request without a response.
+    static func statusClass(_ statusCode: Int?) -> String {
+        statusCode.map { statusClasses[min(max($0 / 100, 0), 9)] } ?? "error"
+    }
+
+    /// Whether the request failed: a transport error, or a status of 400 or more.
+    static func isFailure(_ sample: RequestSample) -> Bool {
+        sample.error != nil || (sample.statusCode ?? 600) >= 400
     }
 
     /// Writes the request's fields: the numbers (``RequestNumericField``, in its order) as one group,
@@ -147,7 +177,7 @@ final class RequestSchema: Sendable {
             set(.requestBytes, Int64(bitPattern: sample.requestBytes))
             set(.responseBytes, Int64(bitPattern: sample.responseBytes))
             if let code = sample.statusCode { set(.statusCode, Int64(code)) }
-            let succeeded = sample.error == nil && (sample.statusCode ?? 600) < 400
+            let succeeded = !Self.isFailure(sample)
             set(.success, succeeded ? 1 : 0)
             set(.errors, succeeded ? 0 : 1)
             if let count = sample.redirectCount { set(.redirects, Int64(count)) }
@@ -194,7 +224,7 @@ final class RequestSchema: Sendable {
                 Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, method: method, url: url)),
                 Point.Tag(T.method, Self.methodTag(method)), Point.Tag(T.module, module),
                 Point.Tag(T.status, statusCode.map(String.init) ?? "error"), Point.Tag(T.failure, kind.rawValue),
-            ],
+            ] + everyPointTags,
             fields: fields,
             timestamp: Timestamp(date: date)
         )
@@ -209,9 +239,12 @@ final class RequestSeries: Sendable {
     let method: String
     let module: String
     let statusCode: Int?
+    /// The endpoint's interval aggregate, which every request of this series adds to.
+    let interval: EndpointInterval?
 
-    init(_ key: SeriesKey, method: String, module: String, statusCode: Int?) {
+    init(_ key: SeriesKey, method: String, module: String, statusCode: Int?, interval: EndpointInterval? = nil) {
         self.key = key
+        self.interval = interval
         self.id = key.bytes.withUnsafeBufferPointer(RecentInstants.seriesID)
         self.method = method
         self.module = module
