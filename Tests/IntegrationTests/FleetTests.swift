@@ -4,7 +4,7 @@ import Logging
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Benchmarking) @testable import APIHealth
 
 /// Three replicas of one service, each recording 60 s of traffic (1,000 requests/s over five endpoints, at
 /// a known latency distribution) with raw points for errors and slow requests only, into the real
