@@ -20,7 +20,7 @@ public struct APIHealthConfiguration: Sendable {
     public var serviceName: String
     /// The `instance` tag of every point, which tells replicas apart: the host name by default
     /// (`APIHEALTH_INSTANCE`).
-    public var instance: String = ProcessInfo.processInfo.hostName
+    public var instance: String = Self.hostName()
     /// Tags on every point the agent makes — requests, intervals, parse failures, swift-metrics, its own
     /// health — beside `service` and `instance` (`APIHEALTH_TAGS=env=prod,region=eu-1`). Keys the agent
     /// writes itself (``PointSchema/reservedTags``) are refused. A point given to ``APIHealthAgent/write(_:)``
@@ -273,6 +273,14 @@ public struct APIHealthConfiguration: Sendable {
             configuration.gzipLevel = level
         }
         return configuration
+    }
+
+    /// This machine's host name (`gethostname`, no name lookup), or `unknown`.
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "unknown" : name
     }
 
     /// `key=value,key=value` as `APIHEALTH_TAGS` gives them (a `\\` keeps the next `,` or `=` as text).
