@@ -209,6 +209,52 @@ import FoundationNetworking
         #expect(agent.metrics.requestsOnlyAggregated == 50)
     }
 
+    /// Eight threads record into the same endpoints while intervals end under them: every request is in
+    /// exactly one interval point.
+    @Test func intervalsEndingWhileThreadsRecordLoseAndRepeatNothing() async throws {
+        let agent = try Self.agent { $0.capture.rawPoints = .none }
+        let perThread = 20_000
+        let finished = Locked(0)
+        for thread in 0..<8 {
+            Thread.detachNewThread {
+                for index in 0..<perThread {
+                    agent.record(
+                        Self.sample(
+                            index % 3 == 0 ? "/orders/\(index)" : "/users/\(index)",
+                            status: index % 50 == 0 ? 500 : 200,
+                            milliseconds: Int64(1 + (index + thread) % 400),
+                            at: Double(index) / 1_000
+                        )
+                    )
+                }
+                finished.withLock { $0 += 1 }
+            }
+        }
+        // Intervals end every millisecond for as long as the threads record, then once more.
+        var end: Int64 = 1_763_800_010
+        var ended = 0
+        let deadline = ContinuousClock.now + eventTimeout
+        while finished.withLock({ $0 }) < 8 && ContinuousClock.now < deadline {
+            agent.recordIntervalPoints(endingAt: Timestamp(seconds: end))
+            end += 10
+            ended += 1
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        #expect(finished.withLock { $0 } == 8)
+        agent.recordIntervalPoints(endingAt: Timestamp(seconds: end))
+        var total: Int64 = 0
+        var bucketTotal: Int64 = 0
+        for point in agent.pendingPoints() where point.measurement == PointSchema.Measurement.requestInterval {
+            for field in point.fields {
+                guard case .int(let value) = field.value else { continue }
+                if field.key == "count" { total += value }
+                if field.key == "le_inf" { bucketTotal += value }
+            }
+        }
+        #expect(total == Int64(8 * perThread), "after \(ended) intervals")
+        #expect(bucketTotal == total)
+    }
+
     /// Shutdown writes the interval it cuts short, stamped off the interval ends (a restarted replica of the
     /// same name writes the end of the interval it starts in); a request recorded after that is dropped
     /// and counted, never added to an interval nobody writes.
