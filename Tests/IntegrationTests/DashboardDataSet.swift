@@ -179,4 +179,47 @@ enum DashboardDataSet {
         }
         return parseFailures
     }
+
+    /// The cumulative histogram of `values` (ms) over `bounds` (ms) as the agent writes it: per bound, the
+    /// values at or below it, then every value (`le_inf`).
+    static func histogram(_ values: [Double], bounds: [Double]) -> [(bound: Double, count: Double)] {
+        bounds.map { bound in (bound, Double(values.filter { $0 <= bound }.count)) }
+            + [(.infinity, Double(values.count))]
+    }
+
+    /// The quantile `q` of a cumulative histogram, interpolated linearly within the bucket that holds rank
+    /// q × count (0 below the first bound; the last finite bound above it), as Flux's `histogramQuantile()` and
+    /// PromQL's `histogram_quantile()` both compute it. They differ only where the rank equals a bucket's count
+    /// and empty buckets follow it: any value along those empty buckets is the quantile, PromQL (and
+    /// VictoriaMetrics) answer the lower end, Flux the upper. Returns the range between the two.
+    static func histogramQuantile(_ q: Double, _ buckets: [(bound: Double, count: Double)]) -> ClosedRange<Double> {
+        let rank = q * buckets.last!.count
+        // Flux: the last bucket whose count is at most the rank, and the next one.
+        let flux: Double = {
+            guard let index = buckets.lastIndex(where: { rank >= $0.count }) else {
+                return buckets[0].bound * rank / buckets[0].count
+            }
+            if index == buckets.count - 1 { return buckets[index].bound }
+            let (lower, upper) = (buckets[index], buckets[index + 1])
+            if rank == lower.count || upper.bound.isInfinite { return lower.bound }
+            return lower.bound + (upper.bound - lower.bound) * (rank - lower.count) / (upper.count - lower.count)
+        }()
+        // PromQL: the first bucket whose count is at least the rank.
+        let promQL: Double = {
+            let index = buckets.dropLast().firstIndex { $0.count >= rank } ?? buckets.count - 1
+            if index == buckets.count - 1 { return buckets[buckets.count - 2].bound }
+            let start = index > 0 ? buckets[index - 1] : (bound: 0, count: 0)
+            return start.bound + (buckets[index].bound - start.bound) * (rank - start.count)
+                / (buckets[index].count - start.count)
+        }()
+        return min(flux, promQL)...max(flux, promQL)
+    }
+
+    /// The bucket (lower, upper] of `bounds` (ms) that holds the exact quantile `q` of `values`: the value at rank
+    /// ⌈q × n⌉ of the sorted values.
+    static func bucketOfExactQuantile(_ q: Double, of values: [Double], bounds: [Double]) -> ClosedRange<Double> {
+        let sorted = values.sorted()
+        let exact = sorted[max(Int((q * Double(sorted.count)).rounded(.up)), 1) - 1]
+        return (bounds.last { $0 < exact } ?? 0)...(bounds.first { $0 >= exact } ?? .infinity)
+    }
 }
