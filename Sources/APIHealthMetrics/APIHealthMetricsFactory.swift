@@ -27,8 +27,10 @@ import Darwin
 /// - `Counter`: cumulative unsigned `count`; `FloatingPointCounter`: cumulative float `value`.
 /// - `Meter` and a non-aggregating `Recorder` (`Gauge`): the last float `value`.
 /// - `Timer` (milliseconds) and an aggregating `Recorder`: the interval's `count`, `sum`, `min`, `max`,
-///   `mean`, `p50`, `p90`, `p95`, `p99`: nearest-rank quantiles within 1 % (a log-bucket sketch); nothing
-///   for an interval without values.
+///   `mean`, and a histogram, `le_<bound>` per bucket bound (cumulative over the bounds) and `le_inf`, which
+///   replicas and intervals merge by adding (a fleet p99 is a `histogram_quantile` of their sums); with
+///   ``Configuration/writesQuantiles``, also this replica's `p50`, `p90`, `p95`, `p99`. Nothing for an
+///   interval without values.
 ///
 /// Counters and meters keep reporting their value every interval. Past ``Configuration/maximumSeries``
 /// handlers, new ones share one overflow series per kind (label ``MetricsSchema/overflowLabel``), counted
@@ -56,6 +58,17 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         /// MetricsSystem.bootstrap(APIHealthMetricsFactory(agent: agent, configuration: options))
         /// ```
         public var writesUnderscoredNames = false
+        /// The bucket bounds of every timer's histogram. Default the request histogram's
+        /// (``AggregationOptions/defaultDurationBoundaries``).
+        public var timerBuckets: [Duration] = AggregationOptions.defaultDurationBoundaries
+        /// The bucket bounds of every aggregating recorder's histogram, in its values' unit. Default 1, 2.5
+        /// and 5 of each power of ten from 0.01 to 10,000,000.
+        public var recorderBuckets: [Double] = (-2...7).flatMap { exponent in
+            [1.0, 2.5, 5].map { $0 * pow(10, Double(exponent)) }
+        }
+        /// Also writes each timer's and recorder's p50, p90, p95 and p99 of the interval (nearest rank, within
+        /// 1 %). They describe one replica only and cannot be added up; the histogram can. Default `false`.
+        public var writesQuantiles = false
 
         public init() {}
     }
@@ -63,6 +76,10 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     public let configuration: Configuration
     private let agent: APIHealthAgent
     private let precision: Precision
+    /// `service`, `instance` and the global tags, on every series.
+    private let everyPointTags: [Point.Tag]
+    private let timerBounds: HistogramBounds
+    private let recorderBounds: HistogramBounds
     /// Guards which handler stands for which series.
     private let registry = Locked(Registry())
     /// Guards the last timestamp written, and makes flushes take turns.
@@ -83,6 +100,14 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         self.agent = agent
         self.configuration = configuration
         self.precision = agent.configuration.precision
+        self.everyPointTags = agent.configuration.everyPointTags
+        self.timerBounds = HistogramBounds(
+            written: configuration.timerBuckets.map {
+                Double($0.components.seconds) * 1e3 + Double($0.components.attoseconds) / 1e15
+            },
+            divisor: 1e6
+        )
+        self.recorderBounds = HistogramBounds(written: configuration.recorderBuckets, divisor: 1)
         agent.onShutdown { [weak self] in self?.stop() }
         let interval = configuration.interval
         // The factory is bootstrapped globally and has no structured parent, so its loop is a task it owns.
@@ -162,14 +187,22 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
 
     public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         if aggregate {
-            return handler(.recorder, label, dimensions) { DistributionStorage(key: $0, divisor: 1) }
-                as! DistributionStorage
+            return handler(.recorder, label, dimensions) {
+                DistributionStorage(
+                    key: $0,
+                    divisor: 1,
+                    bounds: recorderBounds,
+                    quantiles: configuration.writesQuantiles
+                )
+            } as! DistributionStorage
         }
         return handler(.gauge, label, dimensions) { LastValueStorage(key: $0) } as! LastValueStorage
     }
 
     public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        handler(.timer, label, dimensions) { DistributionStorage(key: $0, divisor: 1e6) } as! DistributionStorage
+        handler(.timer, label, dimensions) {
+            DistributionStorage(key: $0, divisor: 1e6, bounds: timerBounds, quantiles: configuration.writesQuantiles)
+        } as! DistributionStorage
     }
 
     public func destroyCounter(_ handler: any CounterHandler) { destroy(handler) }
@@ -187,7 +220,8 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         let key = SeriesIdentity(
             kind: kind,
             measurement: name(configuration.measurementPrefix + label),
-            dimensions: configuration.writesUnderscoredNames ? dimensions.map { (name($0.0), $0.1) } : dimensions
+            dimensions: configuration.writesUnderscoredNames ? dimensions.map { (name($0.0), $0.1) } : dimensions,
+            everyPointTags: everyPointTags
         )
         let (handler, overflowed) = registry.withLock { registry -> (MetricHandler, Bool) in
             if let live = registry.live[key] { return (live, false) }
@@ -201,7 +235,8 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
                     SeriesIdentity(
                         kind: kind,
                         measurement: name(configuration.measurementPrefix + MetricsSchema.overflowLabel),
-                        dimensions: []
+                        dimensions: [],
+                        everyPointTags: everyPointTags
                     )
                 )
                 registry.overflow[kind] = shared
@@ -282,11 +317,13 @@ struct SeriesIdentity: Hashable, Sendable {
     let measurement: String
     let tags: [Point.Tag]
 
-    init(kind: Kind, measurement: String, dimensions: [(String, String)]) {
+    init(kind: Kind, measurement: String, dimensions: [(String, String)], everyPointTags: [Point.Tag] = []) {
         self.kind = kind
         self.measurement = measurement
-        // The last value of a repeated key wins; order does not make a different series.
+        // The last value of a repeated key wins; order does not make a different series. A dimension
+        // named like one of the agent's own tags (`service`, `instance`, a global tag) keeps its value.
         var byKey: [String: String] = [:]
+        for tag in everyPointTags { byKey[tag.key] = tag.value }
         for (key, value) in dimensions where key != MetricsSchema.Tag.metricType { byKey[key] = value }
         var tags = byKey.map { Point.Tag($0.key, $0.value) }
         tags.append(Point.Tag(MetricsSchema.Tag.metricType, kind.tagValue))

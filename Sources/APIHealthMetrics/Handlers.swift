@@ -73,27 +73,66 @@ final class LastValueStorage: MetricHandler, MeterHandler, RecorderHandler, @unc
     }
 }
 
-/// Count, sum, min, max and a quantile sketch of one interval's values.
+/// The bucket bounds of a timer's or recorder's histogram, in the unit values are recorded in, and the
+/// field each bucket is written under (`le_<bound>` in the written unit, then `le_inf`).
+struct HistogramBounds: Sendable {
+    let bounds: [Double]
+    let fieldNames: [String]
+
+    /// `written` bounds (milliseconds for a timer), recorded in units `divisor` times smaller.
+    init(written: [Double], divisor: Double) {
+        let sorted = Array(Set(written.filter { $0.isFinite })).sorted()
+        bounds = sorted.map { $0 * divisor }
+        fieldNames = sorted.map { MetricsSchema.Field.bucket($0) } + [MetricsSchema.Field.bucketInfinity]
+    }
+
+    /// The bucket of `value`: the first whose bound is at or above it, else the last.
+    @inline(__always)
+    func index(of value: Double) -> Int {
+        var low = 0
+        var high = bounds.count
+        while low < high {
+            let middle = (low + high) >> 1
+            if bounds[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
+
+/// Count, sum, min, max and the histogram of one interval's values, with a quantile sketch when the
+/// per-instance quantiles are written.
 struct Distribution: Sendable {
+    var count: UInt64 = 0
     var sum = 0.0
-    /// Count, min and max are the sketch's own.
-    var sketch = QuantileSketch()
+    var minimum = Double.infinity
+    var maximum = -Double.infinity
+    /// Values per bucket (not cumulative).
+    var buckets: [UInt64]
+    var sketch: QuantileSketch?
 
     static let quantiles = [0.5, 0.9, 0.95, 0.99]
     static let quantileFields = [
         MetricsSchema.Field.p50, MetricsSchema.Field.p90, MetricsSchema.Field.p95, MetricsSchema.Field.p99,
     ]
 
-    var count: UInt64 { sketch.count }
-
-    @inline(__always)
-    mutating func add(_ value: Double) {
-        sum += value
-        sketch.add(value)
+    init(bucketCount: Int, quantiles: Bool) {
+        buckets = Array(repeating: 0, count: bucketCount)
+        sketch = quantiles ? QuantileSketch() : nil
     }
 
-    /// Appends count, sum, min, max, mean and p50–p99, each divided by `divisor`, and empties the distribution.
-    mutating func drain(into fields: inout [Point.Field], divisor: Double) {
+    @inline(__always)
+    mutating func add(_ value: Double, bucket: Int) {
+        count &+= 1
+        sum += value
+        if value < minimum { minimum = value }
+        if value > maximum { maximum = value }
+        buckets[bucket] &+= 1
+        sketch?.add(value)
+    }
+
+    /// Appends count, sum, min, max, mean, the histogram (cumulative over its bounds) and, with a sketch,
+    /// p50–p99, each value divided by `divisor`; then empties the distribution.
+    mutating func drain(into fields: inout [Point.Field], divisor: Double, bounds: HistogramBounds) {
         guard count > 0 else { return }
         typealias F = MetricsSchema.Field
         fields.append(Point.Field(F.count, .uint(count)))
@@ -101,34 +140,51 @@ struct Distribution: Sendable {
             if (value / divisor).isFinite { fields.append(Point.Field(name, .float(value / divisor))) }
         }
         append(F.sum, sum)
-        append(F.min, sketch.minimum)
-        append(F.max, sketch.maximum)
+        append(F.min, minimum)
+        append(F.max, maximum)
         append(F.mean, sum / Double(count))
-        sketch.quantiles(Self.quantiles) { index, value in append(Self.quantileFields[index], value) }
+        var cumulative: UInt64 = 0
+        for index in buckets.indices {
+            cumulative &+= buckets[index]
+            fields.append(Point.Field(bounds.fieldNames[index], .uint(cumulative)))
+            buckets[index] = 0
+        }
+        if sketch != nil {
+            sketch!.quantiles(Self.quantiles) { index, value in append(Self.quantileFields[index], value) }
+            sketch!.reset()
+        }
+        count = 0
         sum = 0
-        sketch.reset()
+        minimum = .infinity
+        maximum = -.infinity
     }
 }
 
 /// `Timer` (floats in milliseconds) and an aggregating `Recorder`: per-interval count, sum, min, max,
-/// mean and quantiles; nothing when the interval had no values.
+/// mean, a histogram that replicas and intervals merge by adding, and (an option) quantiles; nothing when
+/// the interval had no values.
 final class DistributionStorage: MetricHandler, TimerHandler, RecorderHandler, @unchecked Sendable {
     /// Guards this interval's values (`active`) and the emptied distribution that takes over at the
-    /// next collection (`spare`), so its bucket storage is reused rather than allocated anew.
-    private let state = Locked((active: Distribution(), spare: Distribution()))
+    /// next collection (`spare`), so its storage is reused rather than allocated anew.
+    private let state: Locked<(active: Distribution, spare: Distribution)>
     /// What a recorded value is divided by when written (1e6 turns a timer's nanoseconds into milliseconds,
     /// exactly as the agent's `duration_ms`).
     private let divisor: Double
+    private let bounds: HistogramBounds
 
-    init(key: SeriesIdentity, divisor: Double) {
+    init(key: SeriesIdentity, divisor: Double, bounds: HistogramBounds, quantiles: Bool) {
         self.divisor = divisor
+        self.bounds = bounds
+        let empty = Distribution(bucketCount: bounds.bounds.count + 1, quantiles: quantiles)
+        self.state = Locked((active: empty, spare: empty))
         super.init(key: key)
     }
 
     @inline(__always)
     func recordNanoseconds(_ duration: Int64) {
         let value = Double(Swift.max(duration, 0))
-        state.withLock { $0.active.add(value) }
+        let bucket = bounds.index(of: value)
+        state.withLock { $0.active.add(value, bucket: bucket) }
     }
 
     func record(_ value: Int64) { record(Double(value)) }
@@ -136,21 +192,23 @@ final class DistributionStorage: MetricHandler, TimerHandler, RecorderHandler, @
     @inline(__always)
     func record(_ value: Double) {
         guard value.isFinite else { return }
-        state.withLock { $0.active.add(value) }
+        let bucket = bounds.index(of: value)
+        state.withLock { $0.active.add(value, bucket: bucket) }
     }
 
     override func collect(into fields: inout [Point.Field]) {
         // Swapped out under the lock, summarised outside it, so recording never waits for the quantiles.
-        var interval = state.withLock { state -> Distribution? in
+        var drained = state.withLock { state -> Distribution? in
             guard state.active.count > 0 else { return nil }
-            var taken = Distribution()
-            swap(&taken, &state.spare)
+            // Moved, not copied: the next interval's storage must be the active one's alone.
+            var taken = state.spare
+            state.spare = Distribution(bucketCount: 0, quantiles: false)
             swap(&taken, &state.active)
             return taken
         }
-        guard var drained = interval.take() else { return }
-        drained.drain(into: &fields, divisor: divisor)
-        state.withLock { state in swap(&state.spare, &drained) }
+        guard drained != nil else { return }
+        drained!.drain(into: &fields, divisor: divisor, bounds: bounds)
+        state.withLock { state in state.spare = drained! }
     }
 }
 

@@ -1,3 +1,5 @@
+import APIHealth
+
 /// The names of the tag, fields and measurement the metrics factory writes, beside each handler's
 /// own label and dimensions. Dashboards depend on them; the dashboard contract test reads them from here.
 ///
@@ -37,6 +39,11 @@ public enum MetricsSchema {
         public static let p90 = "p90"
         public static let p95 = "p95"
         public static let p99 = "p99"
+        /// Timer and recorder: the histogram bucket above every bound (every value of the interval).
+        public static let bucketInfinity = "le_inf"
+        /// Timer and recorder: the histogram bucket of the values at or below `bound` (milliseconds for a
+        /// timer), cumulative over the bounds as Prometheus' `le` buckets: `le_300`, `le_2.5`.
+        public static func bucket(_ bound: Double) -> String { PointSchema.IntervalField.bucket(milliseconds: bound) }
     }
 
     /// The label (after the prefix) of the shared series that handlers made past the cardinality cap write to.

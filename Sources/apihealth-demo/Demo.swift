@@ -181,6 +181,7 @@ struct Demo: AsyncParsableCommand {
               requests         \(seen.requests)
               errors           \(seen.errors)
               parse failures   \(seen.parseFailures)
+              interval points  \(metrics.intervalPoints)
               points written   \(metrics.pointsWritten)
               points pending   \(kept - earlierPending)
               points lost      \(lost)

@@ -110,7 +110,10 @@ extension APIHealthAgent {
         let agent = try makeAgent(spool: spool)
         for index in 0..<10 { agent.recordLater { sample(index) } }
         await agent.shutdown()
-        #expect(agent.metrics.pointsRecorded == 11, "10 samples and the last health point")
+        #expect(
+            agent.metrics.pointsRecorded == 12,
+            "10 samples, their endpoint's interval point and the last health point"
+        )
         let built = Locked(0)
         agent.recordLater {
             built.withLock { $0 += 1 }

@@ -75,10 +75,13 @@ struct User: Decodable {
         )
         let point = try #require(agent.pendingPoints().first)
         #expect(
-            point.tags == [
-                Point.Tag("host", "api.example.com"), Point.Tag("method", "GET"), Point.Tag("module", "m"),
-                Point.Tag("path", "/users/{id}"), Point.Tag("status", "200"), Point.Tag("status_class", "2xx"),
-            ]
+            Set(point.tags)
+                == Set(
+                    [
+                        Point.Tag("host", "api.example.com"), Point.Tag("method", "GET"), Point.Tag("module", "m"),
+                        Point.Tag("path", "/users/{id}"), Point.Tag("status", "200"), Point.Tag("status_class", "2xx"),
+                    ] + agent.configuration.everyPointTags
+                )
         )
     }
 

@@ -5,7 +5,7 @@ import Logging
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Benchmarking) @testable import APIHealth
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -116,6 +116,38 @@ import FoundationNetworking
         #expect(outcome("localhost:\(port)", "/status/{id}", "404") == (.bool(false), .int(1)))
         #expect(outcome(local, "/ok", "200") == (.bool(false), .int(1)))
         await harness.close()
+    }
+
+    /// The interval aggregate reads the same decision from the series: a 404 the rules call a success is
+    /// no error there either, and `errors-and-slow` does not write it as a failure.
+    @Test func intervalAggregatesAndRawPointsFollowTheRules() throws {
+        var configuration = APIHealthConfiguration(serviceName: "rules")
+        configuration.spool = nil
+        configuration.capture.rawPoints = .errorsAndSlow(slowerThan: .seconds(10), sampleRate: 0)
+        configuration.capture.successRules = [.success(404, path: "/users/{id}")]
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "rules"))
+        for (index, (path, status)) in [("/users/1", 404), ("/users/2", 404), ("/orders/3", 404)].enumerated() {
+            agent.record(
+                RequestSample(
+                    method: "GET",
+                    url: URL(string: "https://api.example.com\(path)")!,
+                    module: "m",
+                    startedAt: Date(timeIntervalSince1970: 1_763_800_000 + Double(index)),
+                    duration: .milliseconds(5),
+                    statusCode: status
+                )
+            )
+        }
+        #expect(agent.recordIntervalPoints(endingAt: Timestamp(seconds: 1_763_800_010)))
+        let points = agent.pendingPoints()
+        let raw = points.filter { $0.measurement == PointSchema.Measurement.request }
+        #expect(raw.map { $0.tag("path") } == ["/orders/{id}"], "only the failure is written raw")
+        let intervals = points.filter { $0.measurement == PointSchema.Measurement.requestInterval }
+        func errors(_ path: String) -> FieldValue? {
+            intervals.first { $0.tag("path") == path }?.field("errors")
+        }
+        #expect(errors("/users/{id}") == .int(0))
+        #expect(errors("/orders/{id}") == .int(1))
     }
 
     @Test func aRequestThatNeverGotAStatusFailsWhateverTheRules() async throws {

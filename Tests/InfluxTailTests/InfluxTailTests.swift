@@ -13,15 +13,22 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
     configuration.spool = SpoolOptions(directory: directory)
     configuration.selfMetricsInterval = .seconds(86_400)
     configuration.batching.maximumLines = 100
+    // Request points only: how many interval points there are would depend on the interval ends passed.
+    configuration.aggregation = nil
     let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "tail"))
     agent.start()
     let start = Date(timeIntervalSince1970: 1_763_800_000)
     for index in 0..<requests {
         agent.record(
             RequestSample(
-                method: "GET", url: URL(string: "https://api\(index % 2).example.com/users/\(index)")!,
-                module: index % 3 == 0 ? "payments" : "search", startedAt: start.addingTimeInterval(Double(index)),
-                duration: .milliseconds(10 + index), statusCode: index % 5 == 0 ? 500 : 200))
+                method: "GET",
+                url: URL(string: "https://api\(index % 2).example.com/users/\(index)")!,
+                module: index % 3 == 0 ? "payments" : "search",
+                startedAt: start.addingTimeInterval(Double(index)),
+                duration: .milliseconds(10 + index),
+                statusCode: index % 5 == 0 ? 500 : 200
+            )
+        )
     }
     for point in extra { agent.write(point) }
     await agent.shutdown(deadline: .seconds(60))
@@ -34,32 +41,50 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         let run = try await Child.run("influx-tail", ["--spool", spool.path])
         #expect(run.status == 0, "\(run.stderr)")
         let printed = run.stdout.split(separator: "\n").map(String.init)
-        let fileBytes = try SpoolReader(directory: spool).segments().flatMap { $0.lines }.map { String(decoding: $0, as: UTF8.self) }
+        let fileBytes = try SpoolReader(directory: spool).segments().flatMap { $0.lines }.map {
+            String(decoding: $0, as: UTF8.self)
+        }
         let requests = printed.filter { $0.hasPrefix("apihealth_request,") }
         #expect(requests.count == 250)
         #expect(printed == fileBytes)
         let times = try requests.map { try #require(LineParser().parseLine(Array($0.utf8))?.timestamp) }
         #expect(times == times.sorted(), "oldest first")
 
-        let last = try await Child.run("influx-tail", ["--spool", spool.path, "-n", "3", "--measurement", "apihealth_request"])
+        let last = try await Child.run(
+            "influx-tail",
+            ["--spool", spool.path, "-n", "3", "--measurement", "apihealth_request"]
+        )
         #expect(last.stdout.split(separator: "\n").map(String.init) == Array(requests.suffix(3)))
     }
 
     @Test func filtersTableAndJSONFormats() async throws {
         let spool = temporaryDirectory("tail")
         try await writeSpool(spool, requests: 30)
-        let filtered = try await Child.run("influx-tail", ["--spool", spool.path, "--where", "module=payments", "--where", "status=500"])
+        let filtered = try await Child.run(
+            "influx-tail",
+            ["--spool", spool.path, "--where", "module=payments", "--where", "status=500"]
+        )
         let lines = filtered.stdout.split(separator: "\n")
         #expect(lines.count == 2, "indices 0 and 15")
         #expect(lines.allSatisfy { $0.contains("module=payments") && $0.contains("status=500") })
 
-        let table = try await Child.run("influx-tail", ["--spool", spool.path, "--format", "table", "--measurement", "apihealth_request", "-n", "2"])
+        let table = try await Child.run(
+            "influx-tail",
+            ["--spool", spool.path, "--format", "table", "--measurement", "apihealth_request", "-n", "2"]
+        )
         let rows = table.stdout.split(separator: "\n")
         #expect(rows.count == 2)
         #expect(rows[0].hasPrefix("2025-11-22T08:27:08.000Z  apihealth_request  host=api0.example.com"))
-        #expect(rows[0].contains("duration_ms=38.0") && rows[0].contains("status_code=200i") && !rows[0].contains("\u{1B}["), "no colours off a terminal")
+        #expect(
+            rows[0].contains("duration_ms=38.0") && rows[0].contains("status_code=200i")
+                && !rows[0].contains("\u{1B}["),
+            "no colours off a terminal"
+        )
 
-        let json = try await Child.run("influx-tail", ["--spool", spool.path, "--format", "json", "--measurement", "apihealth_request"])
+        let json = try await Child.run(
+            "influx-tail",
+            ["--spool", spool.path, "--format", "json", "--measurement", "apihealth_request"]
+        )
         let objects = try json.stdout.split(separator: "\n").map {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
@@ -76,7 +101,9 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         try await writeSpool(spool, requests: 20)
         let fault = try await FaultServer.start { _, _ in .text(400, "unable to parse: bad line") }
         var configuration = APIHealthConfiguration(
-            serviceName: "tail-tests", destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b")))
+            serviceName: "tail-tests",
+            destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b"))
+        )
         configuration.spool = SpoolOptions(directory: spool)
         configuration.selfMetricsInterval = .seconds(86_400)
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "tail"))
@@ -129,7 +156,9 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         }
 
         let corrupt = temporaryDirectory("tail-corrupt")
-        try Data("good v=1i 1\nnot line protocol\ngood v=2i 2\n".utf8).write(to: corrupt.appendingPathComponent("00000000000000000001.lp"))
+        try Data("good v=1i 1\nnot line protocol\ngood v=2i 2\n".utf8).write(
+            to: corrupt.appendingPathComponent("00000000000000000001.lp")
+        )
         let reported = try await Child.run("influx-tail", ["--spool", corrupt.path])
         #expect(reported.status == 1)
         #expect(reported.stdout == "good v=1i 1\ngood v=2i 2\n", "the rest still prints")
@@ -146,14 +175,20 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         #expect(await writer.wait() == 0, "\(writer.stderr)")
         tail.signal(SIGTERM)
         #expect(await tail.wait() != nil, "--follow stops on SIGTERM")
-        let seen = Set(tail.stdout.split(separator: "\n").compactMap { line -> Int? in
-            guard let point = try? LineParser().parseLine(Array(line.utf8)), case .int(let n) = point.field("n") else { return nil }
-            return Int(n)
-        })
-        let written = Set(fault.stored.compactMap { line -> Int? in
-            guard let point = try? LineParser().parseLine(Array(line.utf8)), case .int(let n) = point.field("n") else { return nil }
-            return Int(n)
-        })
+        let seen = Set(
+            tail.stdout.split(separator: "\n").compactMap { line -> Int? in
+                guard let point = try? LineParser().parseLine(Array(line.utf8)), case .int(let n) = point.field("n")
+                else { return nil }
+                return Int(n)
+            }
+        )
+        let written = Set(
+            fault.stored.compactMap { line -> Int? in
+                guard let point = try? LineParser().parseLine(Array(line.utf8)), case .int(let n) = point.field("n")
+                else { return nil }
+                return Int(n)
+            }
+        )
         #expect(written.count == 300, "the shipper delivered and removed every segment")
         #expect(seen.count >= 280, "lines recorded after the tail started are all shown (\(seen.count))")
         // The last lines can be sent and removed by the writer's shutdown flush before a poll sees them.
@@ -192,7 +227,9 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
 
         let victoria = try VictoriaMetrics()
         var configuration = APIHealthConfiguration(
-            serviceName: "crash", destination: InfluxDestination(url: victoria.base, api: .v2(organization: "o", bucket: "b")))
+            serviceName: "crash",
+            destination: InfluxDestination(url: victoria.base, api: .v2(organization: "o", bucket: "b"))
+        )
         configuration.spool = SpoolOptions(directory: spool)
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "crash"))
         agent.start()
@@ -210,11 +247,17 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
     @Test func tornLinesAreLeftOutAndCorruptSegmentsReportedWhileTheRestShips() async throws {
         let spool = temporaryDirectory("torn")
         try markAsSpool(spool)
-        try Data("ok n=1i 1\nok n=2i 2\nok n=3".utf8).write(to: spool.appendingPathComponent("00000000000000000001.open.lp"))
-        try Data("ok n=4i 4\n#comment\n\u{1}garbage=\n".utf8).write(to: spool.appendingPathComponent("00000000000000000002.lp"))
+        try Data("ok n=1i 1\nok n=2i 2\nok n=3".utf8).write(
+            to: spool.appendingPathComponent("00000000000000000001.open.lp")
+        )
+        try Data("ok n=4i 4\n#comment\n\u{1}garbage=\n".utf8).write(
+            to: spool.appendingPathComponent("00000000000000000002.lp")
+        )
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
         var configuration = APIHealthConfiguration(
-            serviceName: "torn", destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b")))
+            serviceName: "torn",
+            destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b"))
+        )
         configuration.spool = SpoolOptions(directory: spool)
         configuration.selfMetricsInterval = .seconds(86_400)
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "torn"))
@@ -223,8 +266,14 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         let arrived = await fault.waitForRequests(1)
         #expect(arrived)
         await agent.shutdown(deadline: .seconds(60))
-        #expect(fault.requests.first?.filter { $0.hasPrefix("ok ") }.count == 3, "the leftovers are re-batched into one request")
-        #expect(fault.stored.filter { $0.hasPrefix("ok ") } == ["ok n=1i 1", "ok n=2i 2", "ok n=4i 4"], "leftovers first, in order")
+        #expect(
+            fault.requests.first?.filter { $0.hasPrefix("ok ") }.count == 3,
+            "the leftovers are re-batched into one request"
+        )
+        #expect(
+            fault.stored.filter { $0.hasPrefix("ok ") } == ["ok n=1i 1", "ok n=2i 2", "ok n=4i 4"],
+            "leftovers first, in order"
+        )
         await fault.shutdown()
     }
 
@@ -239,7 +288,9 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
             _ = try APIHealthAgent(configuration: configuration, logger: Logger(label: "lock"))
         }
         first.start()
-        for index in 0..<2_000 { first.write(Point(measurement: "fill", fields: [Point.Field("n", .int(Int64(index)))])) }
+        for index in 0..<2_000 {
+            first.write(Point(measurement: "fill", fields: [Point.Field("n", .int(Int64(index)))]))
+        }
         await first.shutdown(deadline: .milliseconds(200))
         #expect(first.metrics.pointsDropped > 1_000)
         let attributes = try FileManager.default.attributesOfItem(atPath: spool.path)
@@ -260,6 +311,8 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
         try Data().write(to: file)
         var configuration = APIHealthConfiguration(serviceName: "bad")
         configuration.spool = SpoolOptions(directory: file)
-        #expect(throws: SpoolError.self) { _ = try APIHealthAgent(configuration: configuration, logger: Logger(label: "bad")) }
+        #expect(throws: SpoolError.self) {
+            _ = try APIHealthAgent(configuration: configuration, logger: Logger(label: "bad"))
+        }
     }
 }

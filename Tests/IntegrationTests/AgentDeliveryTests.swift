@@ -12,7 +12,8 @@ import Testing
         let measurement = "delivery_\(UInt32.random(in: 0...UInt32.max))"
         var configuration = APIHealthConfiguration(
             serviceName: "delivery",
-            destination: InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apis")))
+            destination: InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apis"))
+        )
         configuration.spool = SpoolOptions(directory: temporaryDirectory("delivery"))
         configuration.batching.flushDelay = .milliseconds(200)
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "delivery"))
@@ -20,9 +21,13 @@ import Testing
         let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
         for index in 0..<100_000 {
             agent.write(
-                Point(measurement: measurement, tags: [Point.Tag("shard", "s\(index % 10)")],
+                Point(
+                    measurement: measurement,
+                    tags: [Point.Tag("shard", "s\(index % 10)")],
                     fields: [Point.Field("value", .uint(UInt64(index)))],
-                    timestamp: Timestamp(nanosecondsSinceEpoch: now - Int64(index) * 1_000_000)))
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now - Int64(index) * 1_000_000)
+                )
+            )
         }
         await agent.shutdown(deadline: .seconds(60))
         let metrics = agent.metrics
@@ -44,7 +49,9 @@ import Testing
     @Test func theV1APIWritesExactValuesToInfluxDB1() async throws {
         let influx = try await InfluxDB1.freshDatabase("agent_v1")
         var configuration = APIHealthConfiguration(
-            serviceName: "v1", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+            serviceName: "v1",
+            destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
+        )
         configuration.spool = nil
         configuration.precision = .us
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "v1"))
@@ -52,10 +59,19 @@ import Testing
         let started = Date(timeIntervalSince1970: 1_763_800_000.123456)
         agent.record(
             RequestSample(
-                method: "POST", url: URL(string: "https://api.example.com/orders/123456/items?secret=1")!, module: "checkout",
-                startedAt: started, duration: .microseconds(12_345_678), statusCode: 201, requestBytes: 512,
-                responseBytes: 2_048, timeToFirstByte: .microseconds(8_250_000), redirectCount: 1,
-                correlationID: "abc-123"))
+                method: "POST",
+                url: URL(string: "https://api.example.com/orders/123456/items?secret=1")!,
+                module: "checkout",
+                startedAt: started,
+                duration: .microseconds(12_345_678),
+                statusCode: 201,
+                requestBytes: 512,
+                responseBytes: 2_048,
+                timeToFirstByte: .microseconds(8_250_000),
+                redirectCount: 1,
+                correlationID: "abc-123"
+            )
+        )
         await agent.shutdown(deadline: .seconds(60))
         let rows = try await influx.query("SELECT * FROM apihealth_request").first?.rows ?? []
         #expect(rows.count == 1)
@@ -73,24 +89,49 @@ import Testing
         #expect((row["redirects"] as? NSNumber)?.int64Value == 1)
         #expect(row["success"] as? Bool == true)
         #expect(row["correlation_id"] as? String == "abc-123")
-        #expect(agent.metrics.pointsWritten == 2, "the request and the agent's own health point at shutdown")
+        #expect(row["service"] as? String == "v1")
+        #expect(row["instance"] as? String == configuration.instance)
+        #expect(agent.metrics.pointsWritten == 3, "the request, its interval point and the agent's own health point")
         let health = try await influx.query("SELECT * FROM apihealth_agent").first?.rows ?? []
         #expect(health.count == 1)
         #expect(health.first?["service"] as? String == "v1")
-        #expect((health.first?["points_recorded"] as? NSNumber)?.intValue == 1)
+        #expect((health.first?["points_recorded"] as? NSNumber)?.intValue == 2)
+        // The interval point of the same request, with its histogram cumulative over the bucket bounds.
+        let interval = try #require(
+            try await influx.query("SELECT * FROM apihealth_request_interval").first?.rows.first
+        )
+        #expect(interval["path"] as? String == "/orders/{id}/items")
+        #expect(interval["status_class"] as? String == "2xx")
+        #expect(interval["status"] == nil)
+        #expect(interval["service"] as? String == "v1")
+        #expect((interval["count"] as? NSNumber)?.int64Value == 1)
+        #expect((interval["errors"] as? NSNumber)?.int64Value == 0)
+        #expect((interval["duration_ms_sum"] as? NSNumber)?.doubleValue == 12_345.678)
+        #expect((interval["duration_ms_max"] as? NSNumber)?.doubleValue == 12_345.678)
+        #expect((interval["request_bytes"] as? NSNumber)?.int64Value == 512)
+        #expect((interval["le_10000"] as? NSNumber)?.int64Value == 0)
+        #expect((interval["le_15000"] as? NSNumber)?.int64Value == 1)
+        #expect((interval["le_inf"] as? NSNumber)?.int64Value == 1)
     }
 
     @Test func pointsRecordedJustBeforeShutdownAreStoredWhenItReturns() async throws {
         let influx = try await InfluxDB1.freshDatabase("shutdown")
         var configuration = APIHealthConfiguration(
-            serviceName: "shutdown", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+            serviceName: "shutdown",
+            destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
+        )
         configuration.spool = SpoolOptions(directory: temporaryDirectory("shutdown"))
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "shutdown"))
         agent.start()
         let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
         for index in 0..<1_000 {
-            agent.write(Point(measurement: "last_words", fields: [Point.Field("n", .int(Int64(index)))],
-                timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))))
+            agent.write(
+                Point(
+                    measurement: "last_words",
+                    fields: [Point.Field("n", .int(Int64(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))
+                )
+            )
         }
         await agent.shutdown(deadline: .seconds(60))
         let series = try await influx.query("SELECT count(n) FROM last_words")
@@ -112,13 +153,19 @@ import Testing
         let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
         for index in 0..<100 {
             first.write(
-                Point(measurement: "kept", fields: [Point.Field("bytes", .uint(index == 0 ? .max : UInt64(index)))],
-                    timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))))
+                Point(
+                    measurement: "kept",
+                    fields: [Point.Field("bytes", .uint(index == 0 ? .max : UInt64(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index))
+                )
+            )
         }
         await first.shutdown()
         // Sent later to InfluxDB 1.x, which has no unsigned type.
         var sending = APIHealthConfiguration(
-            serviceName: "leftovers", destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database)))
+            serviceName: "leftovers",
+            destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
+        )
         sending.spool = SpoolOptions(directory: spool)
         let second = try APIHealthAgent(configuration: sending, logger: Logger(label: "leftovers"))
         second.start()

@@ -1,68 +1,75 @@
 import APIHealthMetrics
-import CoreMetrics
 import Foundation
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-import LineProtocol
-import Logging
-import TestSupport
 import Testing
 
 @testable import APIHealth
 
-private let dashboards = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent().appendingPathComponent("dashboards")
+private typealias Files = DashboardFiles
 
-private func files(_ folder: String, _ suffix: String) throws -> [(name: String, text: String)] {
-    let directory = dashboards.appendingPathComponent(folder)
-    return try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(suffix) }.sorted()
-        .map {
-            ($0, try String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8))
-        }
-}
-
-private func matches(_ pattern: String, in text: String) -> [String] {
-    let regex = try! NSRegularExpression(pattern: pattern)
-    return regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
-        Range($0.range(at: 1), in: text).map { String(text[$0]) }
-    }
-}
-
+/// What the dashboards promise without a server: every name a query reads is one the agent writes, the generated
+/// dashboards carry the query files unchanged, their variables are defined, and the raw-point panels say so.
 @Suite struct DashboardContractTests {
     static let measurements = Set([
         PointSchema.Measurement.request, PointSchema.Measurement.parseFailure, PointSchema.Measurement.agent,
+        PointSchema.Measurement.requestInterval,
     ])
+    /// The global tag the dashboards filter and group by (`APIHEALTH_TAGS=env=prod`): the agent writes it when
+    /// the service sets it, and a query that reads it must work without it.
+    static let environmentTag = "env"
     static let tags = Set(
-        PointSchema.requestTags + PointSchema.parseFailureTags + PointSchema.agentTags + MetricsSchema.tags
+        PointSchema.requestTags + PointSchema.parseFailureTags + PointSchema.agentTags + PointSchema.intervalTags
+            + MetricsSchema.tags + [environmentTag]
+    )
+    /// The duration histogram of interval points and of swift-metrics timers, with the default bounds.
+    static let bucketFields = Set(
+        DurationBuckets(AggregationOptions.defaultDurationBoundaries).fieldNames
+            + APIHealthMetricsFactory.Configuration().timerBuckets.map {
+                MetricsSchema.Field.bucket(
+                    Double($0.components.seconds) * 1e3 + Double($0.components.attoseconds) / 1e15
+                )
+            } + [MetricsSchema.Field.bucketInfinity]
     )
     static let fields = Set(
-        PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields + MetricsSchema.fields
-    )
+        PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields
+            + PointSchema.intervalFields + MetricsSchema.fields
+    ).union(bucketFields)
     static let metricTypes: Set<String> = [
         MetricsSchema.MetricType.counter, MetricsSchema.MetricType.floatingPointCounter, MetricsSchema.MetricType.meter,
         MetricsSchema.MetricType.gauge, MetricsSchema.MetricType.recorder, MetricsSchema.MetricType.timer,
     ]
     static let fluxColumns: Set<String> = [
         "_time", "_value", "_field", "_measurement", "_start", "_stop", "_value_failures", "_value_requests",
-        "quantile",
+        "quantile", "le",
     ]
+    /// The variables the Flux files read: InfluxDB's own, and the dashboards' (bucket, instance, env, group_by).
+    static let fluxVariables: Set<String> = [
+        "timeRangeStart", "timeRangeStop", "windowPeriod", "bucket", "instance", "env", "group_by",
+    ]
+    static let influxQLVariables: Set<String> = [
+        "timeFilter", "__interval", "__interval_ms", "instance", "env", "group_by",
+    ]
+    /// The values of `group_by`: tags every point carries (env where the service sets it).
+    static let groupByValues = ["service", "instance", "env"]
+
+    static let panelCount = 14
 
     @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
-        let influxQL = try files("influxql", ".influxql")
-        let flux = try files("flux", ".flux")
-        #expect(influxQL.count == 9 && flux.count == 9, "one file per panel in each language")
+        let influxQL = try Files.files("influxql", ".influxql")
+        let flux = try Files.files("flux", ".flux")
+        #expect(
+            influxQL.count == Self.panelCount && flux.count == Self.panelCount,
+            "one file per panel in each language"
+        )
         #expect(
             Set(influxQL.map { $0.name.split(separator: ".")[0] }) == Set(flux.map { $0.name.split(separator: ".")[0] })
         )
         for file in influxQL {
-            let query = file.text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
-            let aliases = Set(matches(#"AS "([^"]+)""#, in: query))
-            let fromMeasurements = matches(#"FROM "([^"]+)""#, in: query)
+            let query = Files.statements(file.text)
+            let aliases = Set(Files.matches(#"AS "([^"]+)""#, in: query))
+            let fromMeasurements = Files.matches(#"FROM "([^"]+)""#, in: query)
             // swift-metrics series are named by their label: those panels read every measurement (`FROM /.*/`)
             // and keep the factory's series by their `metric_type` tag.
-            let metricTypes = matches(#""metric_type" = '([^']+)'"#, in: query)
+            let metricTypes = Files.matches(#""metric_type" = '([^']+)'"#, in: query)
             for type in metricTypes {
                 #expect(Self.metricTypes.contains(type), "\(file.name): unknown metric_type \(type)")
             }
@@ -75,29 +82,39 @@ private func matches(_ pattern: String, in text: String) -> [String] {
             for name in fromMeasurements {
                 #expect(Self.measurements.contains(name), "\(file.name): unknown measurement \(name)")
             }
-            for name in Set(matches(#""([^"]+)""#, in: query)).subtracting(aliases).subtracting(fromMeasurements) {
+            for variable in Files.matches(#"\$([A-Za-z_]+)"#, in: query) {
+                #expect(Self.influxQLVariables.contains(variable), "\(file.name): unknown variable $\(variable)")
+            }
+            let names = Set(Files.matches(#""([^"]+)""#, in: query)).subtracting(aliases).subtracting(fromMeasurements)
+            for name in names where !name.hasPrefix("$") {
                 #expect(
-                    Self.tags.contains(name) || Self.fields.contains(name) || aliases.contains(name),
+                    Self.tags.contains(name) || Self.fields.contains(name),
                     "\(file.name): \(name) is not a tag or field the agent writes"
                 )
             }
         }
         for file in flux {
-            for name in matches(#"r\._measurement == "([^"]+)""#, in: file.text) {
+            for name in Files.matches(#"r\._measurement == "([^"]+)""#, in: file.text) {
                 #expect(Self.measurements.contains(name), "\(file.name): unknown measurement \(name)")
             }
-            for name in matches(#"r\._field == "([^"]+)""#, in: file.text) {
+            let namedFields = Files.matches(#"r\._field == "([^"]+)""#, in: file.text)
+            for name in namedFields {
                 #expect(Self.fields.contains(name), "\(file.name): unknown field \(name)")
             }
-            for type in matches(#"r\.metric_type == "([^"]+)""#, in: file.text) {
+            for type in Files.matches(#"r\.metric_type == "([^"]+)""#, in: file.text) {
                 #expect(Self.metricTypes.contains(type), "\(file.name): unknown metric_type \(type)")
             }
+            for variable in Files.matches(#"\bv\.([A-Za-z_]+)"#, in: file.text) {
+                #expect(Self.fluxVariables.contains(variable), "\(file.name): unknown variable v.\(variable)")
+            }
+            // After a pivot, the fields it names are columns.
+            let pivoted = file.text.contains("pivot(") ? Set(namedFields) : []
             let columns =
-                matches(#"columns: \[([^\]]*)\]"#, in: file.text).flatMap { matches(#""([^"]+)""#, in: $0) }
-                + matches(#"\br\.([A-Za-z_][A-Za-z0-9_]*)"#, in: file.text)
+                Files.matches(#"columns: \[([^\]]*)\]"#, in: file.text).flatMap { Files.matches(#""([^"]+)""#, in: $0) }
+                + Files.matches(#"\br\.([A-Za-z_][A-Za-z0-9_]*)"#, in: file.text)
             for name in columns where !["_measurement", "_field"].contains(name) {
                 #expect(
-                    Self.tags.contains(name) || Self.fluxColumns.contains(name),
+                    Self.tags.contains(name) || Self.fluxColumns.contains(name) || pivoted.contains(name),
                     "\(file.name): \(name) is not a tag the agent writes"
                 )
             }
@@ -108,46 +125,172 @@ private func matches(_ pattern: String, in text: String) -> [String] {
         }
     }
 
-    @Test func grafanaAndInfluxDBDashboardsCarryTheFluxFilesUnchanged() throws {
-        let flux = Set(try files("flux", ".flux").map(\.text))
-        let grafana =
-            try JSONSerialization.jsonObject(
-                with: Data(contentsOf: dashboards.appendingPathComponent("grafana/dashboards/apihealth.json"))
-            ) as! [String: Any]
-        let grafanaQueries = (grafana["panels"] as! [[String: Any]]).flatMap {
-            ($0["targets"] as! [[String: Any]]).map { $0["query"] as! String }
-        }
+    /// Flux's `histogramQuantile()` cannot run here (no InfluxDB 2): the panels that call it are checked for the
+    /// steps it needs, and every bucket field the agent writes for what those steps do with its name.
+    @Test func theFluxQuantilePanelsSumEveryBucketAndReadItsBound() throws {
+        let quantilePanels = try Files.files("flux", ".flux").filter { $0.text.contains("|> histogramQuantile(") }
         #expect(
-            Set(grafanaQueries.map { $0.replacingOccurrences(of: "\"${bucket}\"", with: "v.bucket") }) == flux,
-            "run scripts/build-dashboards after changing a .flux file"
+            Set(quantilePanels.map(\.name)) == [
+                "endpoint_latency.flux", "slowest_endpoints.flux", "metrics_timer_latency.flux",
+            ]
         )
-        let template =
-            try JSONSerialization.jsonObject(
-                with: Data(contentsOf: dashboards.appendingPathComponent("influxdb/apihealth-template.json"))
-            ) as! [[String: Any]]
-        let charts = ((template.last!["spec"] as! [String: Any])["charts"] as! [[String: Any]])
+        for file in quantilePanels {
+            let text = file.text
+            let steps = [
+                // Every bucket field and nothing else.
+                #"r._field =~ /^le_/"#,
+                // Summed over the window (or the range) and the instances: one histogram per endpoint or label.
+                text.contains("aggregateWindow(") ? "fn: sum" : "|> sum()",
+                // The count as a float, the bound from the field's name, +Inf for le_inf.
+                #"_value: float(v: r._value)"#,
+                #"le: if r._field == "le_inf" then float(v: "+Inf") else float(v: strings.trimPrefix(v: r._field, prefix: "le_"))"#,
+                #"import "strings""#,
+            ]
+            for step in steps {
+                #expect(text.contains(step), "\(file.name) lacks \(step)")
+            }
+            // The table histogramQuantile() reads holds one histogram: grouped without _field, with _time when
+            // it windows.
+            let beforeQuantile = text.components(separatedBy: "|> histogramQuantile(")[0]
+            let groups = Files.matches(#"group\(columns: \[([^\]]*)\]\)"#, in: beforeQuantile)
+            let summed = try #require(groups.dropLast().last, "\(file.name) groups before it sums")
+            let histogram = try #require(groups.last, "\(file.name) groups the buckets into histograms")
+            #expect(summed.contains(#""_field""#) && !histogram.contains(#""_field""#), "\(file.name): \(histogram)")
+            #expect(!text.contains("aggregateWindow(") || histogram.contains(#""_time""#), "\(file.name): \(histogram)")
+        }
+        let latency = try Files.flux("endpoint_latency")
+        #expect(
+            Files.matches(#"percentile\(q: ([0-9.]+), name"#, in: latency) == ["0.50", "0.95", "0.99"]
+        )
+        // `r._field =~ /^le_/` selects exactly the histogram of interval points, and each field's bound reads back.
+        let intervalFields = PointSchema.intervalFields
+        #expect(
+            Set(intervalFields.filter { $0.hasPrefix("le_") })
+                == Set(DurationBuckets(AggregationOptions.defaultDurationBoundaries).fieldNames)
+        )
+        #expect(!MetricsSchema.fields.contains { $0.hasPrefix("le_") }, "no other timer field looks like a bucket")
+        for field in Self.bucketFields where field != PointSchema.IntervalField.bucketInfinity {
+            let bound = Double(field.dropFirst("le_".count))
+            #expect(bound != nil && bound! > 0, "\(field) reads back as its bound")
+        }
+        let bounds = DurationBuckets(AggregationOptions.defaultDurationBoundaries).fieldNames.dropLast()
+            .map { Double($0.dropFirst(3))! }
+        #expect(bounds == bounds.sorted() && bounds.contains(300), "the within-300-ms panels read an exact bound")
+    }
+
+    @Test func intervalPanelsPutEachIntervalInTheWindowItsRequestsWereMadeIn() throws {
+        // Interval points are stamped at their interval's end: a window (start, end] holds the intervals that
+        // ended in it, which is a 1 ns offset on InfluxDB's [start, end) windows.
+        for file in try Files.files("influxql", ".influxql") where file.text.contains("\"apihealth_request_interval\"")
+        {
+            let query = Files.statements(file.text)
+            #expect(!query.contains("time($__interval)"), "\(file.name)")
+        }
+        for file in try Files.files("flux", ".flux") where file.text.contains("\"apihealth_request_interval\"") {
+            let windows = file.text.components(separatedBy: "aggregateWindow(").dropFirst()
+            #expect(windows.allSatisfy { $0.hasPrefix("every: every, offset: 1ns,") }, "\(file.name)")
+        }
+    }
+
+    @Test func panelsThatNeedRawPointsSayItInTheirTitle() throws {
+        func readsRawPoints(_ query: String) -> Bool {
+            query.contains(#"FROM "apihealth_request" "#) || query.contains(#"r._measurement == "apihealth_request" "#)
+        }
+        var titled: [(title: String, query: String)] = []
+        for name in ["grafana/dashboards/apihealth.json", "grafana/dashboards/apihealth-influxql.json"] {
+            let dashboard = try #require(try Files.json(name) as? [String: Any])
+            for panel in dashboard["panels"] as! [[String: Any]] where panel["type"] as? String != "row" {
+                let query = ((panel["targets"] as! [[String: Any]]).first!["query"] as! String)
+                titled.append((panel["title"] as! String, query))
+                #expect((panel["description"] as? String)?.isEmpty == false, "\(panel["title"]!) describes itself")
+            }
+        }
+        for chart in try Self.templateCharts() where chart["kind"] as? String != "Markdown" {
+            titled.append((chart["name"] as! String, (chart["queries"] as! [[String: Any]]).first!["query"] as! String))
+        }
+        #expect(titled.count == 3 * Self.panelCount)
+        for (title, query) in titled {
+            #expect(readsRawPoints(query) == title.hasPrefix("Raw points:"), "\(title)")
+        }
+        #expect(titled.filter { readsRawPoints($0.query) }.count == 3 * 3)
+    }
+
+    static func templateCharts() throws -> [[String: Any]] {
+        let template = try #require(try Files.json("influxdb/apihealth-template.json") as? [[String: Any]])
+        let dashboard = try #require(template.first { $0["kind"] as? String == "Dashboard" })
+        return (dashboard["spec"] as! [String: Any])["charts"] as! [[String: Any]]
+    }
+
+    @Test func grafanaAndInfluxDBDashboardsCarryTheFluxFilesUnchanged() throws {
+        let flux = Set(try Files.files("flux", ".flux").map(\.text))
+        let grafana = try #require(try Files.json("grafana/dashboards/apihealth.json") as? [String: Any])
+        let panels = (grafana["panels"] as! [[String: Any]]).filter { $0["type"] as? String != "row" }
+        var grafanaQueries = Set<String>()
+        for panel in panels {
+            var query = (panel["targets"] as! [[String: Any]]).first!["query"] as! String
+            for name in ["bucket", "instance", "env", "group_by"] {
+                query = query.replacingOccurrences(of: "\"${\(name)}\"", with: "v.\(name)")
+            }
+            grafanaQueries.insert(query)
+            #expect((panel["datasource"] as? [String: Any])?["uid"] as? String == "apihealth-influxdb")
+        }
+        #expect(grafanaQueries == flux, "run scripts/build-dashboards after changing a .flux file")
+
+        // Grafana's variables: instance and env single-valued with "*" for all (the files compare
+        // `v.instance == "*"`), group_by one of the tags every point carries.
+        let variables = try Self.grafanaVariables(grafana)
+        #expect(Set(variables.keys) == ["bucket", "instance", "env", "group_by"])
+        for name in ["instance", "env"] {
+            #expect(variables[name]?["allValue"] as? String == "*" && variables[name]?["multi"] as? Bool == false)
+            #expect((variables[name]?["query"] as? String)?.contains("tag: \"\(name)\"") == true)
+        }
+        #expect(Self.customValues(variables["group_by"]) == Self.groupByValues)
+
+        let charts = try Self.templateCharts().filter { $0["kind"] as? String != "Markdown" }
         #expect(Set(charts.flatMap { ($0["queries"] as! [[String: Any]]).map { $0["query"] as! String } }) == flux)
-        #expect(template.first?["kind"] as? String == "Variable")
+        let template = try #require(try Files.json("influxdb/apihealth-template.json") as? [[String: Any]])
+        let templateVariables = Dictionary(
+            uniqueKeysWithValues: template.filter { $0["kind"] as? String == "Variable" }.map {
+                let spec = $0["spec"] as! [String: Any]
+                return (spec["name"] as! String, spec)
+            }
+        )
+        #expect(Set(templateVariables.keys) == ["bucket", "instance", "env", "group_by"])
+        for name in ["instance", "env"] {
+            let query = templateVariables[name]?["query"] as? String ?? ""
+            #expect(query.contains(#"{_value: "*"}"#) && query.contains("tag: \"\(name)\""), "\(name): \(query)")
+            #expect(templateVariables[name]?["selected"] as? [String] == ["*"])
+        }
+        #expect(templateVariables["group_by"]?["values"] as? [String] == Self.groupByValues)
+        #expect(Self.groupByValues.allSatisfy { Self.tags.contains($0) })
     }
 
     @Test func theInfluxQLGrafanaDashboardCarriesTheInfluxQLFilesUnchanged() throws {
-        let influxQL = Set(
-            try files("influxql", ".influxql").map {
-                $0.text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
-            }
-        )
-        let grafana =
-            try JSONSerialization.jsonObject(
-                with: Data(contentsOf: dashboards.appendingPathComponent("grafana/dashboards/apihealth-influxql.json"))
-            ) as! [String: Any]
-        let panels = grafana["panels"] as! [[String: Any]]
+        let influxQL = Set(try Files.files("influxql", ".influxql").map { Files.statements($0.text) })
+        let grafana = try #require(try Files.json("grafana/dashboards/apihealth-influxql.json") as? [String: Any])
+        let panels = (grafana["panels"] as! [[String: Any]]).filter { $0["type"] as? String != "row" }
         let queries = panels.flatMap { ($0["targets"] as! [[String: Any]]).map { $0["query"] as! String } }
         #expect(Set(queries) == influxQL, "run scripts/build-dashboards after changing a .influxql file")
         for panel in panels {
             #expect((panel["datasource"] as? [String: Any])?["uid"] as? String == "apihealth-influxql")
         }
+        // Several instances or environments at once: Grafana writes them as a regular expression, and All as `.*`,
+        // which also matches a point without the tag.
+        let variables = try Self.grafanaVariables(grafana)
+        #expect(Set(variables.keys) == ["instance", "env", "group_by"])
+        for name in ["instance", "env"] {
+            #expect(variables[name]?["allValue"] as? String == ".*" && variables[name]?["multi"] as? Bool == true)
+            #expect(
+                variables[name]?["query"] as? String
+                    == "SHOW TAG VALUES FROM \"\(PointSchema.Measurement.requestInterval)\" WITH KEY = \"\(name)\""
+            )
+        }
+        #expect(Self.customValues(variables["group_by"]) == Self.groupByValues)
+        for query in influxQL where query.contains("$instance") || query.contains("$env") {
+            #expect(query.contains(#""instance" =~ /^$instance$/ AND "env" =~ /^$env$/"#), "\(query)")
+        }
         let provisioning = try String(
-            contentsOf: dashboards.appendingPathComponent("grafana/provisioning/datasources/influxdb.yml"),
+            contentsOf: Files.folder.appendingPathComponent("grafana/provisioning/datasources/influxdb.yml"),
             encoding: .utf8
         )
         #expect(
@@ -155,265 +298,13 @@ private func matches(_ pattern: String, in text: String) -> [String] {
             "the InfluxQL data source the dashboard names is provisioned"
         )
     }
-}
 
-/// The InfluxQL panels, run against a real InfluxDB 1.x holding a known data set written by the agent.
-@Suite struct InfluxQLDashboardTests {
-    struct Sample {
-        var host: String
-        var path: String
-        var rawPath: String
-        var module: String
-        var status: Int?
-        var duration: Double
+    static func grafanaVariables(_ dashboard: [String: Any]) throws -> [String: [String: Any]] {
+        let list = try #require((dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]])
+        return Dictionary(uniqueKeysWithValues: list.map { ($0["name"] as! String, $0) })
     }
 
-    static func dataSet() -> [Sample] {
-        (0..<240).map { index in
-            let host = index % 3 == 0 ? "api-b.example.com" : "api-a.example.com"
-            let users = index % 2 == 0
-            let status: Int? = index % 23 == 0 ? nil : index % 10 == 0 ? 500 : index % 17 == 0 ? 404 : 200
-            return Sample(
-                host: host,
-                path: users ? "/users/{id}" : "/search",
-                rawPath: users ? "/users/\(1_000 + index)" : "/search",
-                module: users ? "accounts" : "search",
-                status: status,
-                duration: Double((index * 37) % 101) + 0.25
-            )
-        }
-    }
-
-    /// InfluxDB's nearest-rank percentile.
-    static func percentile(_ values: [Double], _ p: Double) -> Double {
-        let sorted = values.sorted()
-        let index = min(max(Int((Double(sorted.count) * p / 100 + 0.5).rounded(.down)) - 1, 0), sorted.count - 1)
-        return sorted[index]
-    }
-
-    /// The panel interval the queries run with: one bucket holds the whole data set.
-    static let intervalSeconds = 86_400_000
-
-    static func query(_ name: String) throws -> String {
-        let text = try String(
-            contentsOf: dashboards.appendingPathComponent("influxql/\(name).influxql"),
-            encoding: .utf8
-        )
-        return text.split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
-            .replacingOccurrences(of: "$timeFilter", with: "time >= now() - 1h AND time <= now() + 1m")
-            .replacingOccurrences(of: "$__interval_ms", with: "\(Self.intervalSeconds * 1_000)")
-            .replacingOccurrences(of: "$__interval", with: "\(Self.intervalSeconds)s")
-    }
-
-    @Test func everyPanelMatchesTheNumbersComputedFromTheDataSet() async throws {
-        let influx = try await InfluxDB1.freshDatabase("dashboards")
-        var configuration = APIHealthConfiguration(
-            serviceName: "dashboards",
-            destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
-        )
-        configuration.spool = nil
-        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "dashboards"))
-        agent.start()
-        let samples = Self.dataSet()
-        let now = Date()
-        var parseFailures: [String: Int] = [:]
-        for (index, sample) in samples.enumerated() {
-            let url = URL(string: "https://\(sample.host)\(sample.rawPath)")!
-            agent.record(
-                RequestSample(
-                    method: "GET",
-                    url: url,
-                    module: sample.module,
-                    startedAt: now.addingTimeInterval(-600 + Double(index)),
-                    duration: .microseconds(Int64(sample.duration * 1_000)),
-                    statusCode: sample.status,
-                    error: sample.status == nil
-                        ? RequestSample.TransportError(domain: "NSURLErrorDomain", code: -1001) : nil
-                )
-            )
-            if sample.status == 200 && index % 11 == 0 {
-                agent.recordParseFailure(
-                    for: URLRequest(url: url),
-                    response: nil,
-                    error: DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "x")),
-                    module: sample.module,
-                    data: Data("<html>".utf8)
-                )
-                parseFailures["\(sample.host) \(sample.module) \(sample.path)", default: 0] += 1
-            }
-        }
-        await agent.shutdown(deadline: .seconds(60))
-        #expect(agent.metrics.pointsRejected == 0)
-
-        // Latency percentiles by host and path.
-        let latency = try await influx.query(try Self.query("latency_percentiles"))
-        let groups = Dictionary(grouping: samples) { "\($0.host) \($0.path)" }
-        #expect(latency.count == groups.count)
-        for series in latency {
-            let key = "\(series.tags["host"]!) \(series.tags["path"]!)"
-            let durations = try #require(groups[key]).map(\.duration)
-            let row = try #require(series.rows.first)
-            for (column, p) in [("p50", 50.0), ("p95", 95.0), ("p99", 99.0)] {
-                #expect((row[column] as? NSNumber)?.doubleValue == Self.percentile(durations, p), "\(key) \(column)")
-            }
-        }
-
-        // Requests per second by module: the count in the interval over the interval's seconds (as in Flux).
-        func perSecond(_ series: [InfluxDB1.Series], tag: String, column: String) -> [String: Double] {
-            Dictionary(
-                uniqueKeysWithValues: series.map {
-                    ($0.tags[tag]!, ($0.rows.first?[column] as? NSNumber)?.doubleValue ?? -1)
-                }
-            )
-        }
-        func matches(_ measured: [String: Double], _ counts: [String: Int]) -> Bool {
-            Set(measured.keys) == Set(counts.keys)
-                && counts.allSatisfy {
-                    abs(measured[$0.key]! - Double($0.value) / Double(Self.intervalSeconds)) < 1e-15
-                }
-        }
-        let rate = perSecond(
-            try await influx.query(try Self.query("request_rate")),
-            tag: "module",
-            column: "requests_per_second"
-        )
-        let perModule = Dictionary(grouping: samples, by: \.module).mapValues(\.count)
-        #expect(matches(rate, perModule), "\(rate) vs \(perModule) per \(Self.intervalSeconds) s")
-
-        // Failed requests per second by status class.
-        let errors = perSecond(
-            try await influx.query(try Self.query("error_rate_by_status_class")),
-            tag: "status_class",
-            column: "errors_per_second"
-        )
-        let failed = samples.filter { ($0.status ?? 600) >= 400 }
-        let perClass = Dictionary(grouping: failed) { $0.status.map { "\($0 / 100)xx" } ?? "error" }.mapValues(\.count)
-        #expect(matches(errors, perClass), "\(errors) vs \(perClass) per \(Self.intervalSeconds) s")
-
-        // Availability per host.
-        let availability = try await influx.query(try Self.query("availability"))
-        for series in availability {
-            let host = series.tags["host"]!
-            let hostSamples = samples.filter { $0.host == host }
-            let expected =
-                1 - Double(hostSamples.filter { ($0.status ?? 600) >= 400 }.count) / Double(hostSamples.count)
-            let value = try #require((series.rows.first?["availability"] as? NSNumber)?.doubleValue)
-            #expect(abs(value - expected) < 1e-12, "\(host): \(value) vs \(expected)")
-        }
-        #expect(availability.count == 2)
-
-        // Parse failures and requests by module and endpoint (two statements).
-        let parseQuery = try Self.query("parse_failure_rate")
-        let statements = parseQuery.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-        #expect(statements.count == 2)
-        let failureSeries = try await influx.query(statements[0])
-        let requestSeries = try await influx.query(statements[1])
-        let measuredFailures = Dictionary(
-            uniqueKeysWithValues: failureSeries.map {
-                (
-                    "\($0.tags["host"]!) \($0.tags["module"]!) \($0.tags["path"]!)",
-                    ($0.rows.first?["parse_failures"] as? NSNumber)?.intValue ?? -1
-                )
-            }
-        )
-        #expect(measuredFailures == parseFailures, "endpoints of different hosts stay apart")
-        let measuredRequests = Dictionary(
-            uniqueKeysWithValues: requestSeries.map {
-                (
-                    "\($0.tags["host"]!) \($0.tags["module"]!) \($0.tags["path"]!)",
-                    ($0.rows.first?["requests"] as? NSNumber)?.intValue ?? -1
-                )
-            }
-        )
-        #expect(
-            measuredRequests
-                == Dictionary(grouping: samples) { "\($0.host) \($0.module) \($0.path)" }.mapValues(\.count)
-        )
-
-        // The slowest endpoints.
-        let slowest = try await influx.query(try Self.query("slowest_endpoints"))
-        let rows = try #require(slowest.first).rows
-        let expectedTop = groups.map { (key: $0.key, p95: Self.percentile($0.value.map(\.duration), 95)) }
-        #expect(rows.count == expectedTop.count)
-        for row in rows {
-            let key = "\(row["host"] as! String) \(row["path"] as! String)"
-            #expect((row["p95"] as? NSNumber)?.doubleValue == expectedTop.first { $0.key == key }?.p95, "\(key)")
-        }
-        // Slowest first, as Flux's top() ranks them.
-        let ranked = rows.compactMap { ($0["p95"] as? NSNumber)?.doubleValue }
-        #expect(ranked == expectedTop.map(\.p95).sorted(by: >), "\(ranked)")
-
-        // The agent's own health.
-        let health = try await influx.query(try Self.query("agent_health"))
-        #expect(health.first?.tags["service"] == "dashboards")
-        #expect((health.first?.rows.last?["dropped"] as? NSNumber)?.intValue == 0)
-        #expect((health.first?.rows.last?["rejected"] as? NSNumber)?.intValue == 0)
-    }
-
-    @Test func theMetricsPanelsGiveATimersP99AndACountersRateByLabel() async throws {
-        let influx = try await InfluxDB1.freshDatabase("dashboards_metrics")
-        var configuration = APIHealthConfiguration(
-            serviceName: "dashboards",
-            destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
-        )
-        configuration.spool = nil
-        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "dashboards"))
-        var options = APIHealthMetricsFactory.Configuration()
-        options.interval = .seconds(3_600)  // one point per timer, at shutdown
-        let factory = APIHealthMetricsFactory(agent: agent, configuration: options)
-        agent.start()
-        // Timers, through the factory: 1…1000 ms on one database, 1…100 ms on another, 5 ms under another label, with dots.
-        for ms in 1...1_000 {
-            CoreMetrics.Timer(label: "db_query", dimensions: [("db", "orders")], factory: factory).recordMilliseconds(
-                ms
-            )
-        }
-        for ms in 1...100 {
-            CoreMetrics.Timer(label: "db_query", dimensions: [("db", "users")], factory: factory).recordMilliseconds(ms)
-        }
-        // A label with dots (as Hummingbird's are), written as given: the panels read measurements by type, not by name.
-        CoreMetrics.Timer(label: "cache.get", dimensions: [], factory: factory).recordMilliseconds(5)
-        // Counters as the factory writes them, at known times: every 10 s, one label with two series (+100 and
-        // +50 each time), another with one (+10). A 20 s window holds two points of each series.
-        let start = (Int64(Date().timeIntervalSince1970) / 20 - 15) * 20
-        for step in 0..<12 {
-            let timestamp = Timestamp(seconds: start + Int64(step) * 10)
-            for (label, route, increment) in [
-                ("http_requests", "a", 100), ("http_requests", "b", 50), ("jobs_done", "", 10),
-            ] {
-                let tags =
-                    [Point.Tag(MetricsSchema.Tag.metricType, MetricsSchema.MetricType.counter)]
-                    + (route.isEmpty ? [] : [Point.Tag("route", route)])
-                agent.write(
-                    Point(
-                        measurement: label,
-                        tags: tags,
-                        fields: [Point.Field("count", .uint(UInt64(step * increment)))],
-                        timestamp: timestamp
-                    )
-                )
-            }
-        }
-        await agent.shutdown(deadline: .seconds(60))
-        #expect(agent.metrics.pointsRejected == 0)
-
-        func query(_ name: String, interval: Int) throws -> String {
-            try Self.query(name).replacingOccurrences(of: "\(Self.intervalSeconds)s", with: "\(interval)s")
-        }
-        let p99 = try await influx.query(try query("metrics_timer_p99", interval: Self.intervalSeconds))
-        let byLabel = Dictionary(
-            uniqueKeysWithValues: p99.map { ($0.name, ($0.rows.first?["p99_ms"] as? NSNumber)?.doubleValue ?? -1) }
-        )
-        #expect(Set(byLabel.keys) == ["db_query", "cache.get"], "timers only, one series per label")
-        #expect(abs(byLabel["db_query"]! - 990) <= 990 * 0.01, "the worst p99 of the label's series: \(byLabel)")
-        #expect(byLabel["cache.get"] == 5)
-
-        let rates = try await influx.query(try query("metrics_counter_rate", interval: 20))
-        #expect(Set(rates.map(\.name)) == ["http_requests", "jobs_done"])
-        for series in rates {
-            let values = series.rows.compactMap { ($0["per_second"] as? NSNumber)?.doubleValue }
-            #expect(values.count >= 4, "\(series.name): \(values)")
-            #expect(values.allSatisfy { $0 == (series.name == "http_requests" ? 15 : 1) }, "\(series.name): \(values)")
-        }
+    static func customValues(_ variable: [String: Any]?) -> [String] {
+        (variable?["query"] as? String ?? "").split(separator: ",").map(String.init)
     }
 }

@@ -99,11 +99,12 @@ import Testing
             )
         )
         let secondRequests = try #require(number("requests", in: again.stdout))
-        // This run's requests, parse failures, its health point, and its own swift-metrics written at
-        // shutdown: a counter, a meter and a timer for each of the three modules.
+        // This run's requests, parse failures, interval points, its health point, and its own
+        // swift-metrics written at shutdown: a counter, a meter and a timer for each of the three modules.
         #expect(
             number("points pending", in: again.stdout) == secondRequests
-                + (number("parse failures", in: again.stdout) ?? 0) + 1 + 3 * 3,
+                + (number("parse failures", in: again.stdout) ?? 0)
+                + (number("interval points", in: again.stdout) ?? -1_000) + 1 + 3 * 3,
             "this run's points only"
         )
         let secondTable = try #require(closingTable(again.stdout))
@@ -144,8 +145,11 @@ import Testing
         let requests = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
         let failures = number("parse failures", in: demo.stdout) ?? 0
         #expect(number("points pending", in: demo.stdout) == 0, "\(demo.stdout)")
-        // Its requests, parse failures, health point, and swift-metrics (a counter, a meter and a timer per module).
-        #expect(number("points lost", in: demo.stdout) == requests + failures + 1 + 3 * 3, "\(demo.stdout)")
+        // Its requests, parse failures, interval points, health point, and swift-metrics (a counter, a meter
+        // and a timer per module).
+        let intervals = try #require(number("interval points", in: demo.stdout), "\(demo.stdout)")
+        #expect(intervals > 0)
+        #expect(number("points lost", in: demo.stdout) == requests + failures + intervals + 1 + 3 * 3, "\(demo.stdout)")
     }
 
     @Test func aDestinationThatCannotBeReachedIsWarnedOnceWithTheReason() async throws {

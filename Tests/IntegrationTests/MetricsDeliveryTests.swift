@@ -16,7 +16,12 @@ import Testing
         var factory: APIHealthMetricsFactory
     }
 
-    static func setUp(_ name: String, interval: Duration, maximumSeries: Int = 10_000) async throws -> Setup {
+    static func setUp(
+        _ name: String,
+        interval: Duration,
+        maximumSeries: Int = 10_000,
+        quantiles: Bool = false
+    ) async throws -> Setup {
         let influx = try await InfluxDB1.freshDatabase(name)
         var configuration = APIHealthConfiguration(
             serviceName: name,
@@ -28,6 +33,7 @@ import Testing
         var options = APIHealthMetricsFactory.Configuration()
         options.interval = interval
         options.maximumSeries = maximumSeries
+        options.writesQuantiles = quantiles
         let factory = APIHealthMetricsFactory(agent: agent, configuration: options)
         agent.start()
         return Setup(influx: influx, agent: agent, factory: factory)
@@ -88,11 +94,13 @@ import Testing
                     },
                     "\(stored)"
                 )
+                // The timer's histogram: its p99 lies in the bucket of the one value, 12 ms, which is (10, 12].
+                let buckets = #"{__name__=~"http_server_request_duration_le_.+",service="\#(service)"}"#
                 #expect(
-                    await answers(#"max(http_server_request_duration_p99{service="\#(service)"})"#) {
-                        $0.count == 1 && abs($0[0] - 12) <= 0.12
-                    },
-                    "within the sketch's 1 %: \(stored)"
+                    await answers(
+                        #"histogram_quantile(0.99, label_replace(\#(buckets), "le", "$1", "__name__", "http_server_request_duration_le_(.+)"))"#
+                    ) { $0.count == 1 && (10...12).contains($0[0]) },
+                    "\(stored)"
                 )
             } else {
                 #expect(
@@ -148,7 +156,7 @@ import Testing
     }
 
     @Test func timerQuantilesAreWithinTheStatedErrorOfTheExactOnes() async throws {
-        let setup = try await Self.setUp("metrics_timer", interval: .seconds(3_600))
+        let setup = try await Self.setUp("metrics_timer", interval: .seconds(3_600), quantiles: true)
         let timer = CoreMetrics.Timer(label: "db_query", dimensions: [("db", "orders")], factory: setup.factory)
         var random = SeededGenerator(state: 16)
         var samples: [Int64] = []
@@ -174,6 +182,13 @@ import Testing
         #expect(Self.number(row["sum"]) == sum / 1e6)
         let mean = try #require(Self.number(row["mean"]))
         #expect(abs(mean - sum / 1_000_000 / 1e6) <= 1e-12 * mean, "the mean is not a whole number of nanoseconds")
+        // The histogram: each bucket holds exactly the values at or below its bound.
+        for bound in AggregationOptions.defaultDurationBoundaries {
+            let nanoseconds = bound.components.seconds * 1_000_000_000 + bound.components.attoseconds / 1_000_000_000
+            let field = MetricsSchema.Field.bucket(Double(nanoseconds) / 1e6)
+            #expect(Self.number(row[field]) == Double(samples.count { $0 <= nanoseconds }), "\(field)")
+        }
+        #expect(Self.number(row[MetricsSchema.Field.bucketInfinity]) == 1_000_000)
         for (column, q) in [("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)] {
             let exact = Double(sorted[Int((q * Double(sorted.count)).rounded(.up)) - 1]) / 1e6  // nearest rank
             let measured = try #require(Self.number(row[column]))
@@ -239,7 +254,8 @@ import Testing
         #expect(
             only.tags == [
                 "path": "/a b,c=d", "quote": #""x\y""#, "unicode": "é😀", "equals=key": "v", "queue": "last",
-                "metric_type": "counter",
+                "metric_type": "counter", "service": setup.agent.configuration.serviceName,
+                "instance": setup.agent.configuration.instance,
             ]
         )
         #expect(Self.number(only.values.last?[1]) == 7)

@@ -66,6 +66,29 @@ public struct VictoriaMetrics: Sendable {
         }
     }
 
+    /// One series of an instant query's answer.
+    public struct Sample: Sendable {
+        public var labels: [String: String]
+        public var value: Double
+    }
+
+    /// Runs a PromQL/MetricsQL instant query (`/api/v1/query`) at `time` (Unix seconds).
+    public func query(_ expression: String, at time: Double) async throws -> [Sample] {
+        try await forceFlush()
+        let reply = try await HTTP.send(
+            "POST",
+            HTTP.url(base, "/api/v1/query", [("query", expression), ("time", String(time)), ("nocache", "1")])
+        )
+        guard reply.status == 200,
+            let object = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any],
+            let data = object["data"] as? [String: Any], let result = data["result"] as? [[String: Any]]
+        else { throw TestFailure(message: "query \(expression): \(reply.status) \(reply.text)") }
+        return result.map { series in
+            let value = (series["value"] as? [Any])?.last.map { Double(String(describing: $0)) ?? .nan } ?? .nan
+            return Sample(labels: series["metric"] as? [String: String] ?? [:], value: value)
+        }
+    }
+
     /// Makes recent writes searchable at once.
     public func forceFlush() async throws {
         _ = try await HTTP.send("GET", HTTP.url(base, "/internal/force_flush"))

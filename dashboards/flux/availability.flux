@@ -1,7 +1,13 @@
-// Availability (share of requests that succeeded) per host.
+// Availability per host: the share of requests that succeeded, 1 - errors / count summed over the interval points of
+// the window (every request counts, whatever capture.rawPoints is).
+every = if int(v: v.windowPeriod) < int(v: 10s) then 10s else v.windowPeriod
+
 from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "apihealth_request" and r._field == "errors")
-    |> group(columns: ["host"])
-    |> aggregateWindow(every: v.windowPeriod, fn: mean, createEmpty: false)
-    |> map(fn: (r) => ({r with _value: 1.0 - r._value}))
+    |> filter(fn: (r) => r._measurement == "apihealth_request_interval" and (r._field == "count" or r._field == "errors"))
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env))
+    |> group(columns: ["host", v.group_by, "_field"])
+    |> aggregateWindow(every: every, offset: 1ns, fn: sum, createEmpty: false)
+    |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")
+    |> map(fn: (r) => ({r with _value: 1.0 - float(v: r.errors) / float(v: r.count)}))
+    |> drop(columns: ["count", "errors"])

@@ -1,7 +1,12 @@
-// Failed requests per second by status class (4xx, 5xx, error).
+// Failed requests per second by status class (4xx, 5xx, and error for transport failures), from the interval
+// points' errors: every request counts, whatever capture.rawPoints is.
+every = if int(v: v.windowPeriod) < int(v: 10s) then 10s else v.windowPeriod
+
 from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "apihealth_request" and r._field == "errors" and r._value == 1)
-    |> group(columns: ["status_class"])
-    |> aggregateWindow(every: v.windowPeriod, fn: count, createEmpty: true)
-    |> map(fn: (r) => ({r with _value: float(v: r._value) / float(v: int(v: v.windowPeriod)) * 1000000000.0}))
+    |> filter(fn: (r) => r._measurement == "apihealth_request_interval" and r._field == "errors")
+    |> filter(fn: (r) => r._value > 0)
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env))
+    |> group(columns: ["status_class", v.group_by])
+    |> aggregateWindow(every: every, offset: 1ns, fn: sum, createEmpty: false)
+    |> map(fn: (r) => ({r with _value: float(v: r._value) / float(v: int(v: every)) * 1000000000.0}))

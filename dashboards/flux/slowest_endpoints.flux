@@ -1,9 +1,16 @@
-// The ten slowest endpoints by p95 latency (ms).
+// The ten slowest endpoints by fleet-wide p95 latency (ms) over the time range, slowest first: the le_<bound> fields of
+// the interval points summed over the range and the instances, then histogramQuantile().
+import "strings"
+
 from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "apihealth_request" and r._field == "duration_ms")
-    |> group(columns: ["host", "path"])
-    |> quantile(q: 0.95, method: "exact_selector")
+    |> filter(fn: (r) => r._measurement == "apihealth_request_interval" and r._field =~ /^le_/)
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env))
+    |> group(columns: ["host", "method", "path", "_field"])
+    |> sum()
+    |> map(fn: (r) => ({r with _value: float(v: r._value), le: if r._field == "le_inf" then float(v: "+Inf") else float(v: strings.trimPrefix(v: r._field, prefix: "le_"))}))
+    |> group(columns: ["host", "method", "path"])
+    |> histogramQuantile(quantile: 0.95)
     |> group()
     |> top(n: 10, columns: ["_value"])
-    |> keep(columns: ["host", "path", "_value"])
+    |> keep(columns: ["host", "method", "path", "_value"])

@@ -39,40 +39,25 @@ func makeAgent(
     return try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
 }
 
-/// What the `record` benchmarks configure beside the default agent.
-enum RecordOptions: CaseIterable {
-    case none
+/// The capture filter and success rules the `record` benchmarks measure.
+enum RecordOptions {
     /// A capture filter that re-tags every sample (a copy of it, changed, returned).
-    case filter
-    /// Three success rules, the last of which matches the sample's series.
-    case successRules
-
-    var name: String {
-        switch self {
-        case .none: ""
-        case .filter: ", with a filter that re-tags it"
-        case .successRules: ", with 3 success rules"
+    static func filter(_ configuration: inout APIHealthConfiguration) {
+        configuration.capture.filter = { sample, request in
+            if request.value(forHTTPHeaderField: "X-Synthetic") != nil { return nil }
+            var kept = sample
+            kept.module = "checkout-eu"
+            return kept
         }
     }
 
-    func configure(_ configuration: inout APIHealthConfiguration) {
-        switch self {
-        case .none:
-            break
-        case .filter:
-            configuration.capture.filter = { sample, request in
-                if request.value(forHTTPHeaderField: "X-Synthetic") != nil { return nil }
-                var kept = sample
-                kept.module = "checkout-eu"
-                return kept
-            }
-        case .successRules:
-            configuration.capture.successRules = [
-                .success(404, host: "auth.example.com", path: "/oauth/probe"),
-                .failure(200...299, host: "*.legacy.example.com"),
-                .success(200, 404, host: "api.example.com", path: "/users/{id}/orders"),
-            ]
-        }
+    /// Three success rules, the last of which matches the sample's series.
+    static func successRules(_ configuration: inout APIHealthConfiguration) {
+        configuration.capture.successRules = [
+            .success(404, host: "auth.example.com", path: "/oauth/probe"),
+            .failure(200...299, host: "*.legacy.example.com"),
+            .success(200, 404, host: "api.example.com", path: "/users/{id}/orders"),
+        ]
     }
 }
 
@@ -116,19 +101,29 @@ let benchmarks: @Sendable () -> Void = {
     // `record` in a warm agent (not making one). Each sample is one microsecond after the last (as
     // many requests are): none shares an instant, so every one is encoded and stored, none nudged or
     // declined; the run fails otherwise.
-    // The filter and success-rule variants show what each costs `record` (memory only, as the first).
-    let variants: [(spooled: Bool, options: RecordOptions)] =
-        [(false, .none), (true, .none)] + [(false, .filter), (false, .successRules)]
-    for (spooled, options) in variants {
+    // `record` as configured: without the interval aggregates (what it was before them), with them and
+    // every request a point of its own (the default), and with raw points for errors and slow requests only,
+    // or none (each request then only adds to its endpoint's aggregate).
+    let variants: [(name: String, spooled: Bool, configure: @Sendable (inout APIHealthConfiguration) -> Void)] = [
+        ("record sample (memory only, no interval aggregates)", false, { $0.aggregation = nil }),
+        ("record sample (memory only)", false, { _ in }),
+        ("record sample (memory only, raw points errors-and-slow)", false, { $0.capture.rawPoints = .errorsAndSlow }),
+        ("record sample (memory only, raw points none)", false, { $0.capture.rawPoints = .none }),
+        ("record sample (with spool write-through)", true, { _ in }),
+        // What the capture filter and the success rules cost `record` (memory only, as the default).
+        ("record sample (memory only, with a filter that re-tags it)", false, { RecordOptions.filter(&$0) }),
+        ("record sample (memory only, with 3 success rules)", false, { RecordOptions.successRules(&$0) }),
+    ]
+    for variant in variants {
         let run = RecordRun()
         Benchmark(
-            (spooled ? "record sample (with spool write-through" : "record sample (memory only") + options.name + ")",
+            variant.name,
             configuration: .init(
                 scalingFactor: .kilo,
                 setup: {
-                    run.spool = spooled ? temporaryDirectory("record") : nil
-                    run.agent = makeAgent(spool: run.spool, configure: options.configure)
-                    if spooled { run.agent?.start() }
+                    run.spool = variant.spooled ? temporaryDirectory("record") : nil
+                    run.agent = makeAgent(spool: run.spool, configure: variant.configure)
+                    if variant.spooled { run.agent?.start() }
                 },
                 teardown: {
                     if let agent = run.agent { wait { await agent.shutdown(deadline: .seconds(5)) } }
@@ -140,7 +135,7 @@ let benchmarks: @Sendable () -> Void = {
             guard let agent = run.agent else { fatalError("no agent: the setup did not run") }
             var next = sample
             var recorded = run.recorded
-            let before = agent.metrics.pointsRecorded
+            let before = agent.metrics
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations {
                 next.startedAt = instant(recorded)
@@ -151,6 +146,39 @@ let benchmarks: @Sendable () -> Void = {
             expectRecorded(agent, recorded - run.recorded, since: before)
             run.recorded = recorded
         }
+    }
+
+    // What the interval aggregates hold: 10,000 endpoints (distinct hosts), one request each, with the
+    // rendered series each needs; resident memory over the agent's before them, per endpoint.
+    let endpoints = 10_000
+    let aggregates = RecordRun()
+    Benchmark(
+        "interval aggregates: resident memory of 10,000 endpoints",
+        configuration: .init(
+            metrics: [.peakMemoryResidentDelta, .mallocCountTotal],
+            maxIterations: 1,
+            setup: {
+                aggregates.agent = makeAgent(spool: nil) { $0.capture.maximumDistinctPaths = 2 * endpoints }
+            },
+            teardown: { aggregates.agent = nil }
+        )
+    ) { benchmark in
+        guard let agent = aggregates.agent else { fatalError("no agent: the setup did not run") }
+        var next = sample
+        benchmark.startMeasurement()
+        for index in 0..<endpoints {
+            next.url = URL(string: "https://h\(index).example.com/orders")!
+            next.startedAt = instant(index)
+            agent.record(next)
+        }
+        benchmark.stopMeasurement()
+        let intervals = agent.recordIntervalPoints(
+            endingAt: Timestamp(nanosecondsSinceEpoch: 1_700_000_010_000_000_000)
+        )
+        precondition(
+            intervals && agent.metrics.intervalPoints == UInt64(endpoints),
+            "\(agent.metrics.intervalPoints) interval points"
+        )
     }
 
     Benchmark(
@@ -652,6 +680,19 @@ func expectRecorded(_ agent: APIHealthAgent, _ count: Int, since before: UInt64 
     precondition(
         metrics.pointsRecorded - before == UInt64(count) && metrics.pointsInvalid == 0,
         "recorded \(metrics.pointsRecorded) of \(count) samples (\(metrics.pointsInvalid) invalid, \(metrics.pointsDropped) dropped)"
+    )
+}
+
+/// Fails the run unless every one of `count` samples since `before` was stored as a point or counted only
+/// in its interval aggregate (none declined, dropped or refused).
+func expectRecorded(_ agent: APIHealthAgent, _ count: Int, since before: AgentMetrics) {
+    let metrics = agent.metrics
+    let taken =
+        (metrics.pointsRecorded - before.pointsRecorded)
+        + (metrics.requestsOnlyAggregated - before.requestsOnlyAggregated)
+    precondition(
+        taken == UInt64(count) && metrics.pointsInvalid == 0,
+        "took \(taken) of \(count) samples (\(metrics.pointsInvalid) invalid, \(metrics.pointsDropped) dropped)"
     )
 }
 

@@ -366,6 +366,8 @@ public final class APIHealthAgent: Sendable, Service {
         case spool
         /// Records the agent's own health point every `selfMetricsInterval` (``selfMetricsLoop()``).
         case selfMetrics
+        /// Records the interval points at the end of every interval (``aggregationLoop()``).
+        case aggregation
         /// Ends the drain at the shutdown deadline.
         case shutdownDeadline
     }
@@ -397,6 +399,10 @@ public final class APIHealthAgent: Sendable, Service {
                 group.addTask {
                     await self.selfMetricsLoop()
                     return .selfMetrics
+                }
+                group.addTask {
+                    await self.aggregationLoop()
+                    return .aggregation
                 }
                 group.addTask {
                     // Bounds the drain: once shutdown has begun, the loops get until its deadline.
@@ -523,7 +529,7 @@ public final class APIHealthAgent: Sendable, Service {
             guard state.intakeOpen else { return false }
             state.intakeOpen = false
             state.shutdownDeadline = deadline
-            pending.close()
+            pending.close { recordLastIntervals() }
             return true
         }
         guard first else { return }
@@ -610,6 +616,8 @@ public final class APIHealthAgent: Sendable, Service {
         var metrics = pending.metrics
         metrics.requestsUncaptured = requestsUncaptured
         metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
+        metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
+        metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
         return metrics
     }
 
@@ -633,6 +641,55 @@ public final class APIHealthAgent: Sendable, Service {
         }
     }
 
+    /// Records the interval points at the end of every interval of ``AggregationOptions/interval``
+    /// (whole multiples of it since the Unix epoch, so replicas' intervals line up) while intake is open.
+    private func aggregationLoop() async {
+        guard configuration.isEnabled, let aggregation = configuration.aggregation else { return }
+        let interval = RequestSchema.wholeNanoseconds(aggregation.interval) ?? Int64.max / 2
+        while !Task.isCancelled {
+            let now = Self.nanosecondsSinceEpoch(Date())
+            let end = (now / interval + 1) * interval
+            do {
+                try await clock.sleep(until: clock.now + .nanoseconds(end - now))
+            } catch {
+                return
+            }
+            if !recordIntervalPoints(endingAt: Timestamp(nanosecondsSinceEpoch: end)) { return }
+        }
+    }
+
+    /// Records one point per endpoint that saw requests since the last interval, stamped `end`. Returns
+    /// `false` once intake has closed (the last ones are recorded when it closes). The aggregation loop
+    /// calls it at the end of every interval.
+    @discardableResult
+    @_spi(Benchmarking) public func recordIntervalPoints(endingAt end: Timestamp) -> Bool {
+        guard let aggregator = schema.aggregator else { return false }
+        return lifecycle.withLock { state -> Bool in
+            // Under the lock, so the last interval points (taken when intake closes) come after these.
+            guard state.intakeOpen else { return false }
+            for point in aggregator.takePoints(at: end) { pending.record(point, now: clock.coarseNow) }
+            return true
+        }
+    }
+
+    /// The interval points of the interval shutdown cuts short, stamped now (never an interval's end, which
+    /// a restarted replica of the same name writes for the interval it starts in).
+    private func recordLastIntervals() {
+        guard configuration.isEnabled, let aggregator = schema.aggregator else { return }
+        let unit = configuration.precision.nanosecondsPerUnit
+        var now = Self.nanosecondsSinceEpoch(Date()) / unit * unit
+        let interval = RequestSchema.wholeNanoseconds(aggregator.options.interval) ?? Int64.max
+        if now % interval == 0 { now -= unit }
+        for point in aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true) {
+            pending.record(point, now: clock.coarseNow)
+        }
+    }
+
+    private static func nanosecondsSinceEpoch(_ date: Date) -> Int64 {
+        let timestamp = Timestamp(date: date)
+        return timestamp.seconds * 1_000_000_000 + timestamp.nanoseconds
+    }
+
     /// Records the agent's last health point once, after intake has closed: when everything before it
     /// was sent (so it reports the final counts, and is sent itself), or when the drain ends without
     /// that (it stays in the spool). Nothing for a disabled agent.
@@ -650,6 +707,8 @@ public final class APIHealthAgent: Sendable, Service {
         var metrics = pending.currentMetrics
         metrics.requestsUncaptured = requestsUncaptured
         metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
+        metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
+        metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
         return Self.selfMetricsPoint(metrics, schema: schema, configuration: configuration)
     }
 
@@ -702,6 +761,8 @@ public final class APIHealthAgent: Sendable, Service {
             Point.Field(F.requestsUncaptured, .uint(metrics.requestsUncaptured)),
             Point.Field(F.pointsLost, .uint(metrics.pointsLost)),
             Point.Field(F.metricsOverflowed, .uint(metrics.metricsOverflowed)),
+            Point.Field(F.intervalPoints, .uint(metrics.intervalPoints)),
+            Point.Field(F.requestsOnlyAggregated, .uint(metrics.requestsOnlyAggregated)),
             Point.Field(F.requestsFiltered, .uint(metrics.requestsFiltered)),
         ]
         if let error = metrics.lastError {
@@ -713,7 +774,7 @@ public final class APIHealthAgent: Sendable, Service {
         }
         return Point(
             measurement: configuration.agentMeasurement,
-            tags: [Point.Tag(PointSchema.Tag.service, configuration.serviceName)],
+            tags: schema.everyPointTags,
             fields: fields,
             timestamp: Timestamp(date: Date())
         )

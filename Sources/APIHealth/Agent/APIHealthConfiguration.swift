@@ -16,8 +16,23 @@ public struct APIHealthConfiguration: Sendable {
     /// for an enabled one everywhere (`run()`, `instrument`, `decode`, `recordingTo:`), and makes no
     /// spool, logs nothing and counts no point lost.
     public var isEnabled = true
-    /// Names the default spool directory and the `User-Agent`.
+    /// Names the default spool directory and the `User-Agent`, and is the `service` tag of every point.
     public var serviceName: String
+    /// The `instance` tag of every point, which tells replicas apart: the host name by default
+    /// (`APIHEALTH_INSTANCE`).
+    public var instance: String = Self.hostName()
+    /// Tags on every point the agent makes — requests, intervals, parse failures, swift-metrics, its own
+    /// health — beside `service` and `instance` (`APIHEALTH_TAGS=env=prod,region=eu-1`). Keys the agent
+    /// writes itself (``PointSchema/reservedTags``) are refused. A point given to ``APIHealthAgent/write(_:)``
+    /// is written as it is; add ``everyPointTags`` to it for the same tags.
+    ///
+    /// ```swift
+    /// configuration.globalTags = ["env": "prod", "region": "eu-1", "version": "2.4.1"]
+    /// ```
+    public var globalTags: [String: String] = [:]
+    /// Requests summed per endpoint and interval, with a mergeable duration histogram; `nil` writes
+    /// no interval points (and then every request is written as a point of its own).
+    public var aggregation: AggregationOptions? = AggregationOptions()
     /// Where batches go: every point goes to each destination, each with its own backlog, cap, retry
     /// schedule and counters (a destination that is down never delays or drops what another gets).
     /// Empty keeps every line pending in the spool (see `influx-tail`).
@@ -109,6 +124,9 @@ public struct APIHealthConfiguration: Sendable {
         /// Request and response headers whose value becomes the `correlation_id` field (first found); a
         /// `traceparent` value is recorded as its trace id.
         public var correlationHeaders = ["X-Request-Id", "X-Correlation-Id", "traceparent"]
+        /// Which requests are also written as a point of their own; every request is counted in the interval
+        /// aggregates whatever this says (`APIHEALTH_RAW_POINTS=all|errors-and-slow|none`). Default ``RawPoints/all``.
+        public var rawPoints = RawPoints.all
         /// Trace headers for requests to first-party hosts (see ``TracePropagation``); `nil` (the default)
         /// adds none. With it, a request's `traceparent` is the first correlation header looked at.
         public var tracePropagation: TracePropagation?
@@ -189,6 +207,10 @@ public struct APIHealthConfiguration: Sendable {
     /// | `APIHEALTH_FLUSH_DELAY_MS`, `APIHEALTH_GZIP_LEVEL` | batching debounce and gzip level |
     /// | `APIHEALTH_WRITE_THROUGH_MS` | how often lines are written through to the spool (``SpoolOptions/writeThroughInterval``, 20 ms) |
     /// | `APIHEALTH_SHUTDOWN_DEADLINE_MS` | how long shutdown keeps sending what is pending (``shutdownDeadline``) |
+    /// | `APIHEALTH_INSTANCE` | the `instance` tag (``instance``; the host name by default) |
+    /// | `APIHEALTH_TAGS` | tags on every point: `env=prod,region=eu-1` (``globalTags``) |
+    /// | `APIHEALTH_RAW_POINTS` | `all` (default), `errors-and-slow` or `none` (``CaptureOptions/rawPoints``) |
+    /// | `APIHEALTH_AGGREGATION_INTERVAL_MS` | the interval of the aggregates (``AggregationOptions/interval``, 10 s); `0` turns them off |
     ///
     /// - Parameters:
     ///   - environment: the variables to read (the process's by default).
@@ -253,6 +275,31 @@ public struct APIHealthConfiguration: Sendable {
             }
             configuration.shutdownDeadline = .milliseconds(milliseconds)
         }
+        if let instance = environment["APIHEALTH_INSTANCE"] {
+            configuration.instance = instance
+        }
+        if let text = environment["APIHEALTH_TAGS"] {
+            configuration.globalTags = try globalTags(from: text)
+        }
+        if let text = environment["APIHEALTH_RAW_POINTS"] {
+            guard let rawPoints = RawPoints(environmentValue: text) else {
+                throw .invalidSetting(
+                    name: "APIHEALTH_RAW_POINTS",
+                    reason: "\"\(text)\" is not one of all, errors-and-slow, none"
+                )
+            }
+            configuration.capture.rawPoints = rawPoints
+        }
+        if let text = environment["APIHEALTH_AGGREGATION_INTERVAL_MS"] {
+            guard let milliseconds = Int(text), milliseconds >= 0 else {
+                throw .invalidValue(name: "APIHEALTH_AGGREGATION_INTERVAL_MS", value: text)
+            }
+            if milliseconds == 0 {
+                configuration.aggregation = nil
+            } else {
+                configuration.aggregation?.interval = .milliseconds(milliseconds)
+            }
+        }
         if let text = environment["APIHEALTH_GZIP_LEVEL"] {
             guard let level = Int(text), Gzip.levels.contains(level) else {
                 throw .invalidValue(name: "APIHEALTH_GZIP_LEVEL", value: text)
@@ -262,8 +309,104 @@ public struct APIHealthConfiguration: Sendable {
         return configuration
     }
 
+    /// This machine's host name (`gethostname`, no name lookup), or `unknown`.
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "unknown" : name
+    }
+
+    /// `key=value,key=value` as `APIHEALTH_TAGS` gives them (a `\\` keeps the next `,` or `=` as text).
+    static func globalTags(from text: String) throws(Error) -> [String: String] {
+        var tags: [String: String] = [:]
+        var pairs: [String] = []
+        var current = ""
+        var escaped = false
+        for character in text {
+            if escaped {
+                current.append(character)
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character == "," {
+                pairs.append(current)
+                current = ""
+            } else {
+                current.append(character == "=" ? "\u{0}" : character)
+            }
+        }
+        pairs.append(current)
+        for pair in pairs where !pair.trimmingCharacters(in: .whitespaces).isEmpty {
+            let parts = pair.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2 else {
+                throw .invalidSetting(name: "APIHEALTH_TAGS", reason: "\"\(pair)\" is not key=value")
+            }
+            let key = parts[0].trimmingCharacters(in: .whitespaces)
+            tags[key] = parts[1].trimmingCharacters(in: .whitespaces)
+        }
+        return tags
+    }
+
+    /// The `service`, `instance` and global tags, sorted by key.
+    ///
+    /// ```swift
+    /// agent.write(Point(measurement: "queue_depth", tags: configuration.everyPointTags, fields: ["depth": 42]))
+    /// ```
+    public var everyPointTags: [Point.Tag] {
+        var tags = globalTags.map { Point.Tag($0.key, $0.value) }
+        tags.append(Point.Tag(PointSchema.Tag.service, serviceName))
+        tags.append(Point.Tag(PointSchema.Tag.instance, instance))
+        return tags.filter { !$0.value.isEmpty }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+    }
+
     /// Checks the settings that cannot be checked by their types.
     public func validate() throws(Error) {
+        for (key, value) in globalTags {
+            if PointSchema.reservedTags.contains(key) {
+                throw .invalidSetting(
+                    name: "globalTags",
+                    reason:
+                        "\"\(key)\" is a tag the agent writes itself (\(PointSchema.reservedTags.sorted().joined(separator: ", "))); set serviceName or instance for those, or pick another key"
+                )
+            }
+            if key.isEmpty || key.hasPrefix("_") {
+                throw .invalidSetting(
+                    name: "globalTags",
+                    reason: "\"\(key)\": a tag key must not be empty or start with _"
+                )
+            }
+            if value.isEmpty {
+                throw .invalidSetting(
+                    name: "globalTags",
+                    reason: "\"\(key)\" has an empty value, which line protocol cannot carry"
+                )
+            }
+        }
+        if let aggregation {
+            let unit = Duration.nanoseconds(precision.nanosecondsPerUnit)
+            if aggregation.interval < unit || aggregation.interval < .milliseconds(1)
+                || (RequestSchema.wholeNanoseconds(aggregation.interval) ?? 1) % precision.nanosecondsPerUnit != 0
+            {
+                throw .invalidSetting(
+                    name: "aggregation.interval",
+                    reason:
+                        "\(aggregation.interval) must be at least 1 ms and a whole number of the precision's unit (\(precision.rawValue)), so interval points never share a timestamp"
+                )
+            }
+            if aggregation.measurement.isEmpty || aggregation.measurement.hasPrefix("_") {
+                throw .invalidValue(name: "aggregation.measurement", value: aggregation.measurement)
+            }
+        } else if capture.rawPoints != .all {
+            throw .invalidSetting(
+                name: "capture.rawPoints",
+                reason:
+                    "\(capture.rawPoints) needs aggregation: without it the requests not written would not be counted anywhere"
+            )
+        }
+        if capture.rawPoints.sampleRate.isNaN || !(0...1).contains(capture.rawPoints.sampleRate) {
+            throw .invalidValue(name: "capture.rawPoints.sampleRate", value: "\(capture.rawPoints.sampleRate)")
+        }
         if batching.maximumLines < 1 {
             throw .invalidValue(name: "batching.maximumLines", value: "\(batching.maximumLines)")
         }

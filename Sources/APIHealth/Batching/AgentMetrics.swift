@@ -52,6 +52,12 @@ public struct AgentMetrics: Sendable, Hashable {
     /// Metrics handlers (APIHealthMetrics) created past the cardinality cap, recorded into the shared
     /// overflow series instead of their own.
     public var metricsOverflowed: UInt64 = 0
+    /// Interval points recorded (one per endpoint and interval, see ``AggregationOptions``): with the
+    /// requests written as points of their own, parse failures and health points, what `pointsRecorded` holds.
+    public var intervalPoints: UInt64 = 0
+    /// Requests counted in the interval aggregates and not written as a point of their own
+    /// (``RawPoints``): a choice, not a loss.
+    public var requestsOnlyAggregated: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?
     /// What each destination did, in the order they are configured (the counters above add them up;

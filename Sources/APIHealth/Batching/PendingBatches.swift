@@ -189,6 +189,20 @@ final class PendingBatches: Sendable {
         guard let series = schema.series(for: sample) else { return false }
         switch series {
         case .success(let series):
+            if let interval = series.interval {
+                switch interval.add(
+                    duration: sample.duration,
+                    failed: RequestSchema.isFailure(sample, series: series),
+                    requestBytes: sample.requestBytes,
+                    responseBytes: sample.responseBytes
+                ) {
+                case .counted: break
+                case .countedOnly: return true
+                case .closed:
+                    state.withLock { $0.countDroppedAfterClose() }
+                    return false
+                }
+            }
             return record(series: series, timestamp: Timestamp(date: sample.startedAt), now: now) { fields in
                 schema.writeFields(of: sample, series: series, to: &fields)
             }
@@ -502,9 +516,12 @@ final class PendingBatches: Sendable {
     // MARK: Shutdown
 
     /// Stops intake: later points are dropped and counted. The open batch is sealed.
-    func close() {
+    /// Closes intake: encodes the samples still waiting, runs `last` (which may still record: the last
+    /// interval points), then seals what is open; later points are dropped and counted.
+    func close(recordingLast last: () -> Void = {}) {
         deferred.withLock { $0.isClosed = true }
         drainDeferred()
+        last()
         state.withLock { $0.close() }
         wakeShippers()
     }

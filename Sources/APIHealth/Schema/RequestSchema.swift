@@ -20,6 +20,10 @@ final class RequestSchema: Sendable {
     private let rendered = Locked(SeriesCache())
     /// The request fields' keys, checked and escaped once.
     private let keys = RequestFieldKeys()
+    /// `service`, `instance` and the global tags, on every point.
+    let everyPointTags: [Point.Tag]
+    /// The interval aggregates (`nil` when ``APIHealthConfiguration/aggregation`` is).
+    let aggregator: RequestAggregator?
     private static let statusClasses = (0...9).map { "\($0)xx" }
     private static let knownMethods: Set<String> = [
         "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT",
@@ -50,6 +54,10 @@ final class RequestSchema: Sendable {
         self.excludedHostNames = names
         self.successPolicy = SuccessPolicy(configuration.capture.successRules)
         self.filter = configuration.capture.filter
+        self.everyPointTags = configuration.everyPointTags
+        self.aggregator = configuration.aggregation.map {
+            RequestAggregator(options: $0, rawPoints: configuration.capture.rawPoints)
+        }
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
@@ -109,7 +117,8 @@ final class RequestSchema: Sendable {
                     path: path,
                     method: Self.methodTag(sample.method),
                     statusCode: sample.statusCode
-                )
+                ),
+                interval: aggregator?.interval(for: intervalTags(for: sample, host: host, path: path))
             )
         } catch {
             return .failure(error)
@@ -127,8 +136,30 @@ final class RequestSchema: Sendable {
             Point.Tag(T.host, host), Point.Tag(T.path, path),
             Point.Tag(T.method, Self.methodTag(sample.method)), Point.Tag(T.module, sample.module),
             Point.Tag(T.status, sample.statusCode.map(String.init) ?? "error"),
-            Point.Tag(T.statusClass, sample.statusCode.map { Self.statusClasses[min(max($0 / 100, 0), 9)] } ?? "error"),
-        ]
+            Point.Tag(T.statusClass, Self.statusClass(sample.statusCode)),
+        ] + everyPointTags
+    }
+
+    /// The tags of the endpoint's interval aggregate, sorted by key: the request's, by status class.
+    private func intervalTags(for sample: RequestSample, host: String, path: String) -> [Point.Tag] {
+        typealias T = PointSchema.Tag
+        let tags =
+            [
+                Point.Tag(T.host, host), Point.Tag(T.path, path), Point.Tag(T.method, Self.methodTag(sample.method)),
+                Point.Tag(T.module, sample.module), Point.Tag(T.statusClass, Self.statusClass(sample.statusCode)),
+            ] + everyPointTags
+        return tags.filter { !$0.value.isEmpty }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+    }
+
+    /// `2xx`…, or `error` for a request without a response.
+    static func statusClass(_ statusCode: Int?) -> String {
+        statusCode.map { statusClasses[min(max($0 / 100, 0), 9)] } ?? "error"
+    }
+
+    /// Whether the request failed: a transport error, or a status its series does not count as a success
+    /// (``RequestSeries/succeeds``: 400 or more unless a ``SuccessRule`` says otherwise).
+    static func isFailure(_ sample: RequestSample, series: RequestSeries) -> Bool {
+        sample.error != nil || !series.succeeds
     }
 
     /// Writes the request's fields: the numbers (``RequestNumericField``, in its order) as one group,
@@ -159,7 +190,7 @@ final class RequestSchema: Sendable {
             set(.requestBytes, Int64(bitPattern: sample.requestBytes))
             set(.responseBytes, Int64(bitPattern: sample.responseBytes))
             if let code = sample.statusCode { set(.statusCode, Int64(code)) }
-            let succeeded = sample.error == nil && series.succeeds
+            let succeeded = !Self.isFailure(sample, series: series)
             set(.success, succeeded ? 1 : 0)
             set(.errors, succeeded ? 0 : 1)
             if let count = sample.redirectCount { set(.redirects, Int64(count)) }
@@ -206,7 +237,7 @@ final class RequestSchema: Sendable {
                 Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, method: method, url: url)),
                 Point.Tag(T.method, Self.methodTag(method)), Point.Tag(T.module, module),
                 Point.Tag(T.status, statusCode.map(String.init) ?? "error"), Point.Tag(T.failure, kind.rawValue),
-            ],
+            ] + everyPointTags,
             fields: fields,
             timestamp: Timestamp(date: date)
         )
@@ -224,11 +255,22 @@ final class RequestSeries: Sendable {
     let statusCode: Int?
     /// Whether a request of this series without a transport error succeeds: its status under the
     /// configured ``SuccessRule``s (a status below 400 without one). `false` for the series of
-    /// transport errors (no status).
+    /// transport errors (no status). The request point's `success`/`errors` and the interval
+    /// aggregate's failed count both read it.
     let succeeds: Bool
+    /// The endpoint's interval aggregate, which every request of this series adds to.
+    let interval: EndpointInterval?
 
-    init(_ key: SeriesKey, method: String, module: String, statusCode: Int?, succeeds: Bool) {
+    init(
+        _ key: SeriesKey,
+        method: String,
+        module: String,
+        statusCode: Int?,
+        succeeds: Bool,
+        interval: EndpointInterval? = nil
+    ) {
         self.key = key
+        self.interval = interval
         self.id = key.bytes.withUnsafeBufferPointer(RecentInstants.seriesID)
         self.method = method
         self.module = module

@@ -1,7 +1,10 @@
-// Latency p50/p95/p99 (ms) by host and path.
+// Raw points: latency p50/p95/p99 (ms) by host and path, exact, from one point per request. Needs
+// capture.rawPoints = .all: with .errorsAndSlow the points are failures, slow requests and a sample, and these
+// percentiles run high; the fleet-wide panels read the interval points instead.
 data = from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "apihealth_request" and r._field == "duration_ms")
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env))
     |> group(columns: ["host", "path"])
 
 percentile = (q, name) => data

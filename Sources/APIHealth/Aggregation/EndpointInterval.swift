@@ -1,0 +1,177 @@
+import LineProtocol
+
+/// The bucket bounds of the duration histogram, in nanoseconds, ascending, and the field key each bucket
+/// is written under (`le_<milliseconds>`, then `le_inf`).
+struct DurationBuckets: Sendable {
+    let bounds: [Int64]
+    let fieldNames: [String]
+
+    init(_ boundaries: [Duration]) {
+        bounds = Array(Set(boundaries.compactMap { RequestSchema.wholeNanoseconds($0) }.filter { $0 > 0 })).sorted()
+        fieldNames = bounds.map { PointSchema.IntervalField.bucket(milliseconds: Double($0) / 1e6) } + [
+            PointSchema.IntervalField.bucketInfinity
+        ]
+    }
+
+    /// The bucket of a request that took `nanoseconds`: the first whose bound is at or above it, else the
+    /// last (above every bound).
+    @inline(__always)
+    func index(of nanoseconds: Int64) -> Int {
+        var low = 0
+        var high = bounds.count
+        while low < high {
+            let middle = (low + high) >> 1
+            if bounds[middle] < nanoseconds { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
+
+/// What one endpoint (one series of interval points) gathered since its last point.
+struct IntervalCounts: Sendable {
+    var count: UInt64 = 0
+    var errors: UInt64 = 0
+    /// Nanoseconds, saturating.
+    var durationSum: Int64 = 0
+    var minimum = Int64.max
+    var maximum = Int64.min
+    var requestBytes: UInt64 = 0
+    var responseBytes: UInt64 = 0
+    /// Requests per bucket (not cumulative), one more than there are bounds.
+    var buckets: [UInt64]
+
+    init(bucketCount: Int) {
+        buckets = Array(repeating: 0, count: bucketCount)
+    }
+
+    /// The upper bound of the bucket holding the nearest-rank quantile `q`, in nanoseconds (`nil` in the
+    /// bucket above every bound).
+    func bound(ofQuantile q: Double, in histogram: DurationBuckets) -> Int64? {
+        let rank = max(1, UInt64((q * Double(count)).rounded(.up)))
+        var seen: UInt64 = 0
+        for (index, inBucket) in buckets.enumerated() {
+            seen += inBucket
+            if seen >= rank { return index < histogram.bounds.count ? histogram.bounds[index] : nil }
+        }
+        return nil
+    }
+}
+
+/// Which requests also become a point of their own, as the record path checks it.
+struct RawPointPolicy: Sendable {
+    let mode: RawPoints.Mode
+    let slowerThan: Int64
+    /// A uniform 64-bit draw below this is sampled.
+    let sampleBelow: UInt64
+
+    init(_ rawPoints: RawPoints) {
+        mode = rawPoints.mode
+        slowerThan = RequestSchema.wholeNanoseconds(rawPoints.slowerThan) ?? .max
+        let rate = min(max(rawPoints.sampleRate, 0), 1)
+        sampleBelow = rate >= 1 ? .max : UInt64(rate * 18_446_744_073_709_551_616.0)
+    }
+}
+
+/// One endpoint's interval aggregate: host, templated path, method, module, status class and the global
+/// tags. Requests add to it under its own lock (no allocation); the aggregator takes its counts at the
+/// end of each interval.
+final class EndpointInterval: Sendable {
+    /// The interval point's tags, sorted by key.
+    let tags: [Point.Tag]
+    private let histogram: DurationBuckets
+    private let policy: RawPointPolicy
+
+    private struct State {
+        var counts: IntervalCounts
+        /// The upper bound of the bucket that held the p99 of the last interval of at least
+        /// ``EndpointInterval/quantileMinimum`` requests: a request above it is slow for this endpoint.
+        var slowAbove = Int64.max
+        /// xorshift64 state of the uniform sample.
+        var random: UInt64
+        /// Set once the last interval point is taken (shutdown): later requests are not counted here.
+        var isClosed = false
+        /// Requests counted here and not written as a point of their own, since the start.
+        var onlyAggregated: UInt64 = 0
+    }
+
+    /// What became of a request added (see ``add(duration:failed:requestBytes:responseBytes:)``).
+    enum Added {
+        /// Counted; write it as a point of its own too.
+        case counted
+        /// Counted, and not written on its own.
+        case countedOnly
+        /// Not counted: the aggregates are closed (the agent is shutting down).
+        case closed
+    }
+    private let state: Locked<State>
+
+    /// Requests an interval needs before its p99 is trusted as the endpoint's.
+    static let quantileMinimum: UInt64 = 100
+
+    init(tags: [Point.Tag], histogram: DurationBuckets, policy: RawPointPolicy, seed: UInt64) {
+        self.tags = tags
+        self.histogram = histogram
+        self.policy = policy
+        self.state = Locked(
+            State(counts: IntervalCounts(bucketCount: histogram.bounds.count + 1), random: seed == 0 ? 1 : seed)
+        )
+    }
+
+    /// Adds one request, and says whether it is also written as a point of its own.
+    @inline(__always)
+    func add(duration: Duration, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
+        let nanoseconds = RequestSchema.wholeNanoseconds(duration) ?? .max
+        let bucket = histogram.index(of: nanoseconds)
+        return state.withLock { state -> Added in
+            if state.isClosed { return .closed }
+            state.counts.count &+= 1
+            if failed { state.counts.errors &+= 1 }
+            let (sum, overflow) = state.counts.durationSum.addingReportingOverflow(nanoseconds)
+            state.counts.durationSum = overflow ? (nanoseconds < 0 ? .min : .max) : sum
+            if nanoseconds < state.counts.minimum { state.counts.minimum = nanoseconds }
+            if nanoseconds > state.counts.maximum { state.counts.maximum = nanoseconds }
+            state.counts.requestBytes &+= requestBytes
+            state.counts.responseBytes &+= responseBytes
+            state.counts.buckets[bucket] &+= 1
+            switch policy.mode {
+            case .all: return .counted
+            case .none:
+                state.onlyAggregated &+= 1
+                return .countedOnly
+            case .errorsAndSlow:
+                if failed || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove { return .counted }
+                state.random ^= state.random << 13
+                state.random ^= state.random >> 7
+                state.random ^= state.random << 17
+                if state.random < policy.sampleBelow { return .counted }
+                state.onlyAggregated &+= 1
+                return .countedOnly
+            }
+        }
+    }
+
+    /// Requests counted here and not written as a point of their own, since the start.
+    var onlyAggregated: UInt64 { state.withLock { $0.onlyAggregated } }
+
+    /// This interval's counts (`nil` if no request came), starting the next interval empty; with
+    /// `closing`, the last: later requests are refused (``Added/closed``).
+    func take(closing: Bool = false) -> IntervalCounts? {
+        state.withLock { state -> IntervalCounts? in
+            if closing { state.isClosed = true }
+            guard state.counts.count > 0 else { return nil }
+            let taken = state.counts
+            if taken.count >= Self.quantileMinimum {
+                state.slowAbove = taken.bound(ofQuantile: 0.99, in: histogram) ?? .max
+            }
+            state.counts.count = 0
+            state.counts.errors = 0
+            state.counts.durationSum = 0
+            state.counts.minimum = .max
+            state.counts.maximum = .min
+            state.counts.requestBytes = 0
+            state.counts.responseBytes = 0
+            for index in state.counts.buckets.indices { state.counts.buckets[index] = 0 }
+            return taken
+        }
+    }
+}
