@@ -15,7 +15,7 @@ import FoundationNetworking
 @Suite(.serialized) struct CaptureFilterTests {
     /// Drops requests marked synthetic, re-tags a tenant's requests with its module, and redacts
     /// correlation ids and the path of `/json/…` requests.
-    static let filter: @Sendable (RequestSample, CapturedRequest) -> RequestSample? = { sample, request in
+    static let filter: @Sendable (RequestSample, SentRequest) -> RequestSample? = { sample, request in
         if request.value(forHTTPHeaderField: "x-synthetic") != nil { return nil }
         var kept = sample
         if let tenant = request.value(forHTTPHeaderField: "X-Tenant") { kept.module = tenant }

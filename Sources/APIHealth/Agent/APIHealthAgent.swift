@@ -127,7 +127,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// (it sees no headers here). Safe from any thread; never blocks on I/O.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        if !pending.record(sample, request: CapturedRequest(), now: clock.coarseNow) { noticeIfStopped() }
+        if !pending.record(sample, request: SentRequest(), now: clock.coarseNow) { noticeIfStopped() }
     }
 
     /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within

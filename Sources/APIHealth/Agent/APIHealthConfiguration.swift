@@ -159,7 +159,7 @@ public struct APIHealthConfiguration: Sendable {
         /// ``APIHealthAgent/record(_:)`` on the caller's thread (their headers unknown). It runs before
         /// exclusion and templating, so the sample it returns is excluded and templated as any other. Keep
         /// it quick: it runs once per request.
-        public var filter: (@Sendable (RequestSample, CapturedRequest) -> RequestSample?)?
+        public var filter: (@Sendable (RequestSample, SentRequest) -> RequestSample?)?
 
         public init() {}
     }

@@ -26,10 +26,10 @@ struct DeferredSample {
     }
 
     /// What the capture filter sees of the request.
-    var request: CapturedRequest {
+    var request: SentRequest {
         switch source {
-        case .sample(_, let request): CapturedRequest(request)
-        case .request(let request): CapturedRequest(request)
+        case .sample(_, let request): SentRequest(request)
+        case .request(let request): SentRequest(request)
         }
     }
 }
@@ -173,7 +173,7 @@ final class PendingBatches: Sendable {
     /// batch (a sample it drops is counted, and is no loss: returns `true`).
     @discardableResult
     @inline(__always)
-    func record(_ sample: RequestSample, request: @autoclosure () -> CapturedRequest, now: Duration) -> Bool {
+    func record(_ sample: RequestSample, request: @autoclosure () -> SentRequest, now: Duration) -> Bool {
         guard let schema else { return false }
         guard let filter = schema.filter else { return encode(sample, schema: schema, now: now) }
         guard let kept = filter(sample, request()) else {

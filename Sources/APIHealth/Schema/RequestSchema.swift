@@ -13,7 +13,7 @@ final class RequestSchema: Sendable {
     /// Decides, once per series, whether its requests succeed.
     private let successPolicy: SuccessPolicy
     /// The capture filter, if one is configured.
-    let filter: (@Sendable (RequestSample, CapturedRequest) -> RequestSample?)?
+    let filter: (@Sendable (RequestSample, SentRequest) -> RequestSample?)?
     /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
     /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
     /// again. Emptied when the learner learns a position (which changes the templates of some URLs once).

@@ -13,7 +13,7 @@ import FoundationNetworking
 ///     return sample
 /// }
 /// ```
-public struct CapturedRequest: Sendable {
+public struct SentRequest: Sendable {
     private enum Headers: Sendable {
         case none
         case urlRequest(URLRequest)
