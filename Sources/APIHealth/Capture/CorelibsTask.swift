@@ -1,12 +1,14 @@
+@_spi(Reflection) import Swift
 import Foundation
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-/// What swift-corelibs-foundation keeps in a task that the hook needs and no API gives, read by
-/// reflection (its `URLSessionTask` is a Swift class). Each read gives `nil` where a field is not
-/// found (Apple platforms, or a Foundation that names it otherwise), and the hook then does without.
+/// What swift-corelibs-foundation keeps in a task that the hook needs and no API gives, read through
+/// reflection metadata (its `URLSessionTask` is a Swift class). A field not found as expected (Apple
+/// platforms, or a Foundation that names or lays it out otherwise) reads as absent, and the hook then
+/// does without it.
 enum CorelibsTask {
     /// How the app hears of the end of `task`.
     struct Delivery {
@@ -18,33 +20,54 @@ enum CorelibsTask {
         var callsCompletionInline = false
     }
 
-    /// How the app hears of the end of `task`: read once, when the hook starts it, from the two
-    /// fields (set when the task is made) and no further.
+    /// How the app hears of the end of `task`: read once, when the hook starts it, from two fields
+    /// set when the task is made. A `Mirror` would cost the request tens of thousands of instructions:
+    /// these are two loads at offsets found once (``deliveryFields``).
     static func delivery(of task: URLSessionTask) -> Delivery {
         var delivery = Delivery()
-        var found = 0
-        var mirror: Mirror? = Mirror(reflecting: task)
-        while let current = mirror, found < 2 {
-            for child in current.children {
-                switch child.label {
-                case "session":
-                    found += 1
-                    if let session = child.value as? URLSession, session.delegateQueue.maxConcurrentOperationCount == 1
-                    {
-                        delivery.serialDelegateQueue = session.delegateQueue
-                    }
-                case "_callCompletionHandlerInline":
-                    found += 1
-                    delivery.callsCompletionInline = child.value as? Bool ?? false
-                default:
-                    break
-                }
-                if found == 2 { break }
-            }
-            mirror = current.superclassMirror
+        let fields = deliveryFields
+        let base = UnsafeRawPointer(Unmanaged.passUnretained(task).toOpaque())
+        if let offset = fields.callsCompletionInline {
+            delivery.callsCompletionInline = base.load(fromByteOffset: offset, as: Bool.self)
+        }
+        // A class-bound existential's first word is the object, zero for `nil`; the task keeps its
+        // session alive.
+        if let offset = fields.session, let object = base.load(fromByteOffset: offset, as: UnsafeRawPointer?.self),
+            let session = Unmanaged<AnyObject>.fromOpaque(object).takeUnretainedValue() as? URLSession,
+            session.delegateQueue.maxConcurrentOperationCount == 1
+        {
+            delivery.serialDelegateQueue = session.delegateQueue
         }
         return delivery
     }
+
+    /// The byte offsets in a `URLSessionTask` of its `session` (an optional class-bound existential,
+    /// two words) and `_callCompletionHandlerInline` (a `Bool`), from the type's reflection metadata;
+    /// `nil` for a field not found with that layout (Apple platforms, another Foundation).
+    private static let deliveryFields: (session: Int?, callsCompletionInline: Int?) = {
+        #if canImport(Darwin)
+        return (nil, nil)
+        #else
+        func size<T>(_: T.Type) -> Int { MemoryLayout<T>.size }
+        var session: Int?
+        var callsCompletionInline: Int?
+        // `.classType` and `.ignoreUnknown`, by value: the standard library declares them as mutable
+        // statics, which strict concurrency refuses to read.
+        let options = _EachFieldOptions(rawValue: 1 << 0 | 1 << 1)
+        _forEachField(of: URLSessionTask.self, options: options) { name, offset, type, kind in
+            switch String(cString: name) {
+            case "session" where kind == .optional && _openExistential(type, do: size) == 2 * MemoryLayout<Int>.size:
+                session = offset
+            case "_callCompletionHandlerInline" where type == Bool.self:
+                callsCompletionInline = offset
+            default:
+                break
+            }
+            return true
+        }
+        return (session, callsCompletionInline)
+        #endif
+    }()
 
     /// What a task holds as its protocol.
     enum ProtocolInUse {
