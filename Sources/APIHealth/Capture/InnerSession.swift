@@ -50,21 +50,28 @@ final class InnerSessionLoad: @unchecked Sendable {
     /// Guards the state of this request.
     private let progress = Locked(Progress())
 
-    init(owner: URLProtocol, client: any URLProtocolClient, registration: CaptureRegistry.Registration, inner: InnerSession) {
+    init(
+        owner: URLProtocol,
+        client: any URLProtocolClient,
+        registration: CaptureRegistry.Registration,
+        inner: InnerSession
+    ) {
         self.owner = owner
         self.client = client
         self.registration = registration
         self.inner = inner
     }
 
-    func start(_ request: URLRequest) {
+    /// Issues `request` on the inner session; the sample's duration runs from `started`, when the
+    /// app's task made the hook's protocol.
+    func start(_ request: URLRequest, started: ContinuousClock.Instant, startedAt: Date) {
         guard let marked = (request as NSURLRequest).mutableCopy() as? NSMutableURLRequest else { return }
         URLProtocol.setProperty(true, forKey: InterceptingURLProtocol.handledKey, in: marked)
         let outgoing = marked as URLRequest
         progress.withLock { state in
             state.request = request
-            state.started = .now
-            state.startedAt = Date()
+            state.started = started
+            state.startedAt = startedAt
         }
         let innerTask = inner.session.dataTask(with: outgoing)
         progress.withLock { $0.innerTask = innerTask }
@@ -83,7 +90,10 @@ final class InnerSessionLoad: @unchecked Sendable {
     }
 
     /// Runs `call` against the app's task unless it has stopped or ended.
-    private func toClient(ending: Bool = false, _ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) {
+    private func toClient(
+        ending: Bool = false,
+        _ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void
+    ) {
         let client = UncheckedSendable(client)
         let owner = WeakOwner(owner)
         clientCalls.async { [progress] in
@@ -118,7 +128,9 @@ final class InnerSessionLoad: @unchecked Sendable {
     func innerWillRedirect(to request: URLRequest, response: HTTPURLResponse) {
         progress.withLock { $0.redirects += 1 }
         let redirect = UncheckedSendable((request, response))
-        toClient(ending: true) { $0.urlProtocol($1, wasRedirectedTo: redirect.value.0, redirectResponse: redirect.value.1) }
+        toClient(ending: true) {
+            $0.urlProtocol($1, wasRedirectedTo: redirect.value.0, redirectResponse: redirect.value.1)
+        }
     }
 
     func innerDidComplete(task: URLSessionTask, error: (any Error)?, metrics: URLSessionTaskMetrics?) {
@@ -126,19 +138,30 @@ final class InnerSessionLoad: @unchecked Sendable {
         if state.redirects > 0 && state.response == nil { return }
         let sampleError: (any Error)? = error ?? (state.stopped ? URLError(.cancelled) : nil)
         var sample: RequestSample
-        if let metrics, let fromMetrics = RequestSample(
-            metrics: metrics, task: task, module: registration.module,
-            correlationHeaders: registration.recorder.correlationHeaders)
+        if let metrics,
+            let fromMetrics = RequestSample(
+                metrics: metrics,
+                task: task,
+                module: registration.module,
+                correlationHeaders: registration.recorder.correlationHeaders
+            )
         {
             sample = fromMetrics
         } else if let url = state.request.url {
             sample = RequestSample(
-                method: state.request.httpMethod ?? "GET", url: url, module: registration.module,
-                startedAt: state.startedAt, duration: .now - state.started)
+                method: state.request.httpMethod ?? "GET",
+                url: url,
+                module: registration.module,
+                startedAt: state.startedAt,
+                duration: .now - state.started
+            )
             sample.timeToFirstByte = state.firstByte
             sample.requestBytes = UInt64(max(0, task.countOfBytesSent))
             sample.correlationID = CorrelationID.find(
-                in: state.request, response: state.response, headers: registration.recorder.correlationHeaders)
+                in: state.request,
+                response: state.response,
+                headers: registration.recorder.correlationHeaders
+            )
         } else {
             return
         }
