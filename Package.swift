@@ -143,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "capture-probe",
             dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthTestKit",
+                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthTestKit", "LineProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],

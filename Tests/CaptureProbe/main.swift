@@ -3,6 +3,7 @@ import APIHealthAsyncHTTPClient
 import APIHealthTestKit
 import AsyncHTTPClient
 import Foundation
+import LineProtocol
 import Logging
 
 #if canImport(FoundationNetworking)
@@ -20,6 +21,11 @@ import FoundationNetworking
 //   capture-probe pipeline COUNT
 // records COUNT samples (one microsecond apart) into an agent that ships them to the VictoriaMetrics
 // at APIHEALTH_PROBE_VICTORIA_URL, and checks that every one was written.
+//   capture-probe redirect-gap COUNT
+// follows COUNT 3-hop redirect chains, one at a time, through an instrumented session whose delegate
+// is asked at every hop, and compares each recorded duration with the caller's stopwatch (from before
+// it makes the task to its completion handler): prints the distribution of the difference and the share
+// within 1 ms + 2 % of the stopwatch (exit 2 if a recorded duration is longer than its stopwatch).
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let count = Int(arguments[2]) else {
     FileHandle.standardError.write(
@@ -73,6 +79,10 @@ let probeSample = RequestSample(
 )
 
 let finished = DispatchSemaphore(value: 0)
+if mode == "redirect-gap" {
+    measureRedirectGap(count, configuration: configuration)
+    exit(0)
+}
 if mode == "pipeline" {
     // COUNT samples recorded, gzipped and written to the VictoriaMetrics at APIHEALTH_PROBE_VICTORIA_URL.
     guard let victoria = ProcessInfo.processInfo.environment["APIHEALTH_PROBE_VICTORIA_URL"].flatMap(URL.init(string:))
@@ -151,3 +161,122 @@ guard recorded == expected else {
     exit(2)
 }
 print("capture-probe: \(mode) \(count) requests, \(recorded) samples recorded")
+
+/// Follows every redirect, asked at each hop, as an app's delegate does.
+final class FollowingDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(request)
+    }
+}
+
+/// The `redirect-gap` mode (see the top of this file).
+func measureRedirectGap(_ count: Int, configuration: APIHealthConfiguration) {
+    let finished = DispatchSemaphore(value: 0)
+    let spool = FileManager.default.temporaryDirectory.appendingPathComponent("capture-probe-\(UUID().uuidString)")
+    var spooled = configuration
+    spooled.spool = SpoolOptions(directory: spool)
+    spooled.precision = .ns
+    let agent: APIHealthAgent
+    do {
+        agent = try APIHealthAgent(configuration: spooled, logger: Logger(label: "capture-probe"))
+    } catch {
+        FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
+        exit(3)
+    }
+    agent.start()
+    let stopwatches = Locked([Duration]())
+    Task.detached {
+        do {
+            let server = try await LoopbackHTTPServer.start(threads: 1) { request in
+                let remaining = Int(request.path.split(separator: "/").last ?? "") ?? 0
+                if remaining == 0 { return .text(200, "arrived") }
+                return .text(302, "", headers: [("Location", "/redirect/\(remaining - 1)")])
+            }
+            let sessionConfiguration = URLSessionConfiguration.ephemeral
+            agent.instrument(sessionConfiguration, module: "probe")
+            let session = URLSession(
+                configuration: sessionConfiguration,
+                delegate: FollowingDelegate(),
+                delegateQueue: nil
+            )
+            let url = URL(string: server.baseURL + "/redirect/3")!
+            for _ in 0..<count {
+                let elapsed: Duration = await withCheckedContinuation { continuation in
+                    let started = ContinuousClock.now
+                    session.dataTask(with: url) { _, _, _ in
+                        continuation.resume(returning: ContinuousClock.now - started)
+                    }.resume()
+                }
+                stopwatches.withLock { $0.append(elapsed) }
+            }
+            await agent.shutdown(deadline: .seconds(60))
+            try await server.shutdown()
+        } catch {
+            FileHandle.standardError.write(Data("capture-probe: \(error)\n".utf8))
+            exit(1)
+        }
+        finished.signal()
+    }
+    finished.wait()
+    var recorded: [(Timestamp, Double)] = []
+    do {
+        let reader = try SpoolReader(directory: spool)
+        let parser = LineParser(precision: .ns)
+        for name in try reader.segmentNames() {
+            guard let segment = try reader.segment(named: name) else { continue }
+            for line in segment.lines {
+                for point in try parser.parse(line) where point.measurement == PointSchema.Measurement.request {
+                    if case .float(let milliseconds) = point.field(PointSchema.Field.durationMilliseconds),
+                        let timestamp = point.timestamp
+                    {
+                        recorded.append((timestamp, milliseconds))
+                    }
+                }
+            }
+        }
+    } catch {
+        FileHandle.standardError.write(Data("capture-probe: reading the spool: \(error)\n".utf8))
+        exit(1)
+    }
+    try? FileManager.default.removeItem(at: spool)
+    let caller = stopwatches.withLock { $0 }.map { $0 / .milliseconds(1) }
+    // Points are stamped at their request's start: in time order, they are in the order made.
+    let durations = recorded.sorted { $0.0 < $1.0 }.map(\.1)
+    guard durations.count == caller.count else {
+        FileHandle.standardError.write(
+            Data("capture-probe: \(durations.count) samples for \(caller.count) requests\n".utf8)
+        )
+        exit(2)
+    }
+    let gaps = zip(caller, durations).map { $0 - $1 }.sorted()
+    let within = zip(caller, durations).filter { $0 - $1 <= 1 + 0.02 * $0 }.count
+    let longer = gaps.filter { $0 < 0 }.count
+    func quantile(_ q: Double) -> Double { gaps[min(gaps.count - 1, Int(Double(gaps.count) * q))] }
+    let medianStopwatch = caller.sorted()[caller.count / 2]
+    print(
+        String(
+            format: "capture-probe: redirect-gap %d chains, stopwatch median %.3f ms; stopwatch - recorded: "
+                + "first chain (a new session) %.3f ms of %.3f, then median %.3f ms, p90 %.3f, p99 %.3f, max %.3f, "
+                + "min %.3f; within 1 ms + 2 %%: %d of %d; longer than the stopwatch: %d",
+            caller.count,
+            medianStopwatch,
+            caller[0] - durations[0],
+            caller[0],
+            quantile(0.5),
+            quantile(0.9),
+            quantile(0.99),
+            gaps.last ?? 0,
+            gaps.first ?? 0,
+            within,
+            caller.count,
+            longer
+        )
+    )
+    if longer > 0 { exit(2) }
+}

@@ -13,9 +13,14 @@ public enum TestRoutes {
             let code = Int(parts.last ?? "") ?? 500
             return .text(code, "status \(code)", headers: [("X-Status", "\(code)")])
         case "redirect":
+            // `?delay=N`: every hop (and the last answer) N ms after its request arrives.
             let remaining = Int(parts.last ?? "") ?? 0
-            if remaining == 0 { return .text(200, "arrived") }
-            return .text(302, "", headers: [("Location", "/redirect/\(remaining - 1)")])
+            let delay = Int(request.query["delay"] ?? "") ?? 0
+            let next = "/redirect/\(remaining - 1)" + (delay > 0 ? "?delay=\(delay)" : "")
+            var response: LoopbackHTTPServer.Response =
+                remaining == 0 ? .text(200, "arrived") : .text(302, "", headers: [("Location", next)])
+            response.delay = .milliseconds(delay)
+            return response
         case "hang":
             return LoopbackHTTPServer.Response(status: 200, body: .hang)
         case "slow":
@@ -33,9 +38,14 @@ public enum TestRoutes {
             let authorization = request.header("Authorization") ?? "-"
             return .text(200, "\(token) \(authorization)")
         case "basic-auth":
-            // 401 with a Basic challenge until the request carries user:secret.
-            if request.header("Authorization") == "Basic dXNlcjpzZWNyZXQ=" { return .text(200, "welcome") }
-            return .text(401, "who are you", headers: [("WWW-Authenticate", #"Basic realm="tests""#)])
+            // 401 with a Basic challenge until the request carries user:secret; `/basic-auth/N`
+            // answers each N ms after it arrives.
+            var response: LoopbackHTTPServer.Response =
+                request.header("Authorization") == "Basic dXNlcjpzZWNyZXQ="
+                ? .text(200, "welcome")
+                : .text(401, "who are you", headers: [("WWW-Authenticate", #"Basic realm="tests""#)])
+            response.delay = .milliseconds(parts.count > 1 ? Int(parts[1]) ?? 0 : 0)
+            return response
         case "timed":
             // 200 ms before the head, 300 ms between the head and the body.
             return LoopbackHTTPServer.Response(

@@ -115,7 +115,9 @@ public struct APIHealthConfiguration: Sendable {
         /// learned as parameters give their places back.
         public var maximumDistinctPaths = 500
         /// Distinct literal values at one path position, under one template prefix, past which the
-        /// position becomes a parameter (`{slug}`, `{token}`, `{param}`) for that host and method.
+        /// position becomes a parameter for that host and method (keeping the name the position has,
+        /// else `{slug}`, `{token}` or `{param}`). A quarter of it is how many values seen once a
+        /// position may have before a new one is written as `{new}` (see the README).
         public var learningThreshold = 20
         /// The path tag of requests past the cap.
         public var overflowPath = "{overflow}"

@@ -62,14 +62,16 @@ final class InnerSessionLoad: @unchecked Sendable {
         self.inner = inner
     }
 
-    func start(_ request: URLRequest) {
+    /// Issues `request` on the inner session; the sample's duration runs from `started`, when the
+    /// app's task made the hook's protocol.
+    func start(_ request: URLRequest, started: ContinuousClock.Instant, startedAt: Date) {
         guard let marked = (request as NSURLRequest).mutableCopy() as? NSMutableURLRequest else { return }
         URLProtocol.setProperty(true, forKey: InterceptingURLProtocol.handledKey, in: marked)
         let outgoing = marked as URLRequest
         progress.withLock { state in
             state.request = request
-            state.started = .now
-            state.startedAt = Date()
+            state.started = started
+            state.startedAt = startedAt
         }
         let innerTask = inner.session.dataTask(with: outgoing)
         progress.withLock { $0.innerTask = innerTask }

@@ -42,11 +42,15 @@ class InterceptingURLProtocol: URLProtocol {
 
     private enum Loading {
         case notStarted
-        case native(URLProtocol, ObservingProtocolClient?)
+        case native(URLProtocol, CapturedRequest?)
         case inner(InnerSessionLoad)
     }
 
     private let loading = Locked(Loading.notStarted)
+    /// When the URL loading system made this protocol for the task: the start of the request as the
+    /// hook can see it, before the hop to the task's work queue that `startLoading` comes after.
+    private let created = ContinuousClock.now
+    private let createdAt = Date()
 
     override class func canInit(with request: URLRequest) -> Bool {
         guard let url = request.url, let scheme = url.scheme,
@@ -88,11 +92,12 @@ class InterceptingURLProtocol: URLProtocol {
                 return
             }
             // An agent that went away since canInit: the request still goes out, unobserved.
-            let observer = registration.map {
-                ObservingProtocolClient(forwardingTo: client, task: task, request: request, registration: $0)
+            let captured = registration.map {
+                CapturedRequest(task: task, request: request, registration: $0, started: created, startedAt: createdAt)
             }
+            let observer = captured.map { ObservingProtocolClient(forwardingTo: client, request: $0, leg: 0) }
             let native = nativeClass.init(task: task, cachedResponse: cachedResponse, client: observer ?? client)
-            loading.withLock { $0 = .native(native, observer) }
+            loading.withLock { $0 = .native(native, captured) }
             native.startLoading()
         } else {
             guard let registration, let inner = registration.innerSession else {
@@ -101,20 +106,29 @@ class InterceptingURLProtocol: URLProtocol {
             }
             let load = InnerSessionLoad(owner: self, client: client, registration: registration, inner: inner)
             loading.withLock { $0 = .inner(load) }
-            load.start(request)
+            load.start(request, started: created, startedAt: createdAt)
         }
     }
 
     override func stopLoading() {
         switch loading.withLock({ $0 }) {
-        case .native(let native, let observer):
+        case .native(let native, let captured):
             let suspending = task?.state == .suspended
             native.stopLoading()
-            // A cancelled task is ended by the URL loading system itself, not through the protocol's
-            // client: record it here.
-            if !suspending { observer?.recordOnce(error: task?.error ?? URLError(.cancelled)) }
+            if suspending {
+                // Possibly for the retry of a challenge, whose protocol the request then follows.
+                captured?.followRetry(replacing: self)
+            } else {
+                // A cancelled task is ended by the URL loading system itself, not through the
+                // protocol's client: record it here.
+                captured?.failed(task?.error ?? URLError(.cancelled), leg: nil)
+            }
         case .inner(let load): load.stop()
         case .notStarted: break
         }
+    }
+
+    deinit {
+        if case .native(_, let captured?) = loading.withLock({ $0 }) { captured.abandoned() }
     }
 }

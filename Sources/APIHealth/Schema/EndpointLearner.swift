@@ -1,27 +1,52 @@
 /// Learns from the traffic itself which path positions hold parameters, and turns paths into the
 /// templates that become the `path` tag, within a cap of distinct templates.
 ///
-/// Per (host, method) it keeps a tree of the literal segments seen at each position under the same
-/// template prefix. When a position under one prefix passes `threshold` distinct literal values, it
-/// becomes a parameter for that prefix, for past and future requests alike: `{slug}` when every value
-/// seen was a lowercase hyphenated word, `{token}` when every value was one run of letters and digits,
-/// `{param}` otherwise. Segments the automatic rules recognise (`{id}`, `{uuid}`, `{hex}`, `{email}`,
-/// `{token}`) never count as literal values; literal segments are lowercased, so `/Items/A1` and
-/// `/items/a1` are one endpoint.
+/// Per (host, method) it keeps a tree of the segments seen at each position under the same template
+/// prefix.
+///
+/// - **One name per position.** A position's parameter is named once, by the first value that needs
+///   one: a segment the automatic rules recognise by its shape (`{id}`, `{uuid}`, `{date}`, `{hex}`,
+///   `{email}`, `{slug}`, `{token}`: see ``PathTemplater``), or the position's learning. Every later
+///   value that needs a parameter there gets that name, whatever its own shape, so one endpoint is one
+///   template (a product position whose first value was `red-shoes-12` stays `{slug}` when a longer
+///   one would look like a token).
+/// - **Learning.** When a position under one prefix passes `threshold` distinct literal values, it
+///   becomes its parameter for past and future requests alike, named (when it has no name yet) `{slug}`
+///   if every value seen was a lowercase hyphenated word, `{token}` if every value was one run of
+///   letters and digits, `{param}` otherwise. Literal segments are lowercased, so `/Items/A1` and
+///   `/items/a1` are one endpoint.
+/// - **No literal values while learning.** A literal seen for the first time at its position is
+///   written as itself only when it looks like a word (`health`, `v2`, `user-settings`) and its position
+///   has fewer than `threshold / 4` (at least one) values seen only once. Otherwise the request's path
+///   is written as ``newPath`` until that value is seen again (a fixed endpoint, written as itself from
+///   then on) or its position is learned (a parameter). So the values of a position still being
+///   learned (article slugs, handles, tokens the rules miss) never become series of their own.
 ///
 /// Stable series: a position only ever goes from literal to parameter, once, and never back (nothing
 /// that has become a parameter is forgotten), so the template of a URL changes at most once per
-/// position (when that position is learned) and is the same for every later request.
+/// position (when that position is learned) and is the same for every later request; a URL written
+/// as ``newPath`` gets its template on a later request.
 ///
 /// Bounded memory: at most `maximumNodes` tree nodes (20 × the distinct-path cap by default), each
-/// holding at most `threshold` literal children; once that many nodes exist, new literals are
-/// templated but not learned. The distinct-path cap counts templates in use: when a position is
-/// learned, the templates of its literal values give their places back.
+/// holding at most `threshold` literal children; once that many nodes exist, new literals are written
+/// as themselves but not learned. The distinct-path cap counts templates in use (``newPath`` is not
+/// one): when a position is learned, the templates of its literal values give their places back.
 final class EndpointLearner: Sendable {
+    /// The path tag of a request with a segment not seen before at its position that does not look
+    /// like the name of a fixed endpoint, until it is seen again or its position is learned.
+    static let newPath = "{new}"
+
     private final class Node {
+        /// The literal values seen at the position below this node.
         var literals: [String: Node] = [:]
-        var recognised: [String: Node] = [:]
+        /// How many of `literals` were seen once only.
+        var singletons = 0
+        /// Whether this node, as a literal value, was seen more than once.
+        var seenAgain = false
+        /// The position's parameter, named once.
         var parameter: (name: String, node: Node)?
+        /// Whether every value not among `literals` is the parameter: the position was learned.
+        var learned = false
         var kinds = ValueKinds.all
     }
 
@@ -35,6 +60,8 @@ final class EndpointLearner: Sendable {
     }
 
     private let threshold: Int
+    /// Values seen once at a position past which a new one is held back as ``newPath``.
+    private let maximumSingletons: Int
     private let maximumNodes: Int
     private let maximumTemplates: Int
     private let overflowPath: String
@@ -47,6 +74,7 @@ final class EndpointLearner: Sendable {
     ///   - maximumTemplates: Distinct (host, template) values before new ones become `overflowPath`.
     init(threshold: Int, maximumTemplates: Int, overflowPath: String) {
         self.threshold = max(threshold, 1)
+        self.maximumSingletons = max(threshold / 4, 1)
         self.maximumTemplates = maximumTemplates
         self.maximumNodes = max(maximumTemplates, 1) * 20
         self.overflowPath = overflowPath
@@ -77,7 +105,8 @@ final class EndpointLearner: Sendable {
         return overflowPath
     }
 
-    /// The template of `segments` (already split on `/`) for `host` and `method`, or the overflow path.
+    /// The template of `segments` (already split on `/`) for `host` and `method`, ``newPath``, or the
+    /// overflow path.
     func template(host: String, method: String, segments: [Substring]) -> String {
         state.withLock { state -> String in
             let rootKey = host + " " + method
@@ -91,73 +120,152 @@ final class EndpointLearner: Sendable {
             }
             var node = root
             var template = ""
+            var heldBack = false
             for segment in segments.prefix(64) {
                 template += "/"
                 if let placeholder = PathTemplater.placeholder(for: segment) {
-                    template += placeholder
-                    node = child(of: node, placeholder, in: \.recognised, state: &state)
+                    let parameter = parameter(of: node, named: placeholder, state: &state)
+                    template += parameter.name
+                    node = parameter.node
                     continue
                 }
-                if let parameter = node.parameter {
+                if node.learned, let parameter = node.parameter {
                     template += parameter.name
                     node = parameter.node
                     continue
                 }
                 let literal = segment.lowercased()
                 if let next = node.literals[literal] {
+                    if !next.seenAgain {
+                        next.seenAgain = true
+                        node.singletons -= 1
+                    }
                     template += literal
                     node = next
                     continue
                 }
                 if node.literals.count >= threshold {
-                    let name = node.kinds.intersection(ValueKinds(of: literal)).parameterName
-                    learn(node, prefix: String(template.dropLast()), host: host, name: name, state: &state)
-                    template += name
-                    node = node.parameter?.node ?? node
+                    let parameter = learn(
+                        node,
+                        prefix: String(template.dropLast()),
+                        host: host,
+                        literal: literal,
+                        state: &state
+                    )
+                    template += parameter.name
+                    node = parameter.node
                     continue
                 }
                 node.kinds.formIntersection(ValueKinds(of: literal))
                 template += literal
-                node = child(of: node, literal, in: \.literals, state: &state)
+                let (next, kept) = child(of: node, literal, state: &state)
+                if kept {
+                    if node.singletons >= maximumSingletons || !Self.looksLikeWord(segment) { heldBack = true }
+                    node.singletons += 1
+                }
+                node = next
             }
+            if heldBack { return Self.newPath }
             if template.isEmpty { template = "/" }
             return admit(host: host, template: template, state: &state)
         }
     }
 
-    private func child(
-        of node: Node,
-        _ name: String,
-        in table: ReferenceWritableKeyPath<Node, [String: Node]>,
-        state: inout State
-    ) -> Node {
-        if let existing = node[keyPath: table][name] { return existing }
-        let created = Node()
+    /// The parameter of the position below `node`, named `name` if it has none yet.
+    private func parameter(of node: Node, named name: String, state: inout State) -> (name: String, node: Node) {
+        if let existing = node.parameter { return existing }
+        let created = (name: name, node: Node())
         // Past the node bound the segment is still templated, but nothing below it is learned.
         guard state.nodes < maximumNodes else { return created }
-        node[keyPath: table][name] = created
+        node.parameter = created
         state.nodes += 1
         return created
     }
 
-    /// Turns the literal position below `node` into a parameter: its literal subtrees are dropped and
-    /// the templates written for them give their places under the cap back.
-    private func learn(_ node: Node, prefix: String, host: String, name: String, state: inout State) {
+    /// The literal child `name` of `node`, made now, and whether it is kept in the tree.
+    private func child(of node: Node, _ name: String, state: inout State) -> (Node, kept: Bool) {
+        let created = Node()
+        // Past the node bound the segment is still templated, but nothing below it is learned.
+        guard state.nodes < maximumNodes else { return (created, false) }
+        node.literals[name] = created
+        state.nodes += 1
+        return (created, true)
+    }
+
+    /// Turns the literal position below `node` into its parameter (named from its values and
+    /// `literal`, the value that passed the threshold, unless it has a name): its literal subtrees are
+    /// dropped and the templates written for them give their places under the cap back.
+    private func learn(
+        _ node: Node,
+        prefix: String,
+        host: String,
+        literal: String,
+        state: inout State
+    ) -> (name: String, node: Node) {
         let released = node.literals.keys.map { host + " " + prefix + "/" + $0 }
         state.templatesInUse = state.templatesInUse.filter { key in
             !released.contains { key == $0 || key.hasPrefix($0 + "/") }
         }
         state.nodes -= node.literals.values.reduce(0) { $0 + Self.count($1) }
         node.literals = [:]
-        node.parameter = (name, Node())
-        state.nodes += 1
+        node.singletons = 0
+        node.learned = true
+        let parameter: (name: String, node: Node)
+        if let existing = node.parameter {
+            parameter = existing
+        } else {
+            parameter = (node.kinds.intersection(ValueKinds(of: literal)).parameterName, Node())
+            node.parameter = parameter
+            state.nodes += 1
+        }
         state.learned += 1
         learnedCount.withLock { $0 += 1 }
+        return parameter
     }
 
     private static func count(_ node: Node) -> Int {
-        1 + node.literals.values.reduce(0) { $0 + count($1) } + node.recognised.values.reduce(0) { $0 + count($1) }
-            + (node.parameter.map { count($0.node) } ?? 0)
+        1 + node.literals.values.reduce(0) { $0 + count($1) } + (node.parameter.map { count($0.node) } ?? 0)
+    }
+
+    /// Whether a segment looks like the name of a fixed endpoint: one or two words (joined by `-`, `_`
+    /// or `.`) of letters, each with an optional number after them and a capital, if any, only at its
+    /// start or throughout (`health`, `v2`, `oauth2`, `user-settings`, `Index.html`, `API`), at most 32
+    /// bytes. Words with capitals inside (`getUser`, or an opaque token the rules miss) are not.
+    static func looksLikeWord(_ segment: Substring) -> Bool {
+        var words = 1
+        var letters = 0
+        var capitals = 0
+        var digits = 0
+        var bytes = 0
+        var firstCapital = false
+        func wordEnds() -> Bool {
+            letters > 0 && (capitals == 0 || capitals == letters || (capitals == 1 && firstCapital))
+        }
+        for byte in segment.utf8 {
+            bytes += 1
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                if digits > 0 { return false }
+                if byte <= UInt8(ascii: "Z") {
+                    if letters == 0 { firstCapital = true }
+                    capitals += 1
+                }
+                letters += 1
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if letters == 0 { return false }
+                digits += 1
+            case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+                if words == 2 || !wordEnds() { return false }
+                words += 1
+                letters = 0
+                capitals = 0
+                digits = 0
+                firstCapital = false
+            default:
+                return false
+            }
+        }
+        return wordEnds() && bytes <= 32
     }
 }
 

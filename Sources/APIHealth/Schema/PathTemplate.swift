@@ -7,8 +7,10 @@
 /// ```
 ///
 /// User rules (Firebase style: `*` one segment, `**` the rest; a rule starting with `/` fits every
-/// host) win over the automatic rules, which replace numeric ids (`{id}`), UUIDs (`{uuid}`), long hex
-/// (`{hex}`), email addresses (`{email}`) and opaque tokens (`{token}`).
+/// host) win over the automatic rules, which replace numeric ids (`{id}`), UUIDs (`{uuid}`), dates
+/// (`{date}`), long hex (`{hex}`), email addresses (`{email}`), slugs ending in a number (`{slug}`) and
+/// opaque tokens (`{token}`), each segment by its own shape. (The agent also names each position once:
+/// see ``EndpointLearner``.)
 package struct PathTemplater: Sendable {
     private struct Rule: Sendable {
         var host: String?
@@ -63,24 +65,139 @@ package struct PathTemplater: Sendable {
         return matches(pattern.dropFirst(), segments.dropFirst())
     }
 
-    /// The placeholder for an identifier-like segment, or `nil` to keep it.
+    /// The placeholder for an identifier-like segment, or `nil` to keep it: `{id}` for digits (or
+    /// mostly digits, `ord-123456`), `{uuid}`, `{date}` (`2024-05-17`, with or without a time), `{hex}`
+    /// for 12 or more hex digits, `{email}`, `{slug}` for lowercase words and a number joined by
+    /// `-` or `_` (`red-running-shoes-1234`), and `{token}` for 16 or more characters of an opaque token: letters
+    /// and digits, or letters whose capitals are too many or too close together for words in camel case
+    /// (a base64url token without a digit). One pass over the bytes.
     static func placeholder(for segment: Substring) -> String? {
-        let bytes = Array(segment.utf8)
-        let digits = bytes.filter { $0 >= 48 && $0 <= 57 }.count
-        let hex = bytes.filter { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }.count
-        if digits == bytes.count { return "{id}" }
-        if bytes.count == 36, bytes[8] == 45, bytes[13] == 45, bytes[18] == 45, bytes[23] == 45, hex == 32 {
-            return "{uuid}"
+        var shape = SegmentShape()
+        for byte in segment.utf8 { shape.add(byte) }
+        return shape.placeholder(segment.utf8)
+    }
+}
+
+/// What the bytes of one path segment are made of, counted in one pass.
+private struct SegmentShape {
+    var count = 0
+    var digits = 0
+    var hexLetters = 0
+    var upper = 0
+    var lower = 0
+    /// Bytes outside letters, digits and `-`, `_`, `.`, `=`, `+`, `~`, `%` (what an opaque token holds).
+    var others = 0
+    var at = false
+    var dot = false
+    /// `-` and `_` separators, and whether a part between them is empty, all digits, or has a letter.
+    var separators = 0
+    var emptyPart = false
+    var digitPart = false
+    var letterPart = false
+    var partDigits = 0
+    var partLetters = 0
+    var partLength = 0
+    /// `.`, `=`, `+`, `~` and `%`, which a token may hold and a slug may not.
+    var tokenPunctuation = 0
+    /// Whether two capitals are at most two bytes apart, and where the last one was.
+    var closeCapitals = false
+    var lastCapital = -10
+
+    mutating func add(_ byte: UInt8) {
+        defer { count += 1 }
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"):
+            digits += 1
+            partDigits += 1
+            partLength += 1
+        case UInt8(ascii: "a")...UInt8(ascii: "z"):
+            lower += 1
+            if byte <= UInt8(ascii: "f") { hexLetters += 1 }
+            partLetters += 1
+            partLength += 1
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"):
+            upper += 1
+            if byte <= UInt8(ascii: "F") { hexLetters += 1 }
+            if count - lastCapital <= 2 { closeCapitals = true }
+            lastCapital = count
+            partLetters += 1
+            partLength += 1
+        case UInt8(ascii: "-"), UInt8(ascii: "_"):
+            separators += 1
+            endPart()
+        case UInt8(ascii: "."), UInt8(ascii: "="), UInt8(ascii: "+"), UInt8(ascii: "~"), UInt8(ascii: "%"):
+            if byte == UInt8(ascii: ".") { dot = true }
+            tokenPunctuation += 1
+        case UInt8(ascii: "@"):
+            at = true
+            others += 1
+        default:
+            others += 1
         }
-        if bytes.count >= 12 && hex == bytes.count && digits > 0 { return "{hex}" }
-        if bytes.contains(64), bytes.contains(46) { return "{email}" }
-        let tokenBytes = bytes.allSatisfy { byte in
-            (byte >= 48 && byte <= 57) || (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122)
-                || byte == 45 || byte == 95 || byte == 46 || byte == 61 || byte == 43 || byte == 126 || byte == 37
+    }
+
+    private mutating func endPart() {
+        if partLength == 0 { emptyPart = true }
+        if partLength > 0 && partDigits == partLength { digitPart = true }
+        if partLetters > 0 { letterPart = true }
+        partDigits = 0
+        partLetters = 0
+        partLength = 0
+    }
+
+    mutating func placeholder(_ bytes: Substring.UTF8View) -> String? {
+        guard count > 0 else { return nil }
+        endPart()
+        if digits == count { return "{id}" }
+        if count == 36, digits + hexLetters == 32, separators == 4, Self.isUUID(bytes) { return "{uuid}" }
+        if count >= 10, Self.isDate(bytes) { return "{date}" }
+        if count >= 12 && digits + hexLetters == count && digits > 0 { return "{hex}" }
+        if at && dot { return "{email}" }
+        let mostlyDigits = digits >= 3 && digits * 2 >= count
+        let slugBytes = others == 0 && tokenPunctuation == 0
+        if slugBytes && upper == 0 && separators > 0 && !emptyPart && digitPart && letterPart && !mostlyDigits {
+            return "{slug}"
         }
-        let letters = bytes.filter { ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) }.count
-        if tokenBytes && bytes.count >= 16 && digits > 0 && letters > 0 { return "{token}" }
-        if digits >= 3 && digits * 2 >= bytes.count { return "{id}" }
+        let letters = upper + lower
+        if others == 0 && count >= 16 && letters > 0 {
+            if digits > 0 { return "{token}" }
+            if upper >= 2 && lower >= 2 && (closeCapitals || 3 * upper >= letters) { return "{token}" }
+        }
+        if mostlyDigits { return "{id}" }
         return nil
+    }
+
+    /// `8-4-4-4-12` hex digits.
+    private static func isUUID(_ bytes: Substring.UTF8View) -> Bool {
+        for (offset, byte) in bytes.enumerated() where offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+            if byte != UInt8(ascii: "-") { return false }
+        }
+        return true
+    }
+
+    /// `YYYY-MM-DD`, alone or followed by `T` and a time.
+    private static func isDate(_ bytes: Substring.UTF8View) -> Bool {
+        var value = (year: 0, month: 0, day: 0)
+        for (offset, byte) in bytes.enumerated() {
+            let digit = Int(byte) - Int(UInt8(ascii: "0"))
+            switch offset {
+            case 4, 7:
+                if byte != UInt8(ascii: "-") { return false }
+            case 0...9:
+                guard (0...9).contains(digit) else { return false }
+                if offset < 4 {
+                    value.year = value.year * 10 + digit
+                } else if offset < 7 {
+                    value.month = value.month * 10 + digit
+                } else {
+                    value.day = value.day * 10 + digit
+                }
+            case 10:
+                if byte != UInt8(ascii: "T") && byte != UInt8(ascii: "t") { return false }
+            default:
+                return (1...12).contains(value.month) && (1...31).contains(value.day) && value.year >= 1900
+            }
+        }
+        return (1...12).contains(value.month) && (1...31).contains(value.day) && value.year >= 1900
     }
 }

@@ -123,8 +123,9 @@ final class RequestSchema: Sendable {
         } catch {
             return .failure(error)
         }
-        // An overflowed path is not cached: it is counted each time.
-        if path != configuration.capture.overflowPath {
+        // An overflowed path is not cached: it is counted each time; nor a path held back as new,
+        // which has its template once its values are seen again.
+        if path != configuration.capture.overflowPath && path != EndpointLearner.newPath {
             rendered.withLock { cache in cache.insert(series, url: url, hash: hash, learned: learned) }
         }
         return .success(series)

@@ -1,0 +1,219 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One request as the app sees it, on Linux, recorded once as a ``RequestSample`` from what the
+/// ``ObservingProtocolClient`` of each of its legs reports.
+///
+/// - **Start**: when the URL loading system made the hook's protocol for the task, right after its
+///   cache lookup, before the hop to the task's work queue that `startLoading` comes after.
+/// - **End**: when the app hears of it. Where the app's completion handler or delegate is called from
+///   the session's delegate queue and that queue runs one operation at a time (what a session makes
+///   when given none), the sample is recorded by an operation put on that queue just before
+///   swift-corelibs-foundation puts the app's there: it runs right before the app hears of the end,
+///   still waits for whatever the queue is busy with, and the agent has the sample first. Where the
+///   completion is called inline (the async APIs) or the delegate queue is concurrent, the end is when
+///   the protocol reports it, just before the app's completion is called or queued.
+/// - **Authentication retries**: a response 401 with a `WWW-Authenticate` header is turned by
+///   swift-corelibs-foundation into a challenge for the app's delegate; when it answers with a
+///   credential, swift-corelibs-foundation suspends the task, puts in it a protocol of its own for the
+///   retry (out of the hook's reach through `protocolClasses`) and resumes it. So the first such 401 is
+///   kept, not recorded, and when the hook's protocol is stopped for that suspension the hook puts a
+///   client of its own on the retry's protocol before it starts (``followRetry(replacing:)``). The
+///   sample is then the retry's outcome, what the app sees, over the whole time. A challenge the app
+///   cancels is recorded as the cancellation, one nothing retries as the 401 (when the task is let go).
+///   A retry answered 401 again is recorded as that 401: a second retry is not followed.
+final class CapturedRequest: @unchecked Sendable {
+    // @unchecked: `task` is held weakly and only its thread-safe properties are read; everything that
+    // changes is in `state`.
+    private weak var task: URLSessionTask?
+    private let request: URLRequest
+    private let registration: CaptureRegistry.Registration
+    private let started: ContinuousClock.Instant
+    private let startedAt: Date
+    private let delivery: CorelibsTask.Delivery
+
+    private struct State {
+        /// The leg whose client reports now: 0 for the hook's own protocol, 1 for the retry.
+        var leg = 0
+        var firstByte: Duration?
+        var response: HTTPURLResponse?
+        var loadedBytes: UInt64 = 0
+        /// The sample of a leg answered with a challenge: recorded as it is only if nothing retries.
+        var challenged: RequestSample?
+        var recorded = false
+    }
+
+    /// Guards what has been seen of the request so far.
+    private let state = Locked(State())
+
+    init(
+        task: URLSessionTask,
+        request: URLRequest,
+        registration: CaptureRegistry.Registration,
+        started: ContinuousClock.Instant,
+        startedAt: Date
+    ) {
+        self.task = task
+        self.request = request
+        self.registration = registration
+        self.started = started
+        self.startedAt = startedAt
+        self.delivery = CorelibsTask.delivery(of: task)
+    }
+
+    func responseHead(_ response: URLResponse, leg: Int) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            guard state.leg == leg else { return }
+            if state.firstByte == nil { state.firstByte = now - started }
+            state.response = response as? HTTPURLResponse
+        }
+    }
+
+    func loaded(_ count: Int, leg: Int) {
+        state.withLock { state in
+            if state.leg == leg { state.loadedBytes += UInt64(count) }
+        }
+    }
+
+    /// Leg `leg` finished: the request's end, unless it is the first and swift-corelibs-foundation
+    /// turns it into a challenge. Called before the protocol's client hears of it.
+    func finished(leg: Int) {
+        let taskResponse = task?.response as? HTTPURLResponse
+        let outcome = state.withLock { state -> State? in
+            guard state.leg == leg, !state.recorded else { return nil }
+            if leg == 0 && Self.isChallenge(taskResponse ?? state.response) {
+                state.challenged = sample(state, error: nil)
+                return nil
+            }
+            state.recorded = true
+            return state
+        }
+        if let outcome { record(sample(outcome, error: nil)) }
+    }
+
+    /// The request failed, or was cancelled (`leg` is `nil` when the hook's protocol was stopped: the
+    /// task was cancelled, whatever leg it was on).
+    func failed(_ error: any Error, leg: Int?) {
+        let outcome = state.withLock { state -> State? in
+            guard leg == nil || state.leg == leg, !state.recorded else { return nil }
+            state.recorded = true
+            return state
+        }
+        if let outcome { record(sample(outcome, error: error)) }
+    }
+
+    /// Called on the task's work queue when the hook's protocol is stopped because the task is
+    /// suspended. After a challenge the app answered with a credential, swift-corelibs-foundation
+    /// suspends the task, then, from the thread that answered, puts the retry's protocol in it and
+    /// resumes it; resuming waits for this work queue, so the retry's protocol cannot start before
+    /// this returns. This waits for it to be put in the task (microseconds; at most a quarter of a
+    /// second, for a task the app suspended itself meanwhile) and puts a client of the hook's on it.
+    func followRetry(replacing current: URLProtocol) {
+        guard let task, state.withLock({ $0.leg == 0 && $0.challenged != nil && !$0.recorded }) else { return }
+        let deadline = ContinuousClock.now + .milliseconds(250)
+        while true {
+            switch CorelibsTask.protocolInUse(by: task) {
+            case .existing(let retry) where retry !== current:
+                guard let client = retry.client, !(client is ObservingProtocolClient) else { return }
+                state.withLock { state in
+                    state.leg = 1
+                    state.challenged = nil
+                    state.firstByte = nil
+                    state.response = nil
+                    state.loadedBytes = 0
+                }
+                retry.client = ObservingProtocolClient(forwardingTo: client, request: self, leg: 1)
+                return
+            case .unreadable:
+                return
+            case .existing, .none:
+                if task.state != .suspended || ContinuousClock.now >= deadline { return }
+                usleep(20)
+            }
+        }
+    }
+
+    /// The hook's protocol was let go: a challenge still kept (nothing retried it) stands as the 401.
+    func abandoned() {
+        let challenged = state.withLock { state -> RequestSample? in
+            guard let challenged = state.challenged, state.leg == 0, !state.recorded else { return nil }
+            state.recorded = true
+            return challenged
+        }
+        if let challenged { registration.recorder.record(challenged, request: request) }
+    }
+
+    /// Whether swift-corelibs-foundation answers `response` with an authentication challenge rather
+    /// than handing it to the app (as it does for a 401 with a `WWW-Authenticate` header).
+    private static func isChallenge(_ response: HTTPURLResponse?) -> Bool {
+        guard let response, response.statusCode == 401 else { return false }
+        return response.allHeaderFields["WWW-Authenticate"] != nil
+    }
+
+    /// The sample of the request as it stands, ending now.
+    ///
+    /// Byte counts are what swift-corelibs-foundation lets a protocol see. Response: the body as
+    /// delivered through the client, else the bytes counted on the task, else the response's
+    /// `Content-Length`. Request: the body bytes the task counted as sent (it counts them for tasks
+    /// with a delegate), else, once the request has succeeded, the body's length when it is known
+    /// (data and files), else, for a body stream, the request's `Content-Length` header: the length
+    /// the app declared, since a stream's bytes are not counted where there is no delegate. A stream
+    /// without that header counts 0.
+    private func sample(_ state: State, error: (any Error)?) -> RequestSample {
+        let response = (task?.response as? HTTPURLResponse) ?? state.response
+        var sample = RequestSample(
+            method: request.httpMethod ?? "GET",
+            url: request.url ?? URL(fileURLWithPath: "/"),
+            module: registration.module,
+            startedAt: startedAt,
+            duration: .now - started
+        )
+        sample.timeToFirstByte = state.firstByte
+        if let error {
+            sample.error = RequestSample.TransportError(error)
+        } else {
+            sample.statusCode = response?.statusCode
+        }
+        let counted = max(0, task?.countOfBytesReceived ?? 0)
+        let announced = error == nil ? max(0, response?.expectedContentLength ?? 0) : 0
+        sample.responseBytes = max(state.loadedBytes, UInt64(max(counted, Int64(announced))))
+        var sent = max(0, task?.countOfBytesSent ?? 0)
+        if error == nil {
+            sent = max(sent, task?.countOfBytesExpectedToSend ?? 0)
+            if sent == 0, request.httpBodyStream != nil,
+                let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap({ Int64($0) })
+            {
+                sent = max(0, declared)
+            }
+        }
+        sample.requestBytes = UInt64(sent)
+        sample.redirectCount = nil
+        sample.correlationID = CorrelationID.find(
+            in: request,
+            response: response,
+            headers: registration.recorder.correlationHeaders
+        )
+        return sample
+    }
+
+    /// Hands `sample` to the agent as the app hears of the end (see the type's summary): from the
+    /// serial delegate queue, its duration then ending as that queue gets to it, or at once.
+    private func record(_ sample: RequestSample) {
+        let recorder = registration.recorder
+        let request = request
+        guard let queue = delivery.serialDelegateQueue, !delivery.callsCompletionInline else {
+            recorder.record(sample, request: request)
+            return
+        }
+        let started = started
+        queue.addOperation {
+            var sample = sample
+            sample.duration = .now - started
+            recorder.record(sample, request: request)
+        }
+    }
+}
