@@ -213,7 +213,7 @@ import FoundationNetworking
     /// exactly one interval point.
     @Test func intervalsEndingWhileThreadsRecordLoseAndRepeatNothing() async throws {
         let agent = try Self.agent { $0.capture.rawPoints = .none }
-        let perThread = 20_000
+        let perThread = 2_000
         let finished = Locked(0)
         for thread in 0..<8 {
             Thread.detachNewThread {
