@@ -61,6 +61,7 @@ public struct AgentMetrics: Sendable, Hashable {
     /// the pending lines and bytes above are what the agent holds for any of them).
     public var destinations: [DestinationMetrics] = []
 
+    /// All zero.
     public init() {}
 }
 
@@ -95,5 +96,6 @@ public struct DestinationMetrics: Sendable, Hashable {
     /// Its last failure, if its last write failed.
     public var lastError: String?
 
+    /// All zero.
     public init() {}
 }
