@@ -28,6 +28,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        // Only for `swift package generate-documentation` (scripts/docs): a command plugin, which no target
+        // depends on, so building the library never builds it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         .target(name: "LineProtocol", swiftSettings: strictSwift6),
