@@ -17,17 +17,17 @@ import NIOCore
 /// `traceparent` header from the calling task's context (unless it has one, or the client has a
 /// tracer of its own, which sends its own), and its trace id becomes the request's `correlation_id`.
 extension HTTPClient {
-    /// Executes `request` as ``HTTPClient/execute(_:timeout:logger:)`` does, and records it with `agent`.
+    /// Executes `request` as `HTTPClient.execute(_:timeout:logger:)` does, and records it with `agent`.
     ///
     /// The sample's duration runs until the caller has read the body to its end (or an error); a body
     /// the caller never finishes ends the sample when the response is dropped or the task is cancelled.
     ///
     /// - Parameters:
     ///   - request: The request to run.
-    ///   - timeout: As for ``HTTPClient/execute(_:timeout:logger:)``.
+    ///   - timeout: As for `HTTPClient.execute(_:timeout:logger:)`.
     ///   - agent: The agent that records the request.
     ///   - module: The part of the service that makes the call (the `module` tag).
-    ///   - logger: As for ``HTTPClient/execute(_:timeout:logger:)``.
+    ///   - logger: As for `HTTPClient.execute(_:timeout:logger:)`.
     /// - Returns: The response, its body passed through as it arrives.
     /// - Throws: Whatever AsyncHTTPClient throws, unchanged.
     public func execute(
@@ -40,14 +40,14 @@ extension HTTPClient {
         try await execute(request, deadline: .now() + timeout, recordingTo: agent, module: module, logger: logger)
     }
 
-    /// Executes `request` as ``HTTPClient/execute(_:deadline:logger:)`` does, and records it with `agent`.
+    /// Executes `request` as `HTTPClient.execute(_:deadline:logger:)` does, and records it with `agent`.
     ///
     /// - Parameters:
     ///   - request: The request to run.
-    ///   - deadline: As for ``HTTPClient/execute(_:deadline:logger:)``.
+    ///   - deadline: As for `HTTPClient.execute(_:deadline:logger:)`.
     ///   - agent: The agent that records the request.
     ///   - module: The part of the service that makes the call (the `module` tag).
-    ///   - logger: As for ``HTTPClient/execute(_:deadline:logger:)``.
+    ///   - logger: As for `HTTPClient.execute(_:deadline:logger:)`.
     /// - Returns: The response, its body passed through as it arrives.
     /// - Throws: Whatever AsyncHTTPClient throws, unchanged.
     public func execute(
@@ -86,7 +86,7 @@ extension HTTPClient {
         return observed
     }
 
-    /// Executes `request` with `delegate` as ``HTTPClient/execute(request:delegate:deadline:logger:)``
+    /// Executes `request` with `delegate` as `HTTPClient.execute(request:delegate:deadline:logger:)`
     /// does, and records it with `agent`; the delegate sees exactly what it would see without APIHealth.
     ///
     /// ```swift
@@ -97,10 +97,10 @@ extension HTTPClient {
     /// - Parameters:
     ///   - request: The request to run.
     ///   - delegate: The delegate that receives the response.
-    ///   - deadline: As for ``HTTPClient/execute(request:delegate:deadline:logger:)``.
+    ///   - deadline: As for `HTTPClient.execute(request:delegate:deadline:logger:)`.
     ///   - agent: The agent that records the request.
     ///   - module: The part of the service that makes the call (the `module` tag).
-    ///   - logger: As for ``HTTPClient/execute(request:delegate:deadline:logger:)``.
+    ///   - logger: As for `HTTPClient.execute(request:delegate:deadline:logger:)`.
     /// - Returns: The task running the request.
     public func execute<Delegate: HTTPClientResponseDelegate>(
         request: Request,

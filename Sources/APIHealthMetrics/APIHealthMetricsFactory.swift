@@ -11,7 +11,7 @@ import Darwin
 #endif
 
 /// A swift-metrics backend that ships every Counter, Meter, Recorder and Timer through an
-/// ``APIHealth/APIHealthAgent``: the same batches, spool, retries and self-metrics as its request points.
+/// `APIHealthAgent`: the same batches, spool, retries and self-metrics as its request points.
 ///
 /// ```swift
 /// let agent = try APIHealthAgent(configuration: .fromEnvironment(serviceName: "checkout"), logger: logger)
@@ -59,7 +59,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         /// ```
         public var writesUnderscoredNames = false
         /// The bucket bounds of every timer's histogram. Default the request histogram's
-        /// (``AggregationOptions/defaultDurationBoundaries``).
+        /// (`AggregationOptions.defaultDurationBoundaries`).
         public var timerBuckets: [Duration] = AggregationOptions.defaultDurationBoundaries
         /// The bucket bounds of every aggregating recorder's histogram, in its values' unit. Default 1, 2.5
         /// and 5 of each power of ten from 0.01 to 10,000,000.
@@ -70,9 +70,11 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         /// 1 %). They describe one replica only and cannot be added up; the histogram can. Default `false`.
         public var writesQuantiles = false
 
+        /// The defaults: 10 s intervals, no prefix, 10,000 series, names as given, no quantiles.
         public init() {}
     }
 
+    /// The settings the factory was made with.
     public let configuration: Configuration
     private let agent: APIHealthAgent
     private let precision: Precision
@@ -89,7 +91,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
 
     /// Makes a factory that writes through `agent`, starting its interval loop now.
     ///
-    /// The factory writes a last time when the agent begins to shut down (``APIHealthAgent/onShutdown(_:)``),
+    /// The factory writes a last time when the agent begins to shut down (`APIHealthAgent.onShutdown(_:)`),
     /// before intake closes, so nothing recorded before shutdown is lost.
     ///
     /// - Parameters:

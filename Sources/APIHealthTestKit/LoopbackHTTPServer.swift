@@ -17,10 +17,13 @@ import NIOPosix
 public final class LoopbackHTTPServer: Sendable {
     /// One request, with its whole body.
     public struct Request: Sendable {
+        /// The HTTP method.
         public var method: String
         /// The request target, with its query.
         public var uri: String
+        /// The headers, in the order received.
         public var headers: [(name: String, value: String)]
+        /// The body as received (a gzipped body is not unpacked).
         public var body: [UInt8]
 
         /// The target without its query.
@@ -41,7 +44,10 @@ public final class LoopbackHTTPServer: Sendable {
             return result
         }
 
-        /// The first header named `name` (case-insensitive).
+        /// The first header of a name.
+        ///
+        /// - Parameter name: The header's name (case-insensitive).
+        /// - Returns: Its value, or `nil` when the request has none.
         public func header(_ name: String) -> String? {
             headers.first { $0.name.lowercased() == name.lowercased() }?.value
         }
@@ -49,7 +55,9 @@ public final class LoopbackHTTPServer: Sendable {
 
     /// What to send back.
     public struct Response: Sendable {
+        /// The body to send.
         public enum Body: Sendable {
+            /// These bytes, with a `Content-Length`.
             case bytes([UInt8])
             /// `totalBytes` bytes in chunks of `chunkSize`, generated as they are sent.
             case generated(totalBytes: Int, chunkSize: Int)
@@ -61,14 +69,25 @@ public final class LoopbackHTTPServer: Sendable {
             case stalled(totalBytes: Int, sentBytes: Int)
         }
 
+        /// The status code.
         public var status: Int
+        /// Headers to send (`Content-Length` is added for a body of known size).
         public var headers: [(String, String)]
+        /// The body.
         public var body: Body
         /// Wait this long before answering.
         public var delay: Duration
         /// Wait this long between the response head and its body.
         public var bodyDelay: Duration
 
+        /// A response.
+        ///
+        /// - Parameters:
+        ///   - status: The status code.
+        ///   - headers: Headers to send.
+        ///   - body: The body.
+        ///   - delay: How long to wait before answering.
+        ///   - bodyDelay: How long to wait between the response head and its body.
         public init(
             status: Int,
             headers: [(String, String)] = [],
@@ -83,6 +102,13 @@ public final class LoopbackHTTPServer: Sendable {
             self.bodyDelay = bodyDelay
         }
 
+        /// A `text/plain` response.
+        ///
+        /// - Parameters:
+        ///   - status: The status code.
+        ///   - text: The body.
+        ///   - headers: More headers to send.
+        /// - Returns: The response.
         public static func text(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
             Response(
                 status: status,
@@ -91,6 +117,13 @@ public final class LoopbackHTTPServer: Sendable {
             )
         }
 
+        /// An `application/json` response.
+        ///
+        /// - Parameters:
+        ///   - status: The status code.
+        ///   - json: The body.
+        ///   - headers: More headers to send.
+        /// - Returns: The response.
         public static func json(_ status: Int, _ json: String, headers: [(String, String)] = []) -> Response {
             Response(
                 status: status,
@@ -100,6 +133,7 @@ public final class LoopbackHTTPServer: Sendable {
         }
     }
 
+    /// Answers one request; called for each, concurrently.
     public typealias Handler = @Sendable (Request) async -> Response
 
     private let group: MultiThreadedEventLoopGroup
@@ -120,6 +154,13 @@ public final class LoopbackHTTPServer: Sendable {
     }
 
     /// Starts listening on `127.0.0.1:port` (0: a free port).
+    ///
+    /// - Parameters:
+    ///   - port: The port to listen on; 0 picks a free one (see ``port``).
+    ///   - threads: Event loop threads.
+    ///   - handler: Answers each request.
+    /// - Returns: The server, listening.
+    /// - Throws: When the port cannot be bound.
     public static func start(
         port: Int = 0,
         threads: Int = 1,
@@ -181,6 +222,8 @@ public final class LoopbackHTTPServer: Sendable {
     /// Stops listening, closes the connections, waits for the responses under way (their waits are
     /// cancelled; a handler still runs to its end), then stops the event loops: nothing is scheduled on
     /// a loop after it has stopped.
+    ///
+    /// - Throws: When the event loops fail to stop.
     public func shutdown() async throws {
         try? await channel.close().get()
         await work.finish()

@@ -22,6 +22,7 @@ public struct FieldKey: Sendable, Hashable {
 
     /// Checks `name` once.
     ///
+    /// - Parameter name: The field key.
     /// - Throws: ``LineProtocolError/unwritableFieldKey(_:)`` for a key the encoder would drop or
     ///   repair: empty, starting with `_`, `time`, or holding a backslash or a control character
     ///   InfluxDB cannot store.
@@ -95,6 +96,10 @@ public struct FieldWriter: ~Copyable {
     }
 
     /// A float field (`12.5`). NaN and ±infinity leave the field out.
+    ///
+    /// - Parameters:
+    ///   - key: The field key, checked when it was made.
+    ///   - value: The value.
     public mutating func add(_ key: FieldKey, _ value: Double) {
         guard value.isFinite else {
             repairs.droppedFields += 1
@@ -111,18 +116,30 @@ public struct FieldWriter: ~Copyable {
     /// ```swift
     /// fields.add(durationKey, millionths: 12_345_678)  // duration_ms=12.345678
     /// ```
+    ///
+    /// - Parameters:
+    ///   - key: The field key, checked when it was made.
+    ///   - value: The value in millionths.
     public mutating func add(_ key: FieldKey, millionths value: Int64) {
         guard startField(key, valueRoom: Self.millionthsRoom) else { return }
         Self.appendMillionthsValue(value, into: &writer)
     }
 
     /// A signed integer field (`42i`).
+    ///
+    /// - Parameters:
+    ///   - key: The field key, checked when it was made.
+    ///   - value: The value.
     public mutating func add(_ key: FieldKey, _ value: Int64) {
         guard startField(key, valueRoom: Self.integerRoom) else { return }
         Self.appendSignedValue(value, into: &writer)
     }
 
     /// An unsigned integer field (`42u`, or `42i` when the encoder writes unsigned values as signed).
+    ///
+    /// - Parameters:
+    ///   - key: The field key, checked when it was made.
+    ///   - value: The value.
     public mutating func add(_ key: FieldKey, unsigned value: UInt64) {
         guard startField(key, valueRoom: Self.integerRoom) else { return }
         if Self.appendUnsignedValue(value, asSigned: writesUnsignedAsSigned, into: &writer) {
@@ -131,6 +148,10 @@ public struct FieldWriter: ~Copyable {
     }
 
     /// A boolean field (`true`, `false`).
+    ///
+    /// - Parameters:
+    ///   - key: The field key, checked when it was made.
+    ///   - value: The value.
     public mutating func add(_ key: FieldKey, _ value: Bool) {
         guard startField(key, valueRoom: Self.booleanRoom) else { return }
         Self.appendBooleanValue(value, into: &writer)
@@ -187,6 +208,10 @@ public struct FieldWriter: ~Copyable {
     }
 
     /// A string field (`"timed out"`), escaped.
+    ///
+    /// - Parameters:
+    ///   - key: The field key, checked when it was made.
+    ///   - value: The value; longer than ``LineEncoder/maximumStringBytes`` is cut.
     public mutating func add(_ key: FieldKey, _ value: String) {
         withUTF8Bytes(value) { bytes in
             // A line break becomes the three bytes of U+FFFD.
@@ -275,11 +300,19 @@ extension LineEncoder {
     /// ```swift
     /// let duration = try FieldKey("duration_ms")
     /// let series = try SeriesKey(measurement: "apihealth_request", tags: [Point.Tag("host", "api.example.com")])
-    /// try encoder.encode(series: series, timestamp: Timestamp(date: Date()), into: &buffer) { fields in
+    /// try encoder.encode(series: series, timestamp: Timestamp(seconds: 1_700_000_000), into: &buffer) { fields in
     ///     fields.add(duration, 12.5)
     /// }
     /// ```
     ///
+    /// - Parameters:
+    ///   - series: The measurement and tags, rendered once.
+    ///   - timestamp: When the point happened, or `nil` for the server's time.
+    ///   - buffer: The bytes the line is appended to.
+    ///   - adjust: Given the series key and the timestamp in ``precision`` units, returns the timestamp to
+    ///     write, or `nil` to decline the line.
+    ///   - writeFields: Adds the fields.
+    /// - Returns: What was repaired or left out (the series key's own repairs included).
     /// - Throws: ``LineProtocolError/noFields`` when no field was written,
     ///   ``LineProtocolError/keyTooLong(_:)`` when every field's key was too long for the series key,
     ///   ``LineProtocolError/timestampDeclined`` when `adjust` declined it.

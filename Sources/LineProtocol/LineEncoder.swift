@@ -88,6 +88,10 @@ public struct LineEncoder: Sendable {
         }
 
         /// Adds the counts of `rhs` to `lhs`.
+        ///
+        /// - Parameters:
+        ///   - lhs: The counts added to.
+        ///   - rhs: The counts to add.
         public static func += (lhs: inout Repairs, rhs: Repairs) {
             lhs.droppedFields += rhs.droppedFields
             lhs.droppedTags += rhs.droppedTags
@@ -118,6 +122,11 @@ public struct LineEncoder: Sendable {
     /// a point without a timestamp. The agent uses it to keep two points of one series off the same
     /// instant.
     ///
+    /// - Parameters:
+    ///   - point: The point to write.
+    ///   - buffer: The bytes the line is appended to.
+    ///   - adjust: Given the series key and the timestamp, returns the timestamp to write, or `nil`.
+    /// - Returns: What was repaired or left out (all zero for a point written as given).
     /// - Throws: ``LineProtocolError`` when the point cannot be written, or `adjust` declined it.
     @discardableResult
     public func encode(
@@ -177,6 +186,14 @@ public struct LineEncoder: Sendable {
     /// let series = try SeriesKey(measurement: "apihealth_request", tags: [Point.Tag("host", "api.example.com")])
     /// try encoder.encode(fields: fields, timestamp: now, series: series, into: &buffer)
     /// ```
+    ///
+    /// - Parameters:
+    ///   - fields: The fields, written in this order.
+    ///   - timestamp: When the point happened, or `nil` for the server's time.
+    ///   - series: The measurement and tags, rendered once.
+    ///   - buffer: The bytes the line is appended to.
+    /// - Returns: What was repaired or left out (the series key's own repairs included).
+    /// - Throws: ``LineProtocolError`` when no field can be written or the timestamp is out of range.
     @discardableResult
     public func encode(
         fields: [Point.Field],
@@ -190,6 +207,13 @@ public struct LineEncoder: Sendable {
     /// Appends one line for a prerendered series, letting `adjust` change the timestamp first, as
     /// ``encode(_:into:adjustingTimestamp:)`` does (here it is called before the fields are checked).
     ///
+    /// - Parameters:
+    ///   - fields: The fields, written in this order.
+    ///   - timestamp: When the point happened, or `nil` for the server's time.
+    ///   - series: The measurement and tags, rendered once.
+    ///   - buffer: The bytes the line is appended to.
+    ///   - adjust: Given the series key and the timestamp, returns the timestamp to write, or `nil`.
+    /// - Returns: What was repaired or left out (the series key's own repairs included).
     /// - Throws: ``LineProtocolError`` when no field can be written, or `adjust` declined the point.
     @discardableResult
     public func encode(

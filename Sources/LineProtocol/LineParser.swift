@@ -1,7 +1,10 @@
 /// Why a line could not be parsed, and where: line and column count from 1, columns in bytes.
 public struct LineParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The line, counting from 1.
     public var line: Int
+    /// The byte within the line, counting from 1.
     public var column: Int
+    /// What is wrong there.
     public var reason: String
 
     package init(line: Int, column: Int, reason: String) {
@@ -34,11 +37,18 @@ public struct LineParser: Sendable {
     /// The precision the timestamps are in.
     public var precision: Precision
 
+    /// A parser for lines whose timestamps are in `precision`.
+    ///
+    /// - Parameter precision: The unit of the lines' timestamps (the write request's `precision`).
     public init(precision: Precision = .ns) {
         self.precision = precision
     }
 
     /// Parses every line of `bytes`, skipping blank and comment lines.
+    ///
+    /// - Parameter bytes: Line protocol, lines separated by `\n` (or `\r\n`).
+    /// - Returns: The points, in the order of their lines.
+    /// - Throws: ``LineParseError`` for the first line that is not valid line protocol.
     public func parse(_ bytes: [UInt8]) throws(LineParseError) -> [Point] {
         var points: [Point] = []
         var failure: LineParseError?
@@ -60,7 +70,13 @@ public struct LineParser: Sendable {
         return points
     }
 
-    /// Parses one line (without its line end). Returns `nil` for a blank or comment line.
+    /// Parses one line (without its line end).
+    ///
+    /// - Parameters:
+    ///   - line: The line's bytes.
+    ///   - lineNumber: The line number errors report.
+    /// - Returns: The point, or `nil` for a blank or comment line.
+    /// - Throws: ``LineParseError`` when the line is not valid line protocol.
     public func parseLine(_ line: [UInt8], lineNumber: Int = 1) throws(LineParseError) -> Point? {
         var result: Result<Point?, LineParseError> = .success(nil)
         line.withUnsafeBufferPointer { buffer in
@@ -69,13 +85,25 @@ public struct LineParser: Sendable {
         return try result.get()
     }
 
-    /// Parses one line (without its line end). Returns `nil` for a blank or comment line.
+    /// Parses one line (without its line end) in place.
+    ///
+    /// - Parameters:
+    ///   - line: The line's bytes.
+    ///   - lineNumber: The line number errors report.
+    /// - Returns: The point, or `nil` for a blank or comment line.
+    /// - Throws: ``LineParseError`` when the line is not valid line protocol.
     public func parseLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int = 1) throws(LineParseError) -> Point? {
         try parseLine(line, lineNumber: lineNumber, collects: true)
     }
 
     /// Checks one line as strictly as ``parseLine(_:lineNumber:)-(UnsafeBufferPointer<UInt8>,_)``
-    /// without building the point. Returns `false` for a blank or comment line.
+    /// without building the point.
+    ///
+    /// - Parameters:
+    ///   - line: The line's bytes, without its line end.
+    ///   - lineNumber: The line number errors report.
+    /// - Returns: `true` for a valid point, `false` for a blank or comment line.
+    /// - Throws: ``LineParseError`` when the line is not valid line protocol.
     public func validateLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int = 1) throws(LineParseError) -> Bool {
         try parseLine(line, lineNumber: lineNumber, collects: false) != nil
     }

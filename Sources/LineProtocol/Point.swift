@@ -1,7 +1,7 @@
 /// An instant as seconds and nanoseconds since the Unix epoch, wide enough for any `Date`.
 ///
 /// Converting to a ``Precision`` is exact integer arithmetic; an instant that does not fit an `Int64`
-/// at that precision is refused with ``LineProtocolError/timestampOutOfRange``.
+/// at that precision is refused with ``LineProtocolError/timestampOutOfRange(_:_:)``.
 ///
 /// ```swift
 /// let t = Timestamp(nanosecondsSinceEpoch: 1_700_000_000_123_456_789)
@@ -13,6 +13,12 @@ public struct Timestamp: Sendable, Hashable, Comparable {
     /// Nanoseconds within the second, 0 ..< 1_000_000_000.
     public var nanoseconds: Int64
 
+    /// The instant `seconds` and `nanoseconds` after the epoch; nanoseconds outside one second carry
+    /// into the seconds.
+    ///
+    /// - Parameters:
+    ///   - seconds: Whole seconds since the epoch.
+    ///   - nanoseconds: Nanoseconds to add (any value, negative included).
     public init(seconds: Int64, nanoseconds: Int64 = 0) {
         let (carry, rest) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
         self.seconds = seconds &+ carry
@@ -23,12 +29,19 @@ public struct Timestamp: Sendable, Hashable, Comparable {
         }
     }
 
+    /// The instant `value` nanoseconds after the epoch.
+    ///
+    /// - Parameter value: Nanoseconds since the epoch (negative before it).
     public init(nanosecondsSinceEpoch value: Int64) {
         self.init(seconds: 0, nanoseconds: value)
     }
 
     /// The instant as an integer count of `precision` units since the epoch, rounded towards negative
-    /// infinity, or `nil` when it does not fit an `Int64` (or InfluxDB's range of ±(2⁶³ − 2) ns).
+    /// infinity.
+    ///
+    /// - Parameter precision: The unit to count in.
+    /// - Returns: The count, or `nil` when it does not fit an `Int64` (or InfluxDB's range of
+    ///   ±(2⁶³ − 2) ns).
     public func value(in precision: Precision) -> Int64? {
         // One case per precision, so each division is by a constant (a multiplication).
         switch precision {
@@ -51,6 +64,10 @@ public struct Timestamp: Sendable, Hashable, Comparable {
     }
 
     /// The instant that `value` units of `precision` after the epoch denote.
+    ///
+    /// - Parameters:
+    ///   - value: The count of units since the epoch, as a line's timestamp holds it.
+    ///   - precision: The unit.
     public init(_ value: Int64, precision: Precision) {
         let perSecond = 1_000_000_000 / precision.nanosecondsPerUnit
         var (seconds, rest) = value.quotientAndRemainder(dividingBy: perSecond)
@@ -90,9 +107,16 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 public struct Point: Sendable, Hashable {
     /// One tag: a key and a value, both strings. Tags identify a series and are indexed.
     public struct Tag: Sendable, Hashable {
+        /// The tag key.
         public var key: String
+        /// The tag value; an empty one is left out when the point is written.
         public var value: String
 
+        /// A tag.
+        ///
+        /// - Parameters:
+        ///   - key: The tag key.
+        ///   - value: The tag value.
         public init(_ key: String, _ value: String) {
             self.key = key
             self.value = value
@@ -101,20 +125,38 @@ public struct Point: Sendable, Hashable {
 
     /// One field: a key and a typed value.
     public struct Field: Sendable, Hashable {
+        /// The field key.
         public var key: String
+        /// The typed value.
         public var value: FieldValue
 
+        /// A field.
+        ///
+        /// - Parameters:
+        ///   - key: The field key.
+        ///   - value: The typed value.
         public init(_ key: String, _ value: FieldValue) {
             self.key = key
             self.value = value
         }
     }
 
+    /// The measurement name; it must not be empty or start with `_` or `#`.
     public var measurement: String
+    /// The tags, in any order (they are written sorted by key).
     public var tags: [Tag]
+    /// The fields, written in this order; at least one must be writable.
     public var fields: [Field]
+    /// When the point happened; `nil` lets the server stamp it on arrival.
     public var timestamp: Timestamp?
 
+    /// A point from tag and field values.
+    ///
+    /// - Parameters:
+    ///   - measurement: The measurement name.
+    ///   - tags: The tags.
+    ///   - fields: The fields.
+    ///   - timestamp: When the point happened, or `nil`.
     public init(measurement: String, tags: [Tag] = [], fields: [Field], timestamp: Timestamp? = nil) {
         self.measurement = measurement
         self.tags = tags
@@ -122,6 +164,13 @@ public struct Point: Sendable, Hashable {
         self.timestamp = timestamp
     }
 
+    /// A point from literals, as in `tags: ["host": "a"], fields: ["usage": 0.5]`.
+    ///
+    /// - Parameters:
+    ///   - measurement: The measurement name.
+    ///   - tags: The tags, key and value.
+    ///   - fields: The fields, key and value, in the order written.
+    ///   - timestamp: When the point happened, or `nil`.
     public init(
         measurement: String,
         tags: KeyValuePairs<String, String> = [:],
@@ -134,12 +183,18 @@ public struct Point: Sendable, Hashable {
         self.timestamp = timestamp
     }
 
-    /// The value of the tag `key`, if present.
+    /// The value of a tag.
+    ///
+    /// - Parameter key: The tag key.
+    /// - Returns: The value of the last tag with that key, or `nil`.
     public func tag(_ key: String) -> String? {
         tags.last(where: { $0.key == key })?.value
     }
 
-    /// The value of the field `key`, if present.
+    /// The value of a field.
+    ///
+    /// - Parameter key: The field key.
+    /// - Returns: The value of the last field with that key, or `nil`.
     public func field(_ key: String) -> FieldValue? {
         fields.last(where: { $0.key == key })?.value
     }

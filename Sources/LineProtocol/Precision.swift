@@ -5,9 +5,13 @@
 /// Precision.us.nanosecondsPerUnit  // 1_000
 /// ```
 public enum Precision: String, Sendable, CaseIterable, Hashable {
+    /// Nanoseconds.
     case ns
+    /// Microseconds.
     case us
+    /// Milliseconds.
     case ms
+    /// Seconds.
     case s
 
     /// How many nanoseconds one unit holds.

@@ -13,6 +13,13 @@ public struct SeriesKey: Sendable, Hashable {
     /// What rendering repaired or dropped (counted once per point encoded with this key).
     public let repairs: LineEncoder.Repairs
 
+    /// Renders a measurement and its tags.
+    ///
+    /// - Parameters:
+    ///   - measurement: The measurement name.
+    ///   - tags: The tags, in any order; empty values and reserved keys are left out (counted in
+    ///     ``repairs``).
+    /// - Throws: ``LineProtocolError`` for a measurement that cannot be written.
     public init(measurement: String, tags: [Point.Tag] = []) throws(LineProtocolError) {
         var repairs = LineEncoder.Repairs()
         try LineEncoder.checkMeasurement(measurement, repairs: &repairs)

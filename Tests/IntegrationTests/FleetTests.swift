@@ -149,7 +149,7 @@ import Testing
         }
     }
 
-    /// The query the README ships for a fleet quantile per endpoint on VictoriaMetrics.
+    /// The query the documentation ships for a fleet quantile per endpoint on VictoriaMetrics (RunningAtFleetScale.md).
     static func fleetQuantileQuery(_ quantile: Double, measurement: String, window: String) -> String {
         """
         histogram_quantile(\(quantile), sum by (le, host, path, method) (label_replace(sum_over_time({__name__=~"\(measurement)_le_.+"}[\(window)]) keep_metric_names, "le", "$1", "__name__", "\(measurement)_le_(.+)")))

@@ -127,7 +127,8 @@ import Testing
     }
 
     /// Quotes and backslashes at the start, inside and at the end of each name: InfluxDB 1.x and
-    /// VictoriaMetrics read the same name except where README's table says (pairs of backslashes).
+    /// VictoriaMetrics read the same name except where the LineProtocol article on server differences
+    /// (ServerDifferences.md) says: pairs of backslashes.
     @Test func quotesAndBackslashesReadAsTheReadmeSays() async throws {
         let influx = try await InfluxDB1.freshDatabase("quotes")
         let victoria = try VictoriaMetrics()
@@ -187,6 +188,6 @@ import Testing
             }
         }
         #expect(expected.isEmpty, "not found in InfluxDB: \(expected.keys.sorted())")
-        #expect(differing > 0, "the documented divergence is still there; if VictoriaMetrics changed, update README")
+        #expect(differing > 0, "the divergence ServerDifferences.md documents is gone: update that article")
     }
 }

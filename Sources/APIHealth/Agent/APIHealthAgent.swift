@@ -24,6 +24,7 @@ import FoundationNetworking
 /// are encoded off the request's own path, by the loop that writes the spool (or by whatever reads
 /// the agent's state first).
 public final class APIHealthAgent: Sendable, Service {
+    /// The settings the agent was made with.
     public let configuration: APIHealthConfiguration
     private let logger: Logger
     private let clock: any AgentClock
@@ -68,8 +69,15 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
-    /// Throws ``APIHealthConfiguration/Error`` for bad settings and ``SpoolError`` when the spool
-    /// directory cannot be used (another agent holds it, no permission).
+    /// The spool directory is opened (and created if missing) here, and what an earlier run left in it
+    /// is taken up to be sent first.
+    ///
+    /// - Parameters:
+    ///   - configuration: Where to ship, how to batch and retry, what to capture.
+    ///   - logger: Where the agent says where it ships, and any loss (at `info` and `warning`).
+    ///   - clock: The agent's time; tests pass a manual clock.
+    /// - Throws: ``APIHealthConfiguration/Error`` for bad settings, and ``SpoolError`` when the spool
+    ///   directory cannot be used (another agent holds it, no permission, not a spool).
     public init(
         configuration: APIHealthConfiguration,
         logger: Logger,
@@ -125,6 +133,8 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// Records one request, through ``APIHealthConfiguration/CaptureOptions/filter`` when one is set
     /// (it sees no headers here). Safe from any thread; never blocks on I/O.
+    ///
+    /// - Parameter sample: What the request did.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
         if !pending.record(sample, request: SentRequest(), now: clock.coarseNow) { noticeIfStopped() }
@@ -164,7 +174,11 @@ public final class APIHealthAgent: Sendable, Service {
     /// ```swift
     /// agent.write(Point(measurement: "queue_depth", tags: ["queue": "emails"], fields: ["depth": 42]))
     /// ```
-    /// Returns `false` when the point was refused (see ``LineEncoder``) or dropped; both are counted.
+    ///
+    /// - Parameter point: The point, written with its own measurement, tags and fields (add
+    ///   ``APIHealthConfiguration/everyPointTags`` for the `service`, `instance` and global tags).
+    /// - Returns: `false` when the point was refused (it cannot be written as line protocol: see
+    ///   `LineEncoder` in the LineProtocol module) or dropped; both are counted.
     @discardableResult
     public func write(_ point: Point) -> Bool {
         guard configuration.isEnabled else { return false }
@@ -178,6 +192,14 @@ public final class APIHealthAgent: Sendable, Service {
     /// ```swift
     /// agent.recordParseFailure(for: request, response: response, error: error, module: "feed")
     /// ```
+    ///
+    /// - Parameters:
+    ///   - request: The request whose response it was (its URL and method name the endpoint).
+    ///   - response: The response, for its status code and, when the request has none, its URL.
+    ///   - error: What decoding threw; a `DecodingError` gives the ``ParseFailureKind`` and coding path.
+    ///   - module: The part of the service that made the call (the `module` tag).
+    ///   - data: The body, which tells a cut-off JSON document (``ParseFailureKind/dataCorrupted``) from a
+    ///     body that is not JSON (``ParseFailureKind/notJSON``).
     public func recordParseFailure(
         for request: URLRequest,
         response: URLResponse?,
@@ -238,6 +260,16 @@ public final class APIHealthAgent: Sendable, Service {
     /// let (data, response) = try await session.data(for: request)
     /// let user = try agent.decode(User.self, from: data, for: request, response: response, module: "accounts")
     /// ```
+    ///
+    /// - Parameters:
+    ///   - type: The type to decode.
+    ///   - data: The response body.
+    ///   - request: The request whose response it is.
+    ///   - response: The response.
+    ///   - module: The part of the service that made the call (the `module` tag).
+    ///   - decoder: The decoder to use.
+    /// - Returns: The decoded value.
+    /// - Throws: Whatever `decoder` throws, after recording it.
     public func decode<T: Decodable>(
         _ type: T.Type,
         from data: Data,
@@ -288,6 +320,11 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// Hooks `configuration` as ``instrument(_:module:)`` does.
+    ///
+    /// - Parameters:
+    ///   - configuration: The configuration whose sessions' requests are recorded.
+    ///   - module: The part of the service that makes these calls (the `module` tag).
+    ///   - streamsResponseBodies: Ignored: bodies pass through exactly as URLSession delivers them.
     @available(
         *,
         deprecated,
@@ -315,6 +352,7 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// Why ``APIHealthAgent/run()`` refused to run.
     public struct LifecycleError: Swift.Error, Hashable, CustomStringConvertible {
+        /// What kind of problem it is; new codes may be added.
         public struct Code: Hashable, Sendable, CustomStringConvertible {
             private let name: String
             /// `run()` was called while it was running, or after it returned: an agent runs once.
@@ -322,6 +360,7 @@ public final class APIHealthAgent: Sendable, Service {
             public var description: String { name }
         }
 
+        /// What kind of problem it is.
         public let code: Code
         public var description: String {
             switch code {
@@ -458,7 +497,9 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// Sends the open batch now and waits until nothing is pending, or `deadline` has passed.
-    /// Returns whether everything was delivered.
+    ///
+    /// - Parameter deadline: How long to wait at most.
+    /// - Returns: Whether everything was delivered (`false` also when there is no destination).
     @discardableResult
     public func flush(waitingUpTo deadline: Duration) async -> Bool {
         pending.sealOpenBatch()
@@ -549,7 +590,7 @@ public final class APIHealthAgent: Sendable, Service {
         }
         guard first else { return }
         logger.warning(
-            "APIHealth was stopped before a service that still records into it; its points are dropped. List the agent after the services that record into it in the ServiceGroup, so it stops after them",
+            "APIHealth was stopped before a service that still records into it; its points are dropped. List the agent before the services that record into it in the ServiceGroup (it stops services in reverse order), so it stops after them",
             metadata: ["apihealth.points.dropped_after_stop": "\(pending.droppedAfterClose)"]
         )
     }

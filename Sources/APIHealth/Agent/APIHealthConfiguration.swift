@@ -62,7 +62,9 @@ public struct APIHealthConfiguration: Sendable {
     public var agentMeasurement = PointSchema.Measurement.agent
     /// Timestamp precision of every line, and the write request's `precision`.
     public var precision: Precision = .ns
+    /// When batches are cut, and how much may wait for a destination.
     public var batching = Batching()
+    /// How failed writes are retried.
     public var retry = RetryPolicy()
     /// zlib level for request bodies: 1 is fastest and shrinks line protocol about twentyfold.
     public var gzipLevel = 1
@@ -70,6 +72,7 @@ public struct APIHealthConfiguration: Sendable {
     public var requestTimeout: Duration = .seconds(10)
     /// The on-disk spool of pending lines; `nil` keeps them in memory only.
     public var spool: SpoolOptions?
+    /// Which requests are captured and how they become tags.
     public var capture = CaptureOptions()
     /// How often the agent writes its own health point.
     public var selfMetricsInterval: Duration = .seconds(10)
@@ -80,6 +83,13 @@ public struct APIHealthConfiguration: Sendable {
     /// read); the agent logs each once at start.
     var notices: [String] = []
 
+    /// A configuration with every default: the spool in the service's default directory
+    /// (``SpoolOptions/defaultDirectory(serviceName:)``), and no destination unless one is given.
+    ///
+    /// - Parameters:
+    ///   - serviceName: The `service` tag of every point; names the default spool directory and the
+    ///     `User-Agent`.
+    ///   - destination: Where batches go; `nil` keeps every line pending in the spool.
     public init(serviceName: String, destination: InfluxDestination? = nil) {
         self.serviceName = serviceName
         self.destination = destination
@@ -104,6 +114,7 @@ public struct APIHealthConfiguration: Sendable {
         /// anew for every batch, so a fleet of replicas started together does not write in the same second.
         public var flushJitter: Duration = .zero
 
+        /// The defaults: 5 s debounce, 30 s maximum age, 5,000 lines or 1 MiB, a 64 MiB cap, no jitter.
         public init() {}
     }
 
@@ -163,18 +174,27 @@ public struct APIHealthConfiguration: Sendable {
         /// it quick: it runs once per request.
         public var filter: (@Sendable (RequestSample, SentRequest) -> RequestSample?)?
 
+        /// The defaults: automatic templating only, 500 distinct paths, learning after 20 values.
         public init() {}
     }
 
     /// What is wrong with a configuration; thrown at start, never silently ignored.
     public enum Error: Swift.Error, Sendable, Hashable, CustomStringConvertible {
+        /// Other `INFLUX_` settings are given, but no `INFLUX_URL`.
         case missingURL
+        /// A destination URL without a scheme and host.
         case relativeURL(String)
+        /// A destination URL that is neither http nor https.
         case unsupportedScheme(String)
+        /// A precision other than `ns`, `us`, `ms` or `s`.
         case unknownPrecision(String)
+        /// A write API other than `v2`, `v1` or `v3`.
         case unknownWriteAPI(String)
+        /// A setting the chosen write API needs (the environment variable's name).
         case missingSetting(String)
+        /// A token file that cannot be read (its path).
         case unreadableTokenFile(String)
+        /// A variable whose value cannot be used.
         case invalidValue(name: String, value: String)
         /// A setting that cannot be used, and why.
         case invalidSetting(name: String, reason: String)
@@ -200,9 +220,9 @@ public struct APIHealthConfiguration: Sendable {
     /// |---|---|
     /// | `APIHEALTH_ENABLED` | `1`, `true`, `yes`, `on` (default) or `0`, `false`, `no`, `off`; anything else is an error |
     /// | `INFLUX_URL` | base URL of InfluxDB; unset: lines stay pending in the spool |
-    /// | `INFLUX_WRITE_API` | `v2` (default) or `v1` |
+    /// | `INFLUX_WRITE_API` | `v2` (default), `v1` or `v3` |
     /// | `INFLUX_ORG`, `INFLUX_BUCKET` | v2 organisation and bucket |
-    /// | `INFLUX_DATABASE`, `INFLUX_RETENTION_POLICY` | v1 database and retention policy |
+    /// | `INFLUX_DATABASE`, `INFLUX_RETENTION_POLICY` | v1 database and retention policy; v3 database |
     /// | `INFLUX_TOKEN`, `INFLUX_TOKEN_FILE` | token, or a file holding it |
     /// | `INFLUX_PRECISION` | `ns` (default), `us`, `ms`, `s` |
     /// | `APIHEALTH_SPOOL_DIR` | spool directory (not empty); `none` keeps pending lines in memory only |
@@ -217,6 +237,7 @@ public struct APIHealthConfiguration: Sendable {
     /// - Parameters:
     ///   - environment: the variables to read (the process's by default).
     ///   - serviceName: names the default spool directory and the `User-Agent`.
+    /// - Returns: The configuration the variables describe, with defaults for the rest.
     /// - Throws: ``Error`` for a value that cannot be used: an unknown setting value, an empty
     ///   `APIHEALTH_SPOOL_DIR`, an empty token file or a token holding a line break.
     public static func fromEnvironment(
@@ -362,7 +383,11 @@ public struct APIHealthConfiguration: Sendable {
         return tags.filter { !$0.value.isEmpty }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
     }
 
-    /// Checks the settings that cannot be checked by their types.
+    /// Checks the settings that cannot be checked by their types; ``APIHealthAgent`` does at start.
+    ///
+    /// - Throws: ``Error`` for the first setting that cannot be used: a reserved or empty global tag, an
+    ///   interval that is not a whole number of the precision's unit, raw points other than `all` without
+    ///   aggregation, a batch or cap too small, a retry policy that cannot work, a bad URL, token or header.
     public func validate() throws(Error) {
         for (key, value) in globalTags {
             if PointSchema.reservedTags.contains(key) {
@@ -508,12 +533,15 @@ public struct InfluxDestination: Sendable, Hashable {
 
     /// The failover group: URLs that reach the same data. Not empty.
     public var urls: [URL]
+    /// The write endpoint and where in the store lines go.
     public var api: WriteAPI
+    /// Sent as `Authorization: Token …` with every write request; `nil` sends none.
     public var token: InfluxToken?
     /// How it appears in logs and in the agent's health points; the first URL's host and port by default.
     public var name: String?
     /// Extra headers on every write request (`X-Scope-OrgID`, a proxy's key, …).
     public var headers: [String: String] = [:]
+    /// How request bodies are sent (gzip by default).
     public var compression: Compression = .gzip
     /// This destination's own cap on its backlog; ``APIHealthConfiguration/Batching/maximumPendingBytes``
     /// when `nil`.
@@ -524,11 +552,21 @@ public struct InfluxDestination: Sendable, Hashable {
     public var precision: Precision?
 
     /// A destination at one URL.
+    ///
+    /// - Parameters:
+    ///   - url: The server's base URL; a path in it is kept in front of the write path.
+    ///   - api: The write endpoint and where in the store lines go.
+    ///   - token: The API token, if the server needs one.
     public init(url: URL, api: WriteAPI, token: InfluxToken? = nil) {
         self.init(urls: [url], api: api, token: token)
     }
 
     /// A destination at a failover group of URLs.
+    ///
+    /// - Parameters:
+    ///   - urls: Base URLs that all reach the same data, tried in turn from a random one; not empty.
+    ///   - api: The write endpoint and where in the store lines go.
+    ///   - token: The API token, if the servers need one.
     public init(urls: [URL], api: WriteAPI, token: InfluxToken? = nil) {
         self.urls = urls
         self.api = api
@@ -694,6 +732,9 @@ public struct InfluxDestination: Sendable, Hashable {
     /// let destination = InfluxDestination(url: server, api: .v1(database: "metrics"))
     /// destination.writeURL(precision: .ns)  // http://127.0.0.1:8086/write?db=metrics&precision=ns
     /// ```
+    ///
+    /// - Parameter precision: The precision of the lines posted.
+    /// - Returns: The write URL under the first URL of the group, with its query.
     public func writeURL(precision: Precision) -> URL {
         writeURL(at: url, precision: precision)
     }
@@ -736,6 +777,9 @@ public struct InfluxDestination: Sendable, Hashable {
 public struct InfluxToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     let value: String
 
+    /// Wraps a token.
+    ///
+    /// - Parameter value: The token as InfluxDB issued it.
     public init(_ value: String) {
         self.value = value
     }
@@ -746,6 +790,7 @@ public struct InfluxToken: Sendable, Hashable, CustomStringConvertible, CustomDe
 
 /// Where and how pending lines are kept on disk.
 public struct SpoolOptions: Sendable, Hashable {
+    /// The spool directory: created (mode 700) when missing; an existing one must be empty or a spool.
     public var directory: URL
     /// `fsync` after every write-through, so pending lines also survive power loss (slower).
     public var fsync = false
@@ -758,6 +803,12 @@ public struct SpoolOptions: Sendable, Hashable {
     /// The default ``writeThroughInterval``: 20 ms.
     public static let defaultWriteThroughInterval: Duration = .milliseconds(20)
 
+    /// Spool options for `directory`.
+    ///
+    /// - Parameters:
+    ///   - directory: The spool directory, of its own: never a shared one such as `/tmp`.
+    ///   - fsync: Whether to `fsync` after every write-through.
+    ///   - writeThroughInterval: How often recorded lines are written through to the spool.
     public init(
         directory: URL,
         fsync: Bool = false,
@@ -769,6 +820,9 @@ public struct SpoolOptions: Sendable, Hashable {
     }
 
     /// `$XDG_STATE_HOME/apihealth/<service>` (or `~/.local/state/…`); the caches folder on Apple platforms.
+    ///
+    /// - Parameter serviceName: The service's name, the last component of the path.
+    /// - Returns: The directory a service of that name spools in by default.
     public static func defaultDirectory(serviceName: String) -> URL {
         #if canImport(Darwin)
         let base = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first!

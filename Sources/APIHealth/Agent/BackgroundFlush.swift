@@ -9,6 +9,9 @@ extension APIHealthAgent {
     /// ```swift
     /// let observer = agent.flushWhenEnteringBackground()
     /// ```
+    ///
+    /// - Parameter deadline: How long the background task may keep sending.
+    /// - Returns: The notification observer; remove it from `NotificationCenter` to stop.
     @MainActor
     public func flushWhenEnteringBackground(deadline: Duration = .seconds(20)) -> any NSObjectProtocol {
         NotificationCenter.default.addObserver(

@@ -16,6 +16,11 @@ extension APIHealthAgent {
     /// agent.start()
     /// let signals = agent.shutdownOnTermination()   // keep it alive as long as it should act
     /// ```
+    ///
+    /// - Parameters:
+    ///   - signals: The signals to act on; each is ignored by the process from then on, and handled here.
+    ///   - deadline: How long to keep sending what is pending before exiting.
+    /// - Returns: The signal sources; they act only for as long as they are kept.
     public func shutdownOnTermination(
         signals: [Int32] = [SIGTERM, SIGINT],
         deadline: Duration = .seconds(10)

@@ -20,6 +20,7 @@ public struct AggregationOptions: Sendable, Hashable {
     /// The measurement of interval points (default ``PointSchema/Measurement/requestInterval``).
     public var measurement = PointSchema.Measurement.requestInterval
 
+    /// The defaults: 10 s intervals, ``defaultDurationBoundaries``.
     public init() {}
 
     /// 50 bounds from 1 ms to 60 s: from 5 ms to 2 s no bucket is wider than 25 % of its lower bound, and
@@ -35,7 +36,7 @@ public struct AggregationOptions: Sendable, Hashable {
 /// the interval aggregates every request is counted in.
 ///
 /// ```swift
-/// configuration.capture.rawPoints = .errorsAndSlow                   // failures, slow ones, a 1 % sample
+/// configuration.capture.rawPoints = .errorsAndSlow                   // failures, slow ones, a 0.5 % sample
 /// configuration.capture.rawPoints = .errorsAndSlow(slowerThan: .milliseconds(500), sampleRate: 0.001)
 /// ```
 public struct RawPoints: Sendable, Hashable, CustomStringConvertible {
@@ -62,7 +63,13 @@ public struct RawPoints: Sendable, Hashable, CustomStringConvertible {
     /// the rest.
     public static let errorsAndSlow = RawPoints(mode: .errorsAndSlow)
 
-    /// ``errorsAndSlow`` with its own threshold and sample rate (0 to 1).
+    /// Every failed request, every request slower than `slowerThan` or than its endpoint's p99, and a
+    /// uniform sample of the rest.
+    ///
+    /// - Parameters:
+    ///   - slowerThan: A request at least this slow is written.
+    ///   - sampleRate: The share of the other requests written, from 0 to 1.
+    /// - Returns: The setting for ``APIHealthConfiguration/CaptureOptions/rawPoints``.
     public static func errorsAndSlow(slowerThan: Duration = .seconds(1), sampleRate: Double = 0.005) -> RawPoints {
         RawPoints(mode: .errorsAndSlow, slowerThan: slowerThan, sampleRate: sampleRate)
     }

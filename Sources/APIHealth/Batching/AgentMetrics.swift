@@ -64,6 +64,7 @@ public struct AgentMetrics: Sendable, Hashable {
     /// the pending lines and bytes above are what the agent holds for any of them).
     public var destinations: [DestinationMetrics] = []
 
+    /// All zero.
     public init() {}
 }
 
@@ -98,5 +99,6 @@ public struct DestinationMetrics: Sendable, Hashable {
     /// Its last failure, if its last write failed.
     public var lastError: String?
 
+    /// All zero.
     public init() {}
 }

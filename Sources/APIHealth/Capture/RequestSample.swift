@@ -16,10 +16,13 @@ import Foundation
 ///
 /// Only the URL's scheme, host, port and path are used: the query, fragment and user info never are.
 public struct RequestSample: Sendable {
+    /// The HTTP method (`GET`, `POST`, …).
     public var method: String
+    /// The request's URL; only its scheme, host, port and path are recorded.
     public var url: URL
     /// The part of the service that made the call (a feature, a client, a team).
     public var module: String
+    /// When the request started: the point's timestamp.
     public var startedAt: Date
     /// From the start of the request to the end of the response body (or the error).
     public var duration: Duration
@@ -27,13 +30,17 @@ public struct RequestSample: Sendable {
     public var timeToFirstByte: Duration?
     /// DNS lookup, TCP connect and TLS handshake, where the platform reports them.
     public var domainLookup: Duration?
+    /// The TCP connect, where the platform reports it.
     public var connect: Duration?
+    /// The TLS handshake, where the platform reports it.
     public var secureConnection: Duration?
     /// The HTTP status, `nil` for a transport failure.
     public var statusCode: Int?
     /// The transport failure (timeout, refused connection, cancellation…), if any.
     public var error: TransportError?
+    /// Request body bytes sent.
     public var requestBytes: UInt64
+    /// Response body bytes received.
     public var responseBytes: UInt64
     /// Redirects followed, where the platform reports them (`nil` where it does not: Linux).
     public var redirectCount: Int?
@@ -41,8 +48,25 @@ public struct RequestSample: Sendable {
     public var correlationID: String?
     /// `http/1.1`, `h2`, `h3` where the platform reports it.
     public var networkProtocol: String?
+    /// Whether the connection was reused, where the platform reports it.
     public var reusedConnection: Bool?
 
+    /// A sample of one request; the properties not taken here (DNS, connect and TLS phases, protocol,
+    /// connection reuse) can be set afterwards.
+    ///
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - url: The request's URL (only its scheme, host, port and path are recorded).
+    ///   - module: The part of the service that made the call.
+    ///   - startedAt: When the request started.
+    ///   - duration: From the start to the end of the response body, or the error.
+    ///   - statusCode: The HTTP status, `nil` for a transport failure.
+    ///   - error: The transport failure, if any.
+    ///   - requestBytes: Request body bytes sent.
+    ///   - responseBytes: Response body bytes received.
+    ///   - timeToFirstByte: From the start to the response head, if known.
+    ///   - redirectCount: Redirects followed; `nil` where they cannot be seen.
+    ///   - correlationID: The request's or response's correlation id, if any.
     public init(
         method: String,
         url: URL,
@@ -73,14 +97,24 @@ public struct RequestSample: Sendable {
 
     /// A transport failure as its error domain and code (`NSURLErrorDomain -1001` is a timeout).
     public struct TransportError: Sendable, Hashable, CustomStringConvertible {
+        /// The error domain (`NSURLErrorDomain` for URLSession and AsyncHTTPClient capture alike).
         public var domain: String
+        /// The code within the domain (−1001 a timeout, −1004 a refused connection, −999 cancelled).
         public var code: Int
 
+        /// A transport error with the given domain and code.
+        ///
+        /// - Parameters:
+        ///   - domain: The error domain.
+        ///   - code: The code within the domain.
         public init(domain: String, code: Int) {
             self.domain = domain
             self.code = code
         }
 
+        /// The domain and code of `error`, as `NSError` bridges it.
+        ///
+        /// - Parameter error: What the request failed with.
         public init(_ error: any Error) {
             let nsError = error as NSError
             self.init(domain: nsError.domain, code: nsError.code)
@@ -92,9 +126,13 @@ public struct RequestSample: Sendable {
 
 /// Why a response body could not be decoded.
 public enum ParseFailureKind: String, Sendable, Hashable, CaseIterable {
+    /// A key the type needs is missing (`DecodingError.keyNotFound`).
     case keyNotFound
+    /// A value has another type than expected (`DecodingError.typeMismatch`).
     case typeMismatch
+    /// A value the type needs is `null` (`DecodingError.valueNotFound`).
     case valueNotFound
+    /// The JSON is invalid or cut off before its end (`DecodingError.dataCorrupted`).
     case dataCorrupted
     /// The body is not JSON at all (a JSON document cut off before its end is ``dataCorrupted``).
     case notJSON

@@ -13,6 +13,12 @@ extension RequestSample {
     ///     if let sample = RequestSample(metrics: metrics, task: task, module: "feed") { agent.record(sample) }
     /// }
     /// ```
+    ///
+    /// - Parameters:
+    ///   - metrics: The metrics the task finished collecting.
+    ///   - task: The task, for its response and error.
+    ///   - module: The part of the service that made the call.
+    ///   - correlationHeaders: Headers whose value becomes the correlation id (first found).
     public init?(
         metrics: URLSessionTaskMetrics,
         task: URLSessionTask,

@@ -9,20 +9,31 @@ import Foundation
 public enum PointSchema {
     /// The default measurement names (``APIHealthConfiguration`` can rename each).
     public enum Measurement {
+        /// One point per request (``APIHealthConfiguration/CaptureOptions/rawPoints`` says which).
         public static let request = "apihealth_request"
+        /// One point per response that could not be decoded.
         public static let parseFailure = "apihealth_parse_failure"
+        /// The agent's own health, every ``APIHealthConfiguration/selfMetricsInterval`` and at shutdown.
         public static let agent = "apihealth_agent"
         /// One point per endpoint and interval (see ``AggregationOptions``).
         public static let requestInterval = "apihealth_request_interval"
     }
 
+    /// Tag keys.
     public enum Tag {
+        /// The host, with the port when the URL has one.
         public static let host = "host"
+        /// The templated path (`/users/{id}`), or ``APIHealthConfiguration/CaptureOptions/overflowPath`` past the cap.
         public static let path = "path"
+        /// The HTTP method: `GET`, `POST`, … (`OTHER` for anything else).
         public static let method = "method"
+        /// The part of the service that made the call, as given to `instrument` or in the sample.
         public static let module = "module"
+        /// The HTTP status code, or `error` for a transport failure.
         public static let status = "status"
+        /// `2xx` … `5xx`, or `error` for a transport failure.
         public static let statusClass = "status_class"
+        /// Why a response could not be decoded: a ``ParseFailureKind``.
         public static let failure = "failure"
         /// The service's name (``APIHealthConfiguration/serviceName``), on every point.
         public static let service = "service"
@@ -45,16 +56,26 @@ public enum PointSchema {
     /// PointSchema.IntervalField.bucket(milliseconds: 300)  // "le_300"
     /// ```
     public enum IntervalField {
+        /// Requests in the interval.
         public static let count = "count"
+        /// Failed requests in the interval (a transport error or a status of 400 or more).
         public static let errors = "errors"
+        /// The sum of the durations, in milliseconds.
         public static let durationSum = "duration_ms_sum"
+        /// The shortest duration, in milliseconds.
         public static let durationMinimum = "duration_ms_min"
+        /// The longest duration, in milliseconds.
         public static let durationMaximum = "duration_ms_max"
+        /// Request body bytes sent in the interval.
         public static let requestBytes = "request_bytes"
+        /// Response body bytes received in the interval.
         public static let responseBytes = "response_bytes"
         /// The bucket above every bound: every request of the interval.
         public static let bucketInfinity = "le_inf"
         /// The field of the bucket bound `milliseconds`: `le_300`, `le_2.5`.
+        ///
+        /// - Parameter milliseconds: The bucket's upper bound, in milliseconds.
+        /// - Returns: The field's name.
         public static func bucket(milliseconds: Double) -> String {
             if milliseconds == milliseconds.rounded(), abs(milliseconds) < 1e15 { return "le_\(Int64(milliseconds))" }
             var text = String(milliseconds)
@@ -63,56 +84,96 @@ public enum PointSchema {
         }
     }
 
+    /// Fields of request points and parse-failure points.
     public enum Field {
+        /// From the start of the request to the end of the response body (or the error).
         public static let durationMilliseconds = "duration_ms"
+        /// From the start of the request to the response head, where the platform reports it.
         public static let timeToFirstByteMilliseconds = "ttfb_ms"
+        /// The DNS lookup, where the platform reports it (Apple task metrics).
         public static let domainLookupMilliseconds = "dns_ms"
+        /// The TCP connect, where the platform reports it (Apple task metrics).
         public static let connectMilliseconds = "connect_ms"
+        /// The TLS handshake, where the platform reports it (Apple task metrics).
         public static let secureConnectionMilliseconds = "tls_ms"
+        /// Request body bytes sent (unsigned; an integer with the v1 API).
         public static let requestBytes = "request_bytes"
+        /// Response body bytes received (unsigned; an integer with the v1 API).
         public static let responseBytes = "response_bytes"
+        /// The HTTP status code, absent for a transport failure.
         public static let statusCode = "status_code"
+        /// No transport error and a status below 400.
         public static let success = "success"
         /// 1 for a failed request (transport error, or a status ≥ 400 unless a ``SuccessRule`` says otherwise),
         /// 0 otherwise: averages into an error ratio.
         public static let errors = "errors"
+        /// The transport error as `domain code` (`NSURLErrorDomain -1001`).
         public static let error = "error"
+        /// The first configured correlation header of the request, else of the response.
         public static let correlationID = "correlation_id"
+        /// Redirects followed, where the platform reports them.
         public static let redirects = "redirects"
+        /// `http/1.1`, `h2`, `h3`, where the platform reports it.
         public static let networkProtocol = "protocol"
+        /// Whether the connection was reused, where the platform reports it.
         public static let reusedConnection = "reused_connection"
+        /// Always 1 on a parse-failure point, so sums count failures.
         public static let count = "count"
+        /// Where decoding failed, as `items[2].price`, on a parse-failure point.
         public static let codingPath = "coding_path"
     }
 
     /// Agent self-metrics fields.
     public enum AgentField {
+        /// Points taken into a batch.
         public static let pointsRecorded = "points_recorded"
+        /// Points refused because they cannot be written as line protocol.
         public static let pointsInvalid = "points_invalid"
+        /// Points written with a repair (a field or tag left out, a name or string changed).
         public static let pointsRepaired = "points_repaired"
+        /// Points a destination acknowledged.
         public static let pointsWritten = "points_written"
+        /// Points dropped past a pending cap, or for want of a free timestamp.
         public static let pointsDropped = "points_dropped"
+        /// Points a server refused for good (400, 422), kept in the spool's `rejected/`.
         public static let pointsRejected = "points_rejected"
+        /// Points of batches still failing after ``RetryPolicy/maximumRetryDuration``, set aside.
         public static let pointsExpired = "points_expired"
+        /// Write requests retried.
         public static let retries = "retries"
+        /// Batches a destination acknowledged.
         public static let batchesWritten = "batches_written"
+        /// Line protocol bytes sent, before compression.
         public static let bytesBeforeGzip = "bytes_before_gzip"
+        /// Body bytes sent, after compression.
         public static let bytesAfterGzip = "bytes_after_gzip"
+        /// Lines not yet acknowledged.
         public static let pendingLines = "pending_lines"
+        /// Bytes of line protocol not yet acknowledged (before gzip).
         public static let pendingBytes = "pending_bytes"
+        /// Requests whose path was recorded as the overflow path, past the cap of distinct paths.
         public static let pathsOverflowed = "paths_overflowed"
+        /// Requests an instrumented session made that the hook let through unrecorded.
         public static let requestsUncaptured = "requests_uncaptured"
+        /// Requests the capture filter dropped (a choice, not a loss).
         public static let requestsFiltered = "requests_filtered"
+        /// Points neither delivered nor kept in the spool (a full disk, no spool).
         public static let pointsLost = "points_lost"
+        /// swift-metrics handlers made past the backend's cap, sent to its overflow series.
         public static let metricsOverflowed = "metrics_overflowed"
+        /// The last error a destination answered or a write failed with.
         public static let lastError = "last_error"
+        /// Interval points recorded.
         public static let intervalPoints = "interval_points"
+        /// Requests counted only in their interval point, by ``APIHealthConfiguration/CaptureOptions/rawPoints``.
         public static let requestsOnlyAggregated = "requests_only_aggregated"
     }
 
+    /// Tags of request points (beside the global tags).
     public static let requestTags = [
         Tag.host, Tag.path, Tag.method, Tag.module, Tag.status, Tag.statusClass, Tag.service, Tag.instance,
     ]
+    /// Fields of request points; each point carries those that apply.
     public static let requestFields = [
         Field.durationMilliseconds, Field.timeToFirstByteMilliseconds, Field.domainLookupMilliseconds,
         Field.connectMilliseconds, Field.secureConnectionMilliseconds, Field.requestBytes, Field.responseBytes,
@@ -120,10 +181,13 @@ public enum PointSchema {
         Field.networkProtocol,
         Field.reusedConnection,
     ]
+    /// Tags of parse-failure points (beside the global tags).
     public static let parseFailureTags = [
         Tag.host, Tag.path, Tag.method, Tag.module, Tag.status, Tag.failure, Tag.service, Tag.instance,
     ]
+    /// Fields of parse-failure points.
     public static let parseFailureFields = [Field.count, Field.codingPath, Field.statusCode]
+    /// Tags of the agent's own health points (beside the global tags).
     public static let agentTags = [Tag.service, Tag.instance]
     /// Tags of interval points (beside the global tags).
     public static let intervalTags = [
@@ -136,6 +200,7 @@ public enum PointSchema {
             IntervalField.durationMaximum, IntervalField.requestBytes, IntervalField.responseBytes,
         ] + AggregationOptions.defaultDurationBoundaries.map { IntervalField.bucket(milliseconds: $0.milliseconds) }
         + [IntervalField.bucketInfinity]
+    /// Fields of the agent's own health points.
     public static let agentFields = [
         AgentField.pointsRecorded, AgentField.pointsInvalid, AgentField.pointsRepaired, AgentField.pointsWritten,
         AgentField.pointsDropped, AgentField.pointsRejected, AgentField.pointsExpired, AgentField.retries,

@@ -406,6 +406,8 @@ struct SeriesCache {
 
 extension Timestamp {
     /// The instant of `date`, to the microsecond `Date` carries.
+    ///
+    /// - Parameter date: The instant.
     public init(date: Date) {
         let interval = date.timeIntervalSince1970
         let seconds = interval.rounded(.down)

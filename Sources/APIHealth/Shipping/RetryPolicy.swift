@@ -27,6 +27,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// so that it cannot hold back the batches behind it forever. Not negative.
     public var maximumRetryDuration: Duration = .seconds(3_600)
 
+    /// The defaults: 5 s doubling up to 125 s, ±20 % jitter, a reconnect probe every 4 s, one hour.
     public init() {}
 
     /// The delay after the `attempt`-th failure (1-based), before jitter: `initialDelay × multiplierⁿ⁻¹`,

@@ -31,6 +31,7 @@ public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notASpool = Code("notASpool")
     }
 
+    /// What kind of problem it is.
     public var code: Code
     /// The directory or file concerned.
     public var path: String
@@ -81,6 +82,7 @@ public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
 /// A part of a spool that was left out when reading it: a torn last line, a line that does not parse,
 /// or an entry that is not a regular file of the spool's owner.
 public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
+    /// What was left out, and why.
     public enum Kind: Sendable, Hashable {
         /// The last line has no line end: the writer stopped mid-line (a crash). Never sent.
         case tornLine
@@ -91,9 +93,11 @@ public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
         case skippedEntry(String)
     }
 
+    /// The file's name in the spool.
     public var file: String
     /// Byte offset of the line in the file.
     public var offset: Int
+    /// What was left out, and why.
     public var kind: Kind
 
     package init(file: String, offset: Int, kind: Kind) {

@@ -18,6 +18,7 @@ import Darwin
 /// }
 /// ```
 public struct SpoolReader: Sendable {
+    /// The spool directory read.
     public let directory: URL
     private let handle: DirectoryHandle
     /// Only regular files of this user are read: the directory's owner.
@@ -62,7 +63,9 @@ public struct SpoolReader: Sendable {
 
     /// One segment file's complete lines, oldest first.
     public struct Segment: Sendable {
+        /// The file's name in the spool.
         public var name: String
+        /// The file's location.
         public var url: URL
         /// Still being appended to by the agent.
         public var isOpen: Bool
@@ -70,6 +73,7 @@ public struct SpoolReader: Sendable {
         public var lines: [[UInt8]]
         /// Lines left out: a torn tail or corrupt lines; or why the whole entry was skipped.
         public var problems: [SpoolProblem]
+        /// When the file was last written.
         public var modified: Date?
         /// The entry is not a regular file of the spool's owner (a link, a directory, a FIFO) or could
         /// not be read: it was not read and is never removed.
@@ -87,6 +91,7 @@ public struct SpoolReader: Sendable {
 
     /// Every segment, in send order.
     ///
+    /// - Returns: The segments, oldest first, each with its complete lines and what was left out.
     /// - Throws: ``SpoolError`` when the directory cannot be listed or a segment cannot be read.
     public func segments() throws(SpoolError) -> [Segment] {
         var segments: [Segment] = []
@@ -273,15 +278,20 @@ public struct SpoolReader: Sendable {
 
     /// A batch the server refused for good, with its reason.
     public struct RejectedBatch: Sendable {
+        /// The batch's file name in `rejected/`.
         public var name: String
+        /// The batch's lines, each without its line end.
         public var lines: [[UInt8]]
+        /// What the server answered, or why the batch was set aside.
         public var reason: String
+        /// When it was set aside.
         public var rejectedAt: Date?
     }
 
     /// The batches in `rejected/`, oldest first. Entries that are not regular files of the spool's
     /// owner are left out.
     ///
+    /// - Returns: The refused batches with their reasons; empty when there is no `rejected/`.
     /// - Throws: ``SpoolError`` when `rejected/` is not a directory of the spool's owner.
     public func rejected() throws(SpoolError) -> [RejectedBatch] {
         let path = directory.appendingPathComponent("rejected").path

@@ -18,7 +18,10 @@ public protocol AgentClock: Sendable {
     /// ``now`` to within a few milliseconds (either way), where reading it is cheaper: the time each
     /// recorded line is stamped with for batching (the debounce and the maximum age).
     var coarseNow: Duration { get }
-    /// Suspends until `now` reaches `deadline`. Throws `CancellationError` when the task is cancelled.
+    /// Suspends until ``now`` reaches `deadline`.
+    ///
+    /// - Parameter deadline: The reading of ``now`` to wait for.
+    /// - Throws: `CancellationError` when the task is cancelled.
     func sleep(until deadline: Duration) async throws
 }
 
@@ -35,8 +38,10 @@ public struct SystemAgentClock: AgentClock {
     private let coarseOrigin = Self.coarseNanoseconds()
     #endif
 
+    /// A clock whose origin is now.
     public init() {}
 
+    /// Time since the clock was made, from `ContinuousClock`.
     public var now: Duration { ContinuousClock.now - origin }
 
     #if os(Linux)
@@ -51,6 +56,10 @@ public struct SystemAgentClock: AgentClock {
     }
     #endif
 
+    /// Suspends until ``now`` reaches `deadline`.
+    ///
+    /// - Parameter deadline: The reading of ``now`` to wait for.
+    /// - Throws: `CancellationError` when the task is cancelled.
     public func sleep(until deadline: Duration) async throws {
         try await Task.sleep(until: origin + deadline, clock: .continuous)
     }
