@@ -13,7 +13,7 @@ import NIOCore
 /// Each request becomes one `apihealth_request` point, with the same schema, templating and cap as
 /// URLSession capture. What the caller gets back (response head, streamed body, errors, cancellation,
 /// timeouts) is what it gets without APIHealth. With
-/// ``APIHealthConfiguration/CaptureOptions/tracePropagation``, a request to a first-party host gets a
+/// `APIHealthConfiguration.CaptureOptions.tracePropagation`, a request to a first-party host gets a
 /// `traceparent` header from the calling task's context (unless it has one, or the client has a
 /// tracer of its own, which sends its own), and its trace id becomes the request's `correlation_id`.
 extension HTTPClient {

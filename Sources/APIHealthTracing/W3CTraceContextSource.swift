@@ -63,6 +63,7 @@ extension TracePropagation {
     /// - Parameters:
     ///   - firstPartyHosts: `api.example.com` (any port), `api.example.com:8443`, `*.example.com` (its subdomains).
     ///   - instrument: Reads the span context out of a `ServiceContext`; `nil` uses `InstrumentationSystem.instrument`.
+    /// - Returns: The propagation to set as `capture.tracePropagation`.
     public static func w3c(firstPartyHosts: [String], instrument: (any Instrument)? = nil) -> TracePropagation {
         TracePropagation(firstPartyHosts: firstPartyHosts, source: W3CTraceContextSource(instrument: instrument))
     }

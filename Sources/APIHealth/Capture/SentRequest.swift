@@ -33,6 +33,9 @@ public struct SentRequest: Sendable {
 
     /// The value of the request header `name` (any case), `nil` when the request had none or its
     /// headers are unknown (a sample handed to ``APIHealthAgent/record(_:)``).
+    ///
+    /// - Parameter name: The header's name, in any case.
+    /// - Returns: Its value, or `nil`.
     public func value(forHTTPHeaderField name: String) -> String? {
         switch headers {
         case .none: return nil

@@ -32,6 +32,11 @@ public struct TracePropagation: Sendable {
     /// Makes the headers of each request.
     public var source: any TraceContextSource
 
+    /// Trace headers from `source` for requests to `firstPartyHosts` only.
+    ///
+    /// - Parameters:
+    ///   - firstPartyHosts: The hosts that get trace headers (see ``firstPartyHosts``).
+    ///   - source: What makes each request's headers.
     public init(firstPartyHosts: [String], source: any TraceContextSource) {
         self.firstPartyHosts = firstPartyHosts
         self.source = source
@@ -52,9 +57,13 @@ public struct TracePropagation: Sendable {
 public protocol TraceContextSource: Sendable {
     /// The headers for a request about to be sent: a new span of the calling task's trace when its
     /// context has one, else the first span of a new trace.
+    ///
+    /// - Returns: The `traceparent` (and `tracestate`) to send.
     func traceHeaders() -> TraceHeaders
     /// The trace id (32 lowercase hex digits) of the calling task's context, if it has one: what a
     /// client that propagates the context itself sends.
+    ///
+    /// - Returns: The trace id, or `nil` outside a trace.
     func currentTraceID() -> String?
 }
 
@@ -65,6 +74,11 @@ public struct TraceHeaders: Sendable, Hashable {
     /// Vendor state carried along with the trace, if any.
     public var tracestate: String?
 
+    /// The headers as they are sent.
+    ///
+    /// - Parameters:
+    ///   - traceparent: `00-<trace id>-<span id>-<flags>`.
+    ///   - tracestate: Vendor state, if any.
     public init(traceparent: String, tracestate: String? = nil) {
         self.traceparent = traceparent
         self.tracestate = tracestate
@@ -122,6 +136,9 @@ extension APIHealthAgent {
     /// ```swift
     /// if let trace = agent.traceHeaders(for: url) { headers.add(name: "traceparent", value: trace.traceparent) }
     /// ```
+    ///
+    /// - Parameter url: Where the request goes.
+    /// - Returns: The headers to add, or `nil` for a host that is not first-party.
     public func traceHeaders(for url: URL) -> TraceHeaders? {
         guard configuration.isEnabled, let injection = traceInjection, injection.isFirstParty(url) else { return nil }
         return injection.source.traceHeaders()

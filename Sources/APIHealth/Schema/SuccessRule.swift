@@ -29,6 +29,14 @@ public struct SuccessRule: Sendable, Hashable {
     /// Whether a request the rule covers succeeds.
     public var succeeds: Bool
 
+    /// A rule: requests it covers with a status in `statuses` succeed (`succeeds`) or fail.
+    ///
+    /// - Parameters:
+    ///   - statuses: The statuses it covers.
+    ///   - host: The host it covers; `nil` for every host.
+    ///   - path: The path template it covers; `nil` for every path.
+    ///   - method: The method it covers; `nil` for every method.
+    ///   - succeeds: Whether those requests succeed.
     public init(
         statuses: [ClosedRange<Int>],
         host: String? = nil,
@@ -44,6 +52,13 @@ public struct SuccessRule: Sendable, Hashable {
     }
 
     /// `statuses` succeed on the host, path and method given.
+    ///
+    /// - Parameters:
+    ///   - statuses: The statuses that succeed.
+    ///   - host: The host it covers (`api.example.com`, `api.example.com:8443`, `*.example.com`); `nil` for every host.
+    ///   - path: The path template it covers (`*` one segment, `**` the rest); `nil` for every path.
+    ///   - method: The method it covers (`GET`); `nil` for every method.
+    /// - Returns: The rule.
     public static func success(
         _ statuses: Int...,
         host: String? = nil,
@@ -56,6 +71,13 @@ public struct SuccessRule: Sendable, Hashable {
     }
 
     /// The statuses in `range` succeed on the host, path and method given.
+    ///
+    /// - Parameters:
+    ///   - range: The statuses that succeed.
+    ///   - host: The host it covers (`api.example.com`, `api.example.com:8443`, `*.example.com`); `nil` for every host.
+    ///   - path: The path template it covers (`*` one segment, `**` the rest); `nil` for every path.
+    ///   - method: The method it covers (`GET`); `nil` for every method.
+    /// - Returns: The rule.
     public static func success(
         _ range: ClosedRange<Int>,
         host: String? = nil,
@@ -66,6 +88,13 @@ public struct SuccessRule: Sendable, Hashable {
     }
 
     /// `statuses` fail on the host, path and method given.
+    ///
+    /// - Parameters:
+    ///   - statuses: The statuses that fail.
+    ///   - host: The host it covers (`api.example.com`, `api.example.com:8443`, `*.example.com`); `nil` for every host.
+    ///   - path: The path template it covers (`*` one segment, `**` the rest); `nil` for every path.
+    ///   - method: The method it covers (`GET`); `nil` for every method.
+    /// - Returns: The rule.
     public static func failure(
         _ statuses: Int...,
         host: String? = nil,
@@ -78,6 +107,13 @@ public struct SuccessRule: Sendable, Hashable {
     }
 
     /// The statuses in `range` fail on the host, path and method given.
+    ///
+    /// - Parameters:
+    ///   - range: The statuses that fail.
+    ///   - host: The host it covers (`api.example.com`, `api.example.com:8443`, `*.example.com`); `nil` for every host.
+    ///   - path: The path template it covers (`*` one segment, `**` the rest); `nil` for every path.
+    ///   - method: The method it covers (`GET`); `nil` for every method.
+    /// - Returns: The rule.
     public static func failure(
         _ range: ClosedRange<Int>,
         host: String? = nil,
