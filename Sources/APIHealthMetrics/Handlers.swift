@@ -88,15 +88,7 @@ struct HistogramBounds: Sendable {
 
     /// The bucket of `value`: the first whose bound is at or above it, else the last.
     @inline(__always)
-    func index(of value: Double) -> Int {
-        var low = 0
-        var high = bounds.count
-        while low < high {
-            let middle = (low + high) >> 1
-            if bounds[middle] < value { low = middle + 1 } else { high = middle }
-        }
-        return low
-    }
+    func index(of value: Double) -> Int { bucketIndex(of: value, in: bounds) }
 }
 
 /// Count, sum, min, max and the histogram of one interval's values, with a quantile sketch when the

@@ -16,15 +16,20 @@ struct DurationBuckets: Sendable {
     /// The bucket of a request that took `nanoseconds`: the first whose bound is at or above it, else the
     /// last (above every bound).
     @inline(__always)
-    func index(of nanoseconds: Int64) -> Int {
-        var low = 0
-        var high = bounds.count
-        while low < high {
-            let middle = (low + high) >> 1
-            if bounds[middle] < nanoseconds { low = middle + 1 } else { high = middle }
-        }
-        return low
+    func index(of nanoseconds: Int64) -> Int { bucketIndex(of: nanoseconds, in: bounds) }
+}
+
+/// The histogram bucket of `value` among ascending upper `bounds`: the first bound at or above it, else
+/// `bounds.count` (the bucket above every bound). A binary search: no allocation.
+@inlinable
+package func bucketIndex<Value: Comparable>(of value: Value, in bounds: [Value]) -> Int {
+    var low = 0
+    var high = bounds.count
+    while low < high {
+        let middle = (low + high) >> 1
+        if bounds[middle] < value { low = middle + 1 } else { high = middle }
     }
+    return low
 }
 
 /// What one endpoint (one series of interval points) gathered since its last point.
