@@ -220,7 +220,7 @@ import FoundationNetworking
                 for index in 0..<perThread {
                     agent.record(
                         Self.sample(
-                            index % 3 == 0 ? "/orders/\(index)" : "/users/\(index)",
+                            index % 3 == 0 ? "/orders/\(index % 20)" : "/users/\(index % 20)",
                             status: index % 50 == 0 ? 500 : 200,
                             milliseconds: Int64(1 + (index + thread) % 400),
                             at: Double(index) / 1_000
