@@ -143,6 +143,19 @@ let package = Package(
             path: "Tests/SpoolWriter",
             swiftSettings: strictSwift6
         ),
+        // The README's code as a service, run by ReadmeTests.
+        .executableTarget(
+            name: "readme-example",
+            dependencies: [
+                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "APIHealthTracing",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/ReadmeExample",
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "capture-probe",
             dependencies: [
