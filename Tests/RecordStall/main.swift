@@ -77,7 +77,11 @@ guard let server = serverBox else { exit(1) }
 
 let spoolDirectory = FileManager.default.temporaryDirectory
     .appendingPathComponent("record-stall-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-defer { try? FileManager.default.removeItem(at: spoolDirectory) }
+/// Ends the run, leaving no spool behind (`exit` skips a top-level `defer`).
+func finish(_ status: Int32) -> Never {
+    try? FileManager.default.removeItem(at: spoolDirectory)
+    exit(status)
+}
 var configuration = APIHealthConfiguration(
     serviceName: "record-stall",
     destination: InfluxDestination(url: URL(string: server.baseURL)!, api: .v2(organization: "o", bucket: "b"))
@@ -97,7 +101,7 @@ do {
     agent = try APIHealthAgent(configuration: configuration, logger: logger)
 } catch {
     FileHandle.standardError.write(Data("record-stall: \(error)\n".utf8))
-    exit(3)
+    finish(3)
 }
 agent.start()
 
@@ -147,7 +151,7 @@ if scenario == "memory" {
             Double(residentBytes() - before) / 1_048_576
         )
     )
-    exit(0)
+    finish(0)
 }
 
 let disk = Switch()
@@ -239,4 +243,4 @@ print(
 let accounted =
     metrics.pointsWritten + metrics.pointsDropped + metrics.pointsRejected + metrics.pointsExpired
     + metrics.pointsInvalid + UInt64(metrics.pendingLines)
-exit(accounted >= metrics.pointsRecorded ? 0 : 2)
+finish(accounted >= metrics.pointsRecorded ? 0 : 2)
