@@ -16,10 +16,17 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
+        // The tolerances every suite compares its run with (scripts/benchmark --check).
+        .target(
+            name: "BenchmarkTolerances",
+            dependencies: [.product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/BenchmarkTolerances"
+        ),
         .executableTarget(
             name: "LineProtocolBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
+                "BenchmarkTolerances",
                 .product(name: "LineProtocol", package: "APIHealth"),
                 .product(name: "APIHealth", package: "APIHealth"),
             ],
@@ -30,6 +37,7 @@ let package = Package(
             name: "AgentBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
+                "BenchmarkTolerances",
                 .product(name: "LineProtocol", package: "APIHealth"),
                 .product(name: "APIHealth", package: "APIHealth"),
                 .product(name: "APIHealthTestKit", package: "APIHealth"),
@@ -44,6 +52,7 @@ let package = Package(
             name: "MetricsBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
+                "BenchmarkTolerances",
                 .product(name: "LineProtocol", package: "APIHealth"),
                 .product(name: "APIHealth", package: "APIHealth"),
                 .product(name: "APIHealthMetrics", package: "APIHealth"),
