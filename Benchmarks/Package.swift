@@ -3,8 +3,9 @@ import PackageDescription
 
 // Benchmarks live in their own package so the main build stays light. Run from this folder:
 //   swift package --allow-writing-to-package-directory benchmark
-// The pipeline benchmark needs a VictoriaMetrics (APIHEALTH_BENCH_VICTORIA_URL) and the influx-tail ones a
-// release build of influx-tail (INFLUX_TAIL_BIN): scripts/benchmark sets both up.
+// The pipeline benchmark needs a VictoriaMetrics (APIHEALTH_BENCH_VICTORIA_URL), the influx-tail ones a
+// release build of influx-tail (INFLUX_TAIL_BIN) and the memory one of record-stall (RECORD_STALL_BIN):
+// scripts/benchmark sets them up.
 let package = Package(
     name: "APIHealthBenchmarks",
     platforms: [.macOS(.v13)],

@@ -11,8 +11,7 @@ import TestSupport
 
 /// The query files in `dashboards/`, read as the dashboards carry them.
 enum DashboardFiles {
-    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("dashboards")
+    static let folder = repositoryRoot.appendingPathComponent("dashboards")
 
     /// Every file in `folder` (under `dashboards/`) whose name ends in `suffix`, by name.
     static func files(_ folder: String, _ suffix: String) throws -> [(name: String, text: String)] {

@@ -1,10 +1,6 @@
 import Foundation
 import Testing
 
-/// The repository's root folder.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
-
 /// Where the influxdb:2 image runs `*.sh` files once, after its first setup.
 private let initFolder = "/docker-entrypoint-initdb.d"
 
@@ -13,7 +9,7 @@ private func run(_ arguments: [String], input: Data = Data(), environment: [Stri
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
-    process.currentDirectoryURL = root
+    process.currentDirectoryURL = repositoryRoot
     if let environment { process.environment = environment }
     let stdin = Pipe()
     let stdout = Pipe()
@@ -204,7 +200,10 @@ private func problems(applyArguments arguments: [String], influxdb: [String: Any
             #expect(text.hasPrefix("#!/bin/bash\n") || text.hasPrefix("#!/bin/sh\n"), "\(name) starts with a shebang")
             guard let arguments = influxApplyArguments(in: text) else { continue }
             applies += 1
-            #expect(problems(applyArguments: arguments, influxdb: influxdb, repository: root) == [], "\(name)")
+            #expect(
+                problems(applyArguments: arguments, influxdb: influxdb, repository: repositoryRoot) == [],
+                "\(name)"
+            )
         }
         #expect(applies == 1, "one init script runs influx apply")
 
@@ -238,7 +237,7 @@ private func problems(applyArguments arguments: [String], influxdb: [String: Any
                 "yes",
             ]
         )
-        #expect(problems(applyArguments: good, influxdb: influxdb, repository: root) == [])
+        #expect(problems(applyArguments: good, influxdb: influxdb, repository: repositoryRoot) == [])
 
         func replacing(_ flag: String, with value: String) -> [String] {
             var arguments = good
@@ -254,7 +253,10 @@ private func problems(applyArguments arguments: [String], influxdb: [String: Any
             ("a token in the script", good + ["--token", "s3cr3t"]),
         ]
         for (what, arguments) in broken {
-            #expect(problems(applyArguments: arguments, influxdb: influxdb, repository: root).count == 1, "\(what)")
+            #expect(
+                problems(applyArguments: arguments, influxdb: influxdb, repository: repositoryRoot).count == 1,
+                "\(what)"
+            )
         }
     }
 }

@@ -4,16 +4,12 @@ import Foundation
 import TestSupport
 import Testing
 
-/// The repository's root folder.
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
-
 /// The README's code works as written: its Swift is the `readme-example` service (Tests/ReadmeExample),
 /// which is built with the tests and run here against a real API and a real InfluxDB 1.x.
 @Suite struct ReadmeTests {
     /// The README's fenced Swift blocks, in order.
     static func swiftBlocks() throws -> [[String]] {
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
         var blocks: [[String]] = []
         var open: [String]?
         for line in readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
@@ -35,7 +31,7 @@ private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().d
     }
 
     @Test func theReadmeIsShort() throws {
-        let size = try Data(contentsOf: root.appendingPathComponent("README.md")).count
+        let size = try Data(contentsOf: repositoryRoot.appendingPathComponent("README.md")).count
         #expect(size <= 12_000, "README.md is \(size) bytes: the rest belongs in the DocC articles")
     }
 
@@ -43,7 +39,7 @@ private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().d
         let blocks = try Self.swiftBlocks()
         #expect(blocks.count >= 5, "Package.swift, URLSession, AsyncHTTPClient, swift-metrics, filter")
         let example = try String(
-            contentsOf: root.appendingPathComponent("Tests/ReadmeExample/main.swift"),
+            contentsOf: repositoryRoot.appendingPathComponent("Tests/ReadmeExample/main.swift"),
             encoding: .utf8
         )
         let exampleLines = Set(example.split(separator: "\n").map { Self.normalized(String($0)) })
@@ -56,7 +52,7 @@ private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().d
     }
 
     @Test func theReadmesPackageLinesNameRealProductsAndTheMinimumPlatforms() throws {
-        let manifest = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let manifest = try String(contentsOf: repositoryRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
         let block = try #require(try Self.swiftBlocks().first { $0.contains { $0.hasPrefix("// Package.swift") } })
         let named = block.compactMap { line -> String? in
             guard line.contains("package: \"APIHealth\"") else { return nil }
