@@ -72,6 +72,16 @@ public enum PointSchema {
         public static let responseBytes = "response_bytes"
         /// The bucket above every bound: every request of the interval.
         public static let bucketInfinity = "le_inf"
+        /// The endpoint's availability objective, as a share of requests (0.999), on every interval point of
+        /// an endpoint with one (`APIHealthConfiguration.objectives`): burn-rate alerts divide the error share by `1 - objective`.
+        public static let objectiveAvailability = "objective_availability"
+        /// The endpoint's latency objective, as a share of requests within ``objectiveLatencyMilliseconds`` (0.99).
+        public static let objectiveLatency = "objective_latency"
+        /// The latency objective's threshold, in milliseconds.
+        public static let objectiveLatencyMilliseconds = "objective_latency_ms"
+        /// Requests of the interval that took at most ``objectiveLatencyMilliseconds``: the good events of the
+        /// latency objective, counted at record time, so they never depend on which bucket bounds exist.
+        public static let requestsWithinLatencyObjective = "requests_within_latency_objective"
         /// The field of the bucket bound `milliseconds`: `le_300`, `le_2.5`.
         ///
         /// - Parameter milliseconds: The bucket's upper bound, in milliseconds.
@@ -200,6 +210,11 @@ public enum PointSchema {
             IntervalField.durationMaximum, IntervalField.requestBytes, IntervalField.responseBytes,
         ] + AggregationOptions.defaultDurationBoundaries.map { IntervalField.bucket(milliseconds: $0.milliseconds) }
         + [IntervalField.bucketInfinity]
+    /// Fields an interval point carries when its endpoint has an objective (`APIHealthConfiguration.objectives`).
+    public static let objectiveIntervalFields = [
+        IntervalField.objectiveAvailability, IntervalField.objectiveLatency, IntervalField.objectiveLatencyMilliseconds,
+        IntervalField.requestsWithinLatencyObjective,
+    ]
     /// Fields of the agent's own health points.
     public static let agentFields = [
         AgentField.pointsRecorded, AgentField.pointsInvalid, AgentField.pointsRepaired, AgentField.pointsWritten,
