@@ -73,7 +73,8 @@ public enum PointSchema {
         /// The bucket above every bound: every request of the interval.
         public static let bucketInfinity = "le_inf"
         /// The endpoint's availability objective, as a share of requests (0.999), on every interval point of
-        /// an endpoint with one (`APIHealthConfiguration.objectives`): burn-rate alerts divide the error share by `1 - objective`.
+        /// an endpoint with one (`APIHealthConfiguration.objectives`): burn-rate alerts divide the error share
+        /// by `1 - objective`.
         public static let objectiveAvailability = "objective_availability"
         /// The endpoint's latency objective, as a share of requests within ``objectiveLatencyMilliseconds`` (0.99).
         public static let objectiveLatency = "objective_latency"
