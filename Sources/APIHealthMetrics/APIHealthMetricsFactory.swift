@@ -86,10 +86,8 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
     private let registry = Locked(Registry())
     /// Guards the last timestamp written, and makes flushes take turns.
     private let lastTimestamp = Locked<Int64>(Int64.min)
-    /// Guards the interval loop's task: cancelled at shutdown or when the factory goes away.
-    private let loop = Locked<Task<Void, Never>?>(nil)
 
-    /// Makes a factory that writes through `agent`, starting its interval loop now.
+    /// Makes a factory that writes through `agent` at the end of every interval while the agent runs.
     ///
     /// The factory writes a last time when the agent begins to shut down (`APIHealthAgent.onShutdown(_:)`),
     /// before intake closes, so nothing recorded before shutdown is lost.
@@ -110,25 +108,17 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
             divisor: 1e6
         )
         self.recorderBounds = HistogramBounds(written: configuration.recorderBuckets, divisor: 1)
-        agent.onShutdown { [weak self] in self?.stop() }
-        let interval = configuration.interval
-        // The factory is bootstrapped globally and has no structured parent, so its loop is a task it owns.
-        let task = Task.detached { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                if Task.isCancelled { return }
-                guard let self else { return }
-                self.flush()
-            }
+        agent.onShutdown { [weak self] in self?.flush() }
+        // On the agent's interval clock, with its interval points and health point: ends are whole
+        // multiples of the interval since the Unix epoch, and nothing runs while the agent does not.
+        agent.everyInterval(configuration.interval) { [weak self] in
+            guard let self else { return false }
+            self.flush()
+            return true
         }
-        loop.withLock { $0 = task }
     }
 
-    deinit {
-        loop.withLock { $0?.cancel() }
-    }
-
-    /// Writes one point per series now (what the interval loop does).
+    /// Writes one point per series now (what the agent's interval clock does every interval).
     public func flush() {
         let handlers = registry.withLock { $0.collectable() }
         lastTimestamp.withLock { last in
@@ -153,12 +143,6 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
                 )
             }
         }
-    }
-
-    /// Stops the interval loop and writes the last points (called when the agent begins to shut down).
-    private func stop() {
-        loop.withLock { $0?.cancel() }
-        flush()
     }
 
     /// How many series the factory holds, destroyed ones not yet released included (overflow excluded).

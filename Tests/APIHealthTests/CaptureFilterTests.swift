@@ -106,7 +106,7 @@ import FoundationNetworking
         var metrics = AgentMetrics()
         metrics.requestsFiltered = 3
         let configuration = APIHealthConfiguration(serviceName: "filter")
-        let point = APIHealthAgent.selfMetricsPoint(
+        let point = AgentHealthPoint.make(
             metrics,
             schema: RequestSchema(configuration: configuration),
             configuration: configuration

@@ -62,7 +62,7 @@ import FoundationNetworking
             #expect(tags["service"] == "fleet-schema" && tags["instance"] == "replica-7", "\(point)")
             #expect(tags["env"] == "prod" && tags["region"] == "eu-1", "\(point)")
         }
-        let health = APIHealthAgent.selfMetricsPoint(
+        let health = AgentHealthPoint.make(
             AgentMetrics(),
             schema: RequestSchema(configuration: agent.configuration),
             configuration: agent.configuration

@@ -96,7 +96,7 @@ struct User: Decodable {
         for path in ["a", "b", "c", "d", "e", "a"] { agent.record(Self.sample("https://api.example.com/\(path)")) }
         let paths = agent.pendingPoints().compactMap { $0.tag("path") }
         #expect(paths == ["/a", "/b", "/c", "{overflow}", "{overflow}", "/a"])
-        let selfMetrics = APIHealthAgent.selfMetricsPoint(
+        let selfMetrics = AgentHealthPoint.make(
             agent.metrics,
             schema: RequestSchema(configuration: agent.configuration),
             configuration: agent.configuration

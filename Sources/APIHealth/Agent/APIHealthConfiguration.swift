@@ -78,7 +78,9 @@ public struct APIHealthConfiguration: Sendable {
     public var selfMetricsInterval: Duration = .seconds(10)
     /// How long graceful shutdown keeps sending what is pending before `run()` returns (the rest
     /// stays in the spool).
-    public var shutdownDeadline: Duration = .seconds(10)
+    public var shutdownDeadline: Duration = Self.defaultShutdownDeadline
+    /// The default of ``shutdownDeadline``: 10 s.
+    public static let defaultShutdownDeadline: Duration = .seconds(10)
     /// Problems found while reading the settings that do not stop the agent (a token file others can
     /// read); the agent logs each once at start.
     var notices: [String] = []

@@ -21,7 +21,8 @@ final class Shipper: Sendable {
     private let userAgent: String
     /// Whether a v1 destination is among those the lines go to: every body then carries unsigned
     /// values as integers, the same body for each destination.
-    private let writesUnsignedAsSigned: Bool
+    /// Makes a batch's body when the spool worker has not made it yet.
+    private let compressor: BatchCompressor
     /// The last state logged, so each change of state is logged once.
     private let health = Locked(Health.starting)
     /// Guards the failover group: the URL in use and each URL's backoff.
@@ -59,7 +60,7 @@ final class Shipper: Sendable {
         self.logger = logger
         let urls = destination?.urls ?? []
         self.endpoints = Locked(EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
-        writesUnsignedAsSigned = configuration.writesUnsignedAsSigned
+        self.compressor = BatchCompressor(pending: pending, configuration: configuration)
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = configuration.requestTimeout.secondsDouble
         sessionConfiguration.timeoutIntervalForResource = configuration.requestTimeout.secondsDouble * 2
@@ -99,30 +100,9 @@ final class Shipper: Sendable {
         }
     }
 
-    /// Makes the bodies of the batches waiting behind the one being sent, so a backlog is held
-    /// compressed (see ``PendingBatches/makeWaitingBodies(_:)``). Nothing without a destination.
-    func makeWaitingBodies() {
-        guard destination != nil else { return }
-        pending.makeWaitingBodies(makeBody)
-    }
-
-    /// The request body of `lines`: gzip at the configured level, of the lines as every destination
-    /// takes them. `nil` if gzip failed.
-    private func makeBody(_ lines: [UInt8]) -> [UInt8]? {
-        var payload = lines
-        if writesUnsignedAsSigned {
-            // Lines kept from before (or recorded with no v1 destination) may carry unsigned values,
-            // which InfluxDB 1.x refuses: they go out as integers, clamped values counted once.
-            let rewrite = LineEncoder.rewritingUnsignedAsSigned(lines)
-            if rewrite.rewrittenFields > 0 { payload = rewrite.lines }
-            if rewrite.clampedLines > 0 { pending.countRepaired(rewrite.clampedLines) }
-        }
-        return try? Gzip.compress(payload, level: configuration.gzipLevel)
-    }
-
     private func send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int) async {
         guard let destination else { return }
-        guard let body = body ?? pending.body(of: segment, making: makeBody) else {
+        guard let body = body ?? pending.body(of: segment, making: compressor.body(of:)) else {
             pending.reject(segment, reason: "gzip failed", destination: index)
             return
         }

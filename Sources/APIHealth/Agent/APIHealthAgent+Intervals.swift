@@ -1,0 +1,81 @@
+import Foundation
+import LineProtocol
+
+extension APIHealthAgent {
+    /// Puts the agent's periodic work on its interval clock: the interval points at the end of every
+    /// aggregation interval, and the health point every ``APIHealthConfiguration/selfMetricsInterval``.
+    func scheduleIntervalWork() {
+        guard configuration.isEnabled else { return }
+        if let aggregation = configuration.aggregation {
+            intervalClock.every(aggregation.interval) { [weak self] end in
+                self?.recordIntervalPoints(endingAt: end) ?? false
+            }
+        }
+        intervalClock.every(configuration.selfMetricsInterval) { [weak self] _ in
+            self?.recordHealthPoint() ?? false
+        }
+    }
+
+    /// Runs `tick` at the end of every `interval` (whole multiples of it since the Unix epoch, on the
+    /// agent's clock) while the agent runs, until it returns `false`: for a metrics backend's interval.
+    ///
+    /// - Parameters:
+    ///   - interval: How often.
+    ///   - tick: What to do; returns whether to go on.
+    package func everyInterval(_ interval: Duration, _ tick: @escaping @Sendable () -> Bool) {
+        intervalClock.every(interval) { _ in tick() }
+    }
+
+    /// Records one point per endpoint that saw requests since the last interval, stamped `end`. Returns
+    /// `false` once intake has closed (the last ones are recorded when it closes). The interval clock
+    /// calls it at the end of every interval.
+    @discardableResult
+    @_spi(Benchmarking) public func recordIntervalPoints(endingAt end: Timestamp) -> Bool {
+        guard let aggregator = schema.aggregator else { return false }
+        return lifecycle.withLock { state -> Bool in
+            // Under the lock, so the last interval points (taken when intake closes) come after these.
+            guard state.intakeOpen else { return false }
+            for point in aggregator.takePoints(at: end) { pending.record(point, now: clock.coarseNow) }
+            return true
+        }
+    }
+
+    /// The interval points of the interval shutdown cuts short, stamped now (never an interval's end, which
+    /// a restarted replica of the same name writes for the interval it starts in).
+    func recordLastIntervals() {
+        guard configuration.isEnabled, let aggregator = schema.aggregator else { return }
+        let unit = configuration.precision.nanosecondsPerUnit
+        var now = IntervalClock.nanosecondsSinceEpoch() / unit * unit
+        let interval = RequestSchema.wholeNanoseconds(aggregator.options.interval) ?? Int64.max
+        if now % interval == 0 { now -= unit }
+        for point in aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true) {
+            pending.record(point, now: clock.coarseNow)
+        }
+    }
+
+    /// Records the agent's health point while intake is open; `false` once it has closed.
+    private func recordHealthPoint() -> Bool {
+        lifecycle.withLock { state -> Bool in
+            // Under the lock, so no health point follows the last one shutdown records.
+            if state.intakeOpen { pending.record(healthPoint(), now: clock.coarseNow) }
+            return state.intakeOpen
+        }
+    }
+
+    /// Records the agent's last health point once, after intake has closed: when everything before it
+    /// was sent (so it reports the final counts, and is sent itself), or when the drain ends without
+    /// that (it stays in the spool). Nothing for a disabled agent.
+    func recordLastHealthPoint() {
+        guard configuration.isEnabled, pending.isClosed else { return }
+        let first = lifecycle.withLock { state -> Bool in
+            defer { state.lastHealthPointRecorded = true }
+            return !state.lastHealthPointRecorded
+        }
+        if first { pending.recordAfterClose(healthPoint(), now: clock.now) }
+    }
+
+    /// The agent's health point now, from its counters as they are.
+    private func healthPoint() -> Point {
+        AgentHealthPoint.make(completed(pending.currentMetrics), schema: schema, configuration: configuration)
+    }
+}

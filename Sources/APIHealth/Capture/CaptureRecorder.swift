@@ -1,0 +1,23 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The hook's view of an agent (weak, so a registered configuration does not keep the agent alive).
+final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
+    private weak var agent: APIHealthAgent?
+    let correlationHeaders: [String]
+
+    init(agent: APIHealthAgent) {
+        self.agent = agent
+        self.correlationHeaders = agent.configuration.capture.correlationHeadersInOrder
+    }
+
+    var isAlive: Bool { agent != nil }
+    var owner: AnyObject? { agent }
+    func countUncaptured() { agent?.countUncaptured() }
+    var isCapturing: Bool { agent?.configuration.isEnabled ?? false }
+    func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
+    func record(_ sample: RequestSample, request: URLRequest) { agent?.recordLater(sample, request: request) }
+}

@@ -1,0 +1,66 @@
+/// Wakes one waiting task; a signal sent while nobody waits is kept for the next wait.
+final class Wakeup: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Locked(State())
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.pending || Task.isCancelled {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Waits for a signal, or until `deadline` on `clock` when one is given.
+    func wait(until deadline: Duration?, on clock: any AgentClock) async {
+        guard let deadline else {
+            await wait()
+            return
+        }
+        if clock.now >= deadline { return }
+        await wait(orUntil: { try? await clock.sleep(until: deadline) })
+    }
+
+    /// Waits for a signal, or for `timeout` of real time.
+    func wait(atMost timeout: Duration) async {
+        await wait(orUntil: { try? await Task.sleep(for: timeout) })
+    }
+
+    private func wait(orUntil sleep: @escaping @Sendable () async -> Void) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await sleep() }
+            group.addTask { await self.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}
