@@ -15,7 +15,7 @@ final class IntervalClock: Sendable {
     /// What a job does at the end of an interval; returns `false` when it is done for good.
     typealias Tick = @Sendable (_ end: Timestamp) -> Bool
 
-    private struct Job {
+    private struct ScheduledJob {
         let identifier: Int
         /// The interval, in nanoseconds.
         let interval: Int64
@@ -27,7 +27,7 @@ final class IntervalClock: Sendable {
     }
 
     private struct Jobs {
-        var scheduled: [Job] = []
+        var scheduled: [ScheduledJob] = []
         var nextIdentifier = 0
     }
 
@@ -57,7 +57,7 @@ final class IntervalClock: Sendable {
         let due = clock.now + .nanoseconds(end - wallNow)
         jobs.withLock { jobs in
             jobs.scheduled.append(
-                Job(identifier: jobs.nextIdentifier, interval: nanoseconds, end: end, due: due, tick: tick)
+                ScheduledJob(identifier: jobs.nextIdentifier, interval: nanoseconds, end: end, due: due, tick: tick)
             )
             jobs.nextIdentifier += 1
         }

@@ -42,6 +42,8 @@ struct IntervalCounts: Sendable {
     var maximum = Int64.min
     var requestBytes: UInt64 = 0
     var responseBytes: UInt64 = 0
+    /// Requests at or below the endpoint's latency objective's threshold.
+    var withinLatencyObjective: UInt64 = 0
     /// Requests per bucket (not cumulative), one more than there are bounds.
     var buckets: [UInt64]
 
@@ -85,6 +87,8 @@ final class EndpointInterval: Sendable {
     let tags: [Point.Tag]
     private let histogram: DurationBuckets
     private let policy: RawPointPolicy
+    /// The endpoint's objective, found when the aggregate was made.
+    let objective: EndpointObjective
 
     private struct State {
         var counts: IntervalCounts
@@ -113,10 +117,17 @@ final class EndpointInterval: Sendable {
     /// Requests an interval needs before its p99 is trusted as the endpoint's.
     static let quantileMinimum: UInt64 = 100
 
-    init(tags: [Point.Tag], histogram: DurationBuckets, policy: RawPointPolicy, seed: UInt64) {
+    init(
+        tags: [Point.Tag],
+        histogram: DurationBuckets,
+        policy: RawPointPolicy,
+        objective: EndpointObjective,
+        seed: UInt64
+    ) {
         self.tags = tags
         self.histogram = histogram
         self.policy = policy
+        self.objective = objective
         self.state = Locked(
             State(counts: IntervalCounts(bucketCount: histogram.bounds.count + 1), random: seed == 0 ? 1 : seed)
         )
@@ -127,6 +138,7 @@ final class EndpointInterval: Sendable {
     func add(duration: Duration, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
         let nanoseconds = RequestSchema.wholeNanoseconds(duration) ?? .max
         let bucket = histogram.index(of: nanoseconds)
+        let withinLatencyObjective: UInt64 = nanoseconds <= objective.latencyThreshold ? 1 : 0
         return state.withLock { state -> Added in
             if state.isClosed { return .closed }
             state.counts.count &+= 1
@@ -138,6 +150,7 @@ final class EndpointInterval: Sendable {
             state.counts.requestBytes &+= requestBytes
             state.counts.responseBytes &+= responseBytes
             state.counts.buckets[bucket] &+= 1
+            state.counts.withinLatencyObjective &+= withinLatencyObjective
             switch policy.mode {
             case .all: return .counted
             case .none:
@@ -175,6 +188,7 @@ final class EndpointInterval: Sendable {
             state.counts.maximum = .min
             state.counts.requestBytes = 0
             state.counts.responseBytes = 0
+            state.counts.withinLatencyObjective = 0
             for index in state.counts.buckets.indices { state.counts.buckets[index] = 0 }
             return taken
         }

@@ -8,6 +8,7 @@ final class RequestAggregator: Sendable {
     let options: AggregationOptions
     let histogram: DurationBuckets
     private let policy: RawPointPolicy
+    private let objectives: ObjectiveOptions
     /// Guards the aggregates by their tags, in the order they were made.
     private let registry = Locked(
         (byTags: [[Point.Tag]: EndpointInterval](), ordered: [EndpointInterval](), isClosed: false)
@@ -15,8 +16,9 @@ final class RequestAggregator: Sendable {
     /// Guards how many interval points were taken.
     private let taken = Locked<UInt64>(0)
 
-    init(options: AggregationOptions, rawPoints: RawPoints) {
+    init(options: AggregationOptions, rawPoints: RawPoints, objectives: ObjectiveOptions = ObjectiveOptions()) {
         self.options = options
+        self.objectives = objectives
         self.histogram = DurationBuckets(options.durationBoundaries)
         self.policy = RawPointPolicy(rawPoints)
     }
@@ -29,6 +31,7 @@ final class RequestAggregator: Sendable {
                 tags: tags,
                 histogram: histogram,
                 policy: policy,
+                objective: objectives.isEmpty ? .none : EndpointObjective(objectives, tags: tags),
                 seed: Self.seed(tags)
             )
             if registry.isClosed { _ = made.take(closing: true) }
@@ -69,13 +72,18 @@ final class RequestAggregator: Sendable {
         var points: [Point] = []
         for interval in intervals {
             guard let counts = interval.take(closing: closing) else { continue }
-            points.append(point(counts, tags: interval.tags, at: timestamp))
+            points.append(point(counts, tags: interval.tags, objective: interval.objective, at: timestamp))
         }
         taken.withLock { $0 += UInt64(points.count) }
         return points
     }
 
-    private func point(_ counts: IntervalCounts, tags: [Point.Tag], at timestamp: Timestamp) -> Point {
+    private func point(
+        _ counts: IntervalCounts,
+        tags: [Point.Tag],
+        objective: EndpointObjective,
+        at timestamp: Timestamp
+    ) -> Point {
         typealias F = PointSchema.IntervalField
         var fields: [Point.Field] = [
             Point.Field(F.count, .int(Int64(clamping: counts.count))),
@@ -92,6 +100,16 @@ final class RequestAggregator: Sendable {
         for (index, inBucket) in counts.buckets.enumerated() {
             cumulative += inBucket
             fields.append(Point.Field(histogram.fieldNames[index], .int(Int64(clamping: cumulative))))
+        }
+        if let availability = objective.availability {
+            fields.append(Point.Field(F.objectiveAvailability, .float(availability)))
+        }
+        if let target = objective.latencyTarget {
+            fields.append(Point.Field(F.objectiveLatency, .float(target)))
+            fields.append(Point.Field(F.objectiveLatencyMilliseconds, .float(Double(objective.latencyThreshold) / 1e6)))
+            fields.append(
+                Point.Field(F.requestsWithinLatencyObjective, .int(Int64(clamping: counts.withinLatencyObjective)))
+            )
         }
         return Point(measurement: options.measurement, tags: tags, fields: fields, timestamp: timestamp)
     }

@@ -73,7 +73,7 @@ public enum PointSchema {
         /// The bucket above every bound: every request of the interval.
         public static let bucketInfinity = "le_inf"
         /// The endpoint's availability objective, as a share of requests (0.999), on every interval point of
-        /// an endpoint with one (`APIHealthConfiguration.objectives`): burn-rate alerts divide the error share
+        /// an endpoint with one (``APIHealthConfiguration/objectives``): burn-rate alerts divide the error share
         /// by `1 - objective`.
         public static let objectiveAvailability = "objective_availability"
         /// The endpoint's latency objective, as a share of requests within ``objectiveLatencyMilliseconds`` (0.99).
@@ -211,7 +211,7 @@ public enum PointSchema {
             IntervalField.durationMaximum, IntervalField.requestBytes, IntervalField.responseBytes,
         ] + AggregationOptions.defaultDurationBoundaries.map { IntervalField.bucket(milliseconds: $0.milliseconds) }
         + [IntervalField.bucketInfinity]
-    /// Fields an interval point carries when its endpoint has an objective (`APIHealthConfiguration.objectives`).
+    /// Fields an interval point carries when its endpoint has an objective (``APIHealthConfiguration/objectives``).
     public static let objectiveIntervalFields = [
         IntervalField.objectiveAvailability, IntervalField.objectiveLatency, IntervalField.objectiveLatencyMilliseconds,
         IntervalField.requestsWithinLatencyObjective,

@@ -56,7 +56,11 @@ final class RequestSchema: Sendable {
         self.filter = configuration.capture.filter
         self.everyPointTags = configuration.everyPointTags
         self.aggregator = configuration.aggregation.map {
-            RequestAggregator(options: $0, rawPoints: configuration.capture.rawPoints)
+            RequestAggregator(
+                options: $0,
+                rawPoints: configuration.capture.rawPoints,
+                objectives: configuration.objectives
+            )
         }
     }
 

@@ -177,7 +177,7 @@ struct SuccessPolicy: Sendable {
         return statusCode < 400
     }
 
-    private static func matches(_ pattern: ArraySlice<Substring>, _ segments: ArraySlice<Substring>) -> Bool {
+    static func matches(_ pattern: ArraySlice<Substring>, _ segments: ArraySlice<Substring>) -> Bool {
         guard let first = pattern.first else { return segments.isEmpty }
         if first == "**" { return true }
         guard let segment = segments.first else { return false }

@@ -1,0 +1,135 @@
+import Foundation
+import LineProtocol
+
+extension APIHealthConfiguration {
+    /// Reads the configuration from environment variables: every variable of
+    /// ``EnvironmentVariable`` (`APIHEALTH_*`, `INFLUX_*` and `INFLUX_<n>_*` for more destinations), as
+    /// the Configuration article's table lists them.
+    ///
+    /// ```swift
+    /// // APIHEALTH_TAGS=env=prod APIHEALTH_OBJECTIVE_AVAILABILITY=99.9 INFLUX_URL=http://influx:8086 …
+    /// let configuration = try APIHealthConfiguration.fromEnvironment(serviceName: "checkout")
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - environment: the variables to read (the process's by default).
+    ///   - serviceName: names the default spool directory and the `User-Agent`.
+    /// - Returns: The configuration the variables describe, with defaults for the rest.
+    /// - Throws: ``Error`` for a value that cannot be used: an unknown setting value, an empty
+    ///   `APIHEALTH_SPOOL_DIR`, an empty token file or a token holding a line break.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment,
+        serviceName: String
+    ) throws(Error) -> APIHealthConfiguration {
+        typealias V = EnvironmentVariable
+        let variables = EnvironmentReader(environment)
+        var configuration = APIHealthConfiguration(serviceName: serviceName)
+        if let enabled = variables[V.enabled] {
+            switch enabled.lowercased() {
+            case "1", "true", "yes", "on": configuration.isEnabled = true
+            case "0", "false", "no", "off": configuration.isEnabled = false
+            default:
+                throw .invalidSetting(
+                    name: V.enabled.rawValue,
+                    reason: "\"\(enabled)\" is not one of 1, true, yes, on, 0, false, no, off"
+                )
+            }
+        }
+        if let precision = variables[V.precision] {
+            guard let value = Precision(rawValue: precision) else { throw .unknownPrecision(precision) }
+            configuration.precision = value
+        }
+        configuration.destinations = try InfluxDestination.allFromEnvironment(
+            environment,
+            notices: &configuration.notices
+        )
+        if let jitter = try variables.milliseconds(V.flushJitter) { configuration.batching.flushJitter = jitter }
+        if let directory = variables[V.spoolDirectory] {
+            guard !directory.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw .invalidSetting(
+                    name: V.spoolDirectory.rawValue,
+                    reason: "is set but empty; give a directory, or none to keep pending lines in memory only"
+                )
+            }
+            configuration.spool = directory == "none" ? nil : SpoolOptions(directory: URL(fileURLWithPath: directory))
+        }
+        // Without a spool (`none`) nothing is written through; the setting has nothing to change.
+        if let interval = try variables.milliseconds(V.writeThrough, positive: true) {
+            configuration.spool?.writeThroughInterval = interval
+        }
+        if let delay = try variables.milliseconds(V.flushDelay) { configuration.batching.flushDelay = delay }
+        if let deadline = try variables.milliseconds(V.shutdownDeadline) { configuration.shutdownDeadline = deadline }
+        if let instance = variables[V.instance] { configuration.instance = instance }
+        if let text = variables[V.tags] { configuration.globalTags = try globalTags(from: text) }
+        if let text = variables[V.rawPoints] {
+            guard let rawPoints = RawPoints(environmentValue: text) else {
+                throw .invalidSetting(
+                    name: V.rawPoints.rawValue,
+                    reason: "\"\(text)\" is not one of all, errors-and-slow, none"
+                )
+            }
+            configuration.capture.rawPoints = rawPoints
+        }
+        if let interval = try variables.milliseconds(V.aggregationInterval) {
+            if interval == .zero {
+                configuration.aggregation = nil
+            } else {
+                configuration.aggregation?.interval = interval
+            }
+        }
+        if let text = variables[V.gzipLevel] {
+            guard let level = Int(text), Gzip.levels.contains(level) else {
+                throw .invalidValue(name: V.gzipLevel.rawValue, value: text)
+            }
+            configuration.gzipLevel = level
+        }
+        if let availability = try variables.percentage(V.objectiveAvailability) {
+            configuration.objectives.default.availability = availability
+        }
+        let latencyTarget = try variables.percentage(V.objectiveLatency)
+        let latencyThreshold = try variables.milliseconds(V.objectiveLatencyThreshold, positive: true)
+        switch (latencyTarget, latencyThreshold) {
+        case (let target?, let threshold?):
+            configuration.objectives.default.latency = .init(target: target, threshold: threshold)
+        case (nil, nil):
+            break
+        default:
+            throw .invalidSetting(
+                name: V.objectiveLatency.rawValue,
+                reason: "set both \(V.objectiveLatency.rawValue) and \(V.objectiveLatencyThreshold.rawValue)"
+            )
+        }
+        return configuration
+    }
+
+    /// `key=value,key=value` as `APIHEALTH_TAGS` gives them (a `\\` keeps the next `,` or `=` as text).
+    static func globalTags(from text: String) throws(Error) -> [String: String] {
+        var tags: [String: String] = [:]
+        var pairs: [String] = []
+        var current = ""
+        var escaped = false
+        for character in text {
+            if escaped {
+                current.append(character)
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character == "," {
+                pairs.append(current)
+                current = ""
+            } else {
+                current.append(character == "=" ? "\u{0}" : character)
+            }
+        }
+        pairs.append(current)
+        for pair in pairs where !pair.trimmingCharacters(in: .whitespaces).isEmpty {
+            let parts = pair.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2 else {
+                throw .invalidSetting(name: "APIHEALTH_TAGS", reason: "\"\(pair)\" is not key=value")
+            }
+            let key = parts[0].trimmingCharacters(in: .whitespaces)
+            tags[key] = parts[1].trimmingCharacters(in: .whitespaces)
+        }
+        return tags
+    }
+}
