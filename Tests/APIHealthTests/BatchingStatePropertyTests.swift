@@ -44,8 +44,25 @@ import Testing
     }
 
     static func lines(of segment: String, in state: BatchingState) -> [Int] {
-        guard let source = state.splitSource(segment), let lines = source.contents.lines() else { return [] }
+        guard let batch = state.batches.first(where: { $0.segment == segment }), let lines = batch.contents.lines()
+        else { return [] }
         return numbers(lines)
+    }
+
+    /// Records one line numbered `number` (`m n=<number>i`); whether the state took it.
+    static func record(_ number: Int, into state: inout BatchingState, now: Duration) -> Bool {
+        let action = state.record(now: now) { bytes, _ throws(LineProtocolError) in
+            bytes += Array("m n=\(number)i\n".utf8)
+            return LineEncoder.Repairs()
+        }
+        guard case .recorded(let accepted) = action.work else { return false }
+        return accepted
+    }
+
+    /// The spool work a round takes out (none when the action asks for nothing).
+    static func spoolWork(_ state: inout BatchingState) -> SpoolWork {
+        guard case .writeSpool(let work) = state.handle(.spoolRoundStarted).work else { return SpoolWork() }
+        return work
     }
 
     /// Checks what must hold after every event.
@@ -104,12 +121,7 @@ import Testing
 
         func record(_ count: Int) {
             for _ in 0..<count {
-                let number = ledger.recorded
-                let appended = state.append(now: now) { bytes, _ throws(LineProtocolError) in
-                    bytes += Array("m n=\(number)i\n".utf8)
-                    return LineEncoder.Repairs()
-                }
-                if appended.accepted {
+                if Self.record(ledger.recorded, into: &state, now: now) {
                     ledger.recorded += 1
                 } else {
                     ledger.offeredAfterClose += 1
@@ -126,7 +138,7 @@ import Testing
         }
 
         func spoolRound() {
-            let work = state.takeSpoolWork()
+            let work = Self.spoolWork(&state)
             let pendingSegments = Set(state.batches.map(\.segment))
             for segment in work.removals {
                 #expect(!pendingSegments.contains(segment), "seed \(seed): a pending batch's file is never removed")
@@ -136,20 +148,19 @@ import Testing
             for item in work.appends where !Bool.random(using: &random) || item.bytes.isEmpty {
                 progress.written.append((item.segment, item.end, item.seals))
             }
-            _ = state.spoolWritten(progress)
+            _ = state.handle(.spoolRoundFinished(progress))
         }
 
         func send(outcome: Int, to destination: Int) {
-            switch state.nextSend(now: now, openDeadline: nil, destination: destination) {
-            case .next(.wait):
-                return
-            case .merge(let plan):
+            let id = DestinationID(index: destination)
+            switch state.handle(.sendWanted(id, now: now, openDeadline: nil)).work {
+            case .join(let plan):
                 // Sometimes the cap drops a source while the join is made outside the lock.
                 if Bool.random(using: &random) { record(Int.random(in: 0...30, using: &random)) }
                 let joined = plan.contents.reduce(into: [UInt8]()) { $0 += $1.lines() ?? [] }
                 let written = hasSpool && Int.random(in: 0..<5, using: &random) > 0
-                state.merged(plan, lines: joined, written: written, failure: nil)
-            case .next(.send(let segment, _, let lineCount, let lineBytes)):
+                _ = state.handle(.joined(plan, lines: joined, written: written, failure: nil))
+            case .send(let segment, _, let lineCount, let lineBytes):
                 let numbers = lines(of: segment, in: state)
                 #expect(numbers.count == lineCount, "seed \(seed): a batch's line count is its lines")
                 // Sometimes another destination's answer, or the cap, comes between the send and its answer.
@@ -163,15 +174,12 @@ import Testing
                 switch outcome {
                 case 0..<5:
                     if stillNeeded { ledger.delivered[destination] += numbers }
-                    state.delivered(
-                        segment,
-                        sentBytes: lineBytes,
-                        compressedBytes: lineBytes / 2,
-                        destination: destination
+                    _ = state.handle(
+                        .delivered(segment: segment, id, sentBytes: lineBytes, compressedBytes: lineBytes / 2)
                     )
                 case 5:
                     if stillNeeded { ledger.refused[destination] += numbers }
-                    _ = state.refused(segment, reason: "HTTP 400", expired: false, count: nil, destination: destination)
+                    _ = state.handle(.refused(segment: segment, id, reason: "HTTP 400", refused: .all))
                 case 6:
                     // A partial write: the server stored all but the refused lines (counted, not known by number).
                     let refusedCount = Int.random(in: 0...lineCount, using: &random)
@@ -179,56 +187,49 @@ import Testing
                         ledger.delivered[destination] += numbers.dropLast(refusedCount)
                         ledger.refused[destination] += numbers.suffix(refusedCount)
                     }
-                    _ = state.refused(
-                        segment,
-                        reason: "HTTP 400 partial",
-                        expired: false,
-                        count: refusedCount,
-                        destination: destination
+                    _ = state.handle(
+                        .refused(segment: segment, id, reason: "HTTP 400 partial", refused: .count(refusedCount))
                     )
                 case 7:
-                    guard let source = state.splitSource(segment), let lines = source.contents.lines(),
-                        let halves = SplitHalves(lines, count: source.lineCount)
+                    guard
+                        case .split(_, let contents, let lineCount) = state.handle(.splitWanted(segment: segment)).work,
+                        let lines = contents.lines(), let halves = SplitHalves(lines, count: lineCount)
                     else {
                         if stillNeeded { ledger.refused[destination] += numbers }
-                        _ = state.refused(
-                            segment,
-                            reason: "HTTP 413",
-                            expired: false,
-                            count: nil,
-                            destination: destination
-                        )
+                        _ = state.handle(.refused(segment: segment, id, reason: "HTTP 413", refused: .all))
                         return
                     }
                     #expect(Self.numbers(halves.first) + Self.numbers(halves.second) == numbers)
-                    state.split(
-                        segment,
-                        into: halves,
-                        names: SegmentName.halves(of: segment),
-                        written: hasSpool && Bool.random(using: &random),
-                        failure: nil,
-                        destination: destination
+                    _ = state.handle(
+                        .split(
+                            segment: segment,
+                            id,
+                            halves: halves,
+                            names: SegmentName.halves(of: segment),
+                            written: hasSpool && Bool.random(using: &random),
+                            failure: nil
+                        )
                     )
                 default:
-                    let keep = state.failed(
-                        segment,
-                        notBefore: now + .milliseconds(Int64.random(in: 0...30, using: &random)),
-                        now: now,
-                        error: "refused",
-                        retryLimit: .milliseconds(100),
-                        destination: destination
-                    )
-                    if !keep {
-                        if stillNeeded { ledger.refused[destination] += numbers }
-                        _ = state.refused(
-                            segment,
-                            reason: "expired",
-                            expired: true,
-                            count: nil,
-                            destination: destination
+                    // Past the retry limit the state sets the batch aside as expired itself.
+                    let expiredBefore = state.currentMetrics.destinations[destination].pointsExpired
+                    _ = state.handle(
+                        .sendFailed(
+                            segment: segment,
+                            id,
+                            notBefore: now + .milliseconds(Int64.random(in: 0...30, using: &random)),
+                            now: now,
+                            error: "refused",
+                            retryLimit: .milliseconds(100)
                         )
+                    )
+                    if state.currentMetrics.destinations[destination].pointsExpired > expiredBefore {
+                        #expect(stillNeeded, "seed \(seed): only a batch the destination needs expires")
+                        ledger.refused[destination] += numbers
                     }
                 }
+            default:
+                return
             }
         }
 
@@ -236,8 +237,8 @@ import Testing
             switch Int.random(in: 0..<100, using: &random) {
             case 0..<35: record(Int.random(in: 1...20, using: &random))
             case 35..<50: now += .milliseconds(Int64.random(in: 0...40, using: &random))
-            case 50..<58: _ = state.sealDue(now: now)
-            case 58..<60: state.sealOpenBatch()
+            case 50..<58: _ = state.handle(.flushDue(now: now, jitter: .zero))
+            case 58..<60: _ = state.handle(.flushRequested)
             case 60..<85:
                 send(
                     outcome: Int.random(in: 0..<10, using: &random),
@@ -245,21 +246,22 @@ import Testing
                 )
             case 85..<95: spoolRound()
             default:
-                if let waiting = state.nextWaitingWithoutBody(), let body = try? Gzip.compress(waiting.lines, level: 1)
+                if case .makeBody(let segment, let lines) = state.handle(.waitingBodyWanted).work,
+                    let body = try? Gzip.compress(lines, level: 1)
                 {
-                    state.keepBody(body, of: waiting.segment)
+                    _ = state.handle(.bodyMade(segment: segment, body: body, linesClamped: 0))
                 }
             }
             checkInvariants(state, ledger, seed: seed, step: step)
         }
 
         // Shut down and deliver what is left: every line is delivered or counted, each once.
-        state.close()
+        _ = state.handle(.intakeClosed)
         record(3)
         var rounds = 0
         while !state.batches.isEmpty && rounds < 100_000 {
             rounds += 1
-            state.clearRetryWait()
+            _ = state.handle(.retryWaitsCleared)
             spoolRound()
             for destination in 0..<destinationCount { send(outcome: 0, to: destination) }
         }
@@ -292,63 +294,109 @@ import Testing
         var limits = APIHealthConfiguration.Batching()
         limits.maximumBytes = 100
         limits.maximumPendingBytes = 300
-        var state = BatchingState(limits: limits, precision: .ns, hasSpool: true)
-        func record(_ count: Int) {
-            for number in 0..<count {
-                _ = state.append(now: .zero) { bytes, _ throws(LineProtocolError) in
-                    bytes += Array("m n=\(number)i\n".utf8)
-                    return LineEncoder.Repairs()
-                }
-            }
-        }
-        record(10)
-        state.sealOpenBatch()
-        guard case .next(.send(let head, _, _, _)) = state.nextSend(now: .zero, openDeadline: nil) else {
+        let first = DestinationID(index: 0)
+        var state = BatchingState(limits: limits, precision: .ns, hasSpool: true, destinationCaps: [300])
+        for number in 0..<10 { _ = Self.record(number, into: &state, now: .zero) }
+        _ = state.handle(.flushRequested)
+        guard case .send(let head, _, _, _) = state.handle(.sendWanted(first, now: .zero, openDeadline: nil)).work
+        else {
             Issue.record("a full batch is sent")
             return
         }
-        let keep = state.failed(head, notBefore: .seconds(8), now: .zero, error: "down", retryLimit: nil)
-        #expect(keep)
-        record(200)
+        _ = state.handle(
+            .sendFailed(segment: head, first, notBefore: .seconds(8), now: .zero, error: "down", retryLimit: nil)
+        )
+        #expect(state.currentMetrics.pointsExpired == 0)
+        for number in 0..<200 { _ = Self.record(number, into: &state, now: .zero) }
         #expect(state.batches.first?.segment != head, "the head was dropped at the cap")
         #expect(state.currentMetrics.pointsDropped > 0)
-        #expect(state.nextSend(now: .seconds(1), openDeadline: nil) == .next(.wait(until: .seconds(8))))
-        #expect(state.failedAttempts() == 1)
-        let removals = state.takeSpoolWork().removals
-        #expect(removals.contains(head), "the dropped batch's file goes to the spool worker")
+        guard case .wait(let until) = state.handle(.sendWanted(first, now: .seconds(1), openDeadline: nil)).work else {
+            Issue.record("the destination waits out its retry schedule")
+            return
+        }
+        #expect(until == .seconds(8))
+        #expect(state.destinations[0].failedAttempts == 1)
+        #expect(Self.spoolWork(&state).removals.contains(head), "the dropped batch's file goes to the spool worker")
     }
 
     @Test func aJoinWhoseSourceWasDroppedIsLetGo() {
         var limits = APIHealthConfiguration.Batching()
         limits.maximumBytes = 1_000
         limits.maximumPendingBytes = 400
-        var state = BatchingState(limits: limits, precision: .ns, hasSpool: true)
+        var state = BatchingState(limits: limits, precision: .ns, hasSpool: true, destinationCaps: [400])
         var number = 0
         func record(_ count: Int) {
             for _ in 0..<count {
-                _ = state.append(now: .zero) { bytes, _ throws(LineProtocolError) in
-                    bytes += Array("m n=\(number)i\n".utf8)
-                    return LineEncoder.Repairs()
-                }
+                _ = Self.record(number, into: &state, now: .zero)
                 number += 1
             }
         }
         for _ in 0..<3 {
             record(4)
-            state.sealOpenBatch()
+            _ = state.handle(.flushRequested)
         }
         var progress = SpoolProgress()
-        for item in state.takeSpoolWork().appends { progress.written.append((item.segment, item.end, true)) }
-        _ = state.spoolWritten(progress)
-        guard case .merge(let plan) = state.nextSend(now: .zero, openDeadline: nil) else {
+        for item in Self.spoolWork(&state).appends { progress.written.append((item.segment, item.end, true)) }
+        _ = state.handle(.spoolRoundFinished(progress))
+        let first = DestinationID(index: 0)
+        guard case .join(let plan) = state.handle(.sendWanted(first, now: .zero, openDeadline: nil)).work else {
             Issue.record("three small sealed batches are joined")
             return
         }
         #expect(plan.sources.count == 3)
         record(60)
         #expect(!state.batches.contains { plan.sources.contains($0.segment) }, "the cap dropped the sources")
-        state.merged(plan, lines: [], written: true, failure: nil)
+        _ = state.handle(.joined(plan, lines: [], written: true, failure: nil))
         #expect(!state.batches.contains { $0.segment == plan.segment })
-        #expect(state.takeSpoolWork().removals.contains(plan.segment), "the join's own file goes")
+        #expect(Self.spoolWork(&state).removals.contains(plan.segment), "the join's own file goes")
+    }
+
+    @Test func aBatchFailingPastTheRetryLimitIsSetAsideAsExpiredWithItsLinesForRejected() {
+        let first = DestinationID(index: 0)
+        var state = BatchingState(
+            limits: APIHealthConfiguration.Batching(),
+            precision: .ns,
+            hasSpool: true,
+            destinationCaps: [64 << 20]
+        )
+        for number in 0..<5 { _ = Self.record(number, into: &state, now: .zero) }
+        _ = state.handle(.flushRequested)
+        guard case .send(let head, _, _, _) = state.handle(.sendWanted(first, now: .zero, openDeadline: nil)).work
+        else {
+            Issue.record("the batch is sent")
+            return
+        }
+        let kept = state.handle(
+            .sendFailed(
+                segment: head,
+                first,
+                notBefore: .seconds(1),
+                now: .zero,
+                error: "down",
+                retryLimit: .seconds(60)
+            )
+        )
+        guard case .none = kept.work else {
+            Issue.record("within the retry limit the batch is kept")
+            return
+        }
+        let expired = state.handle(
+            .sendFailed(
+                segment: head,
+                first,
+                notBefore: .seconds(62),
+                now: .seconds(61),
+                error: "down",
+                retryLimit: .seconds(60)
+            )
+        )
+        guard case .writeRejected(let segment, let contents, let reason, let removesFile, nil) = expired.work else {
+            Issue.record("past the retry limit the batch's lines go to rejected/")
+            return
+        }
+        #expect(segment == head && removesFile && reason.contains("retry limit"))
+        #expect(Self.numbers(contents.bytes) == [0, 1, 2, 3, 4])
+        #expect(state.currentMetrics.pointsExpired == 5 && state.batches.isEmpty)
+        #expect(expired.wakeups.contains(.batchesLeft))
     }
 }

@@ -5,7 +5,7 @@ import Testing
 
 @_spi(Benchmarking) @testable import APIHealth
 
-/// Sealed batches waiting to be sent are held as their gzip bodies (``PendingBatches/makeWaitingBodies(_:)``):
+/// Sealed batches waiting to be sent are held as their gzip bodies (``PendingBatches/makeWaitingBodies()``):
 /// every line still goes out once, in order, whatever happens to the batch next.
 @Suite struct CompressedBacklogTests {
     private static func point(_ index: Int) -> Point {
@@ -17,7 +17,6 @@ import Testing
         )
     }
 
-    private static func gzip(_ lines: [UInt8]) -> [UInt8]? { try? Gzip.compress(lines, level: 1) }
 
     private static func smallBatches(lines: Int = 5_000) -> APIHealthConfiguration.Batching {
         var batching = APIHealthConfiguration.Batching()
@@ -31,12 +30,12 @@ import Testing
     /// and whether its body was made before it was sent.
     private static func sendAll(_ pending: PendingBatches) throws -> [(lines: [UInt8], madeAhead: Bool)] {
         var sent: [(lines: [UInt8], madeAhead: Bool)] = []
-        while case .send(let segment, let kept, _, let lineBytes) = pending.next(now: .zero, openDeadline: nil) {
-            let body = try #require(kept ?? pending.body(of: segment, making: gzip))
+        while case .send(let segment, let kept, _, let lineBytes) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) {
+            let body = try #require(kept ?? pending.body(of: segment))
             let lines = try Gzip.decompress(body)
             #expect(lines.count == lineBytes)
             sent.append((lines, kept != nil))
-            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count)
+            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count, for: DestinationID(index: 0))
         }
         return sent
     }
@@ -49,10 +48,10 @@ import Testing
         let held = pending.reservedBytes
         #expect(held >= lines.count)
 
-        pending.makeWaitingBodies(Self.gzip)
-        #expect(pending.metrics.pendingBytes == lines.count, "the cap and the metrics count lines, not bodies")
+        pending.makeWaitingBodies()
+        #expect(pending.currentMetrics.pendingBytes == lines.count, "the cap and the metrics count lines, not bodies")
         #expect(pending.pendingBytes() == lines)
-        let spareBuffers = PendingBatches.spareBufferLimit * (16 + 64) * 1_024
+        let spareBuffers = BatchingState.spareBufferLimit * (16 + 64) * 1_024
         #expect(
             pending.reservedBytes < lines.count / 4 + spareBuffers,
             "held \(pending.reservedBytes) bytes for \(lines.count) bytes of lines (\(held) before)"
@@ -63,7 +62,7 @@ import Testing
         #expect(sent.count > 10)
         #expect(!sent[0].madeAhead, "the shipper makes the head's body as it sends it")
         #expect(sent.dropFirst().allSatisfy { $0.madeAhead })
-        #expect(pending.isDrained && pending.metrics.pointsWritten == 20_000)
+        #expect(pending.isDrained && pending.currentMetrics.pointsWritten == 20_000)
     }
 
     @Test func linesStayInMemoryUntilTheSpoolHasThem() throws {
@@ -75,7 +74,7 @@ import Testing
         let lines = pending.pendingBytes()
 
         // Bodies made before the lines reached the disk: the lines must still be written through.
-        pending.makeWaitingBodies(Self.gzip)
+        pending.makeWaitingBodies()
         pending.writeThrough { _ in }
         let reader = try SpoolReader(directory: directory)
         var onDisk: [UInt8] = []
@@ -94,13 +93,13 @@ import Testing
         for index in 0..<300 { pending.record(Self.point(index), now: .zero) }
         pending.sealOpenBatch()
         let lines = pending.pendingBytes()
-        pending.makeWaitingBodies(Self.gzip)
-        guard case .send(let head, _, _, _) = pending.next(now: .zero, openDeadline: nil) else {
+        pending.makeWaitingBodies()
+        guard case .send(let head, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
             Issue.record("nothing to send")
             return
         }
-        _ = try #require(pending.body(of: head, making: Self.gzip))
-        #expect(pending.split(head), "the server found the batch too large")
+        _ = try #require(pending.body(of: head))
+        #expect(pending.split(head, for: DestinationID(index: 0)), "the server found the batch too large")
 
         let sent = try Self.sendAll(pending)
         #expect(sent.map { $0.lines.split(separator: UInt8(ascii: "\n")).count } == [50, 50, 100, 100])
@@ -114,7 +113,7 @@ import Testing
             pending.sealOpenBatch()
         }
         let lines = pending.pendingBytes()
-        pending.makeWaitingBodies(Self.gzip)
+        pending.makeWaitingBodies()
         let sent = try Self.sendAll(pending)
         #expect(sent.count == 1)
         #expect(sent.flatMap(\.lines) == lines)

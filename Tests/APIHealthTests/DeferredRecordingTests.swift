@@ -70,7 +70,7 @@ extension APIHealthAgent {
     @Test func theCallerThatFillsTheQueueDrainsIt() throws {
         let agent = try makeAgent()
         let built = Locked(0)
-        for index in 0..<PendingBatches.maximumDeferred - 1 {
+        for index in 0..<CaptureQueue.maximumWaiting - 1 {
             agent.recordLater {
                 built.withLock { $0 += 1 }
                 return sample(index)
@@ -79,10 +79,10 @@ extension APIHealthAgent {
         #expect(built.withLock { $0 } == 0)
         agent.recordLater {
             built.withLock { $0 += 1 }
-            return sample(PendingBatches.maximumDeferred)
+            return sample(CaptureQueue.maximumWaiting)
         }
-        #expect(built.withLock { $0 } == PendingBatches.maximumDeferred)
-        #expect(agent.metrics.pointsRecorded == UInt64(PendingBatches.maximumDeferred))
+        #expect(built.withLock { $0 } == CaptureQueue.maximumWaiting)
+        #expect(agent.metrics.pointsRecorded == UInt64(CaptureQueue.maximumWaiting))
     }
 
     @Test func aRunningAgentDrainsWithoutBeingAsked() async throws {

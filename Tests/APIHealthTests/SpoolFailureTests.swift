@@ -116,7 +116,7 @@ private func spoolText(_ directory: URL) throws -> String {
             for index in 3..<6 { pending.record(point(index), now: .zero) }
             pending.writeThrough { logged.append($0) }
             pending.writeThrough { logged.append($0) }
-            #expect(pending.metrics.spoolWriteErrors == 2)
+            #expect(pending.currentMetrics.spoolWriteErrors == 2)
             #expect(logged.count == 1, "the first failure is reported once")
             let afterFailure = try spoolText(directory)
             #expect(afterFailure == before || afterFailure.isEmpty, "no half line on disk: \(afterFailure.debugDescription)")
@@ -136,7 +136,7 @@ private func spoolText(_ directory: URL) throws -> String {
         pending.sealOpenBatch()
         fileSystem.rules.withLock { $0.failRenames = true }
         pending.writeThrough { _ in }
-        #expect(pending.metrics.spoolWriteErrors == 1)
+        #expect(pending.currentMetrics.spoolWriteErrors == 1)
         #expect(try SpoolReader(directory: directory).segmentNames().allSatisfy { $0.hasSuffix(".open.lp") })
         fileSystem.rules.withLock { $0.failRenames = false }
         pending.writeThrough { _ in }
@@ -167,14 +167,14 @@ private func spoolText(_ directory: URL) throws -> String {
         pending.record(point(1), now: .zero)
         pending.sealOpenBatch()
         pending.writeThrough { _ in }
-        guard case .send(let segment, _, _, _) = pending.next(now: .zero, openDeadline: nil) else {
+        guard case .send(let segment, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
             Issue.record("nothing to send")
             return
         }
         fileSystem.rules.withLock { $0.failRenames = true }
-        pending.reject(segment, reason: "HTTP 400: bad")
-        #expect(pending.metrics.spoolWriteErrors == 1)
-        #expect(pending.metrics.pointsRejected == 1)
+        pending.reject(segment, reason: "HTTP 400: bad", refused: .all, for: DestinationID(index: 0))
+        #expect(pending.currentMetrics.spoolWriteErrors == 1)
+        #expect(pending.currentMetrics.pointsRejected == 1)
         #expect(try spoolText(directory) == "m n=1i 1\n", "the batch stays in the spool when its copy cannot be written")
         #expect(try SpoolReader(directory: directory).rejected().isEmpty)
 
@@ -182,11 +182,11 @@ private func spoolText(_ directory: URL) throws -> String {
         pending.record(point(2), now: .zero)
         pending.sealOpenBatch()
         pending.writeThrough { _ in }
-        guard case .send(let second, _, _, _) = pending.next(now: .zero, openDeadline: nil) else {
+        guard case .send(let second, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
             Issue.record("nothing to send")
             return
         }
-        pending.reject(second, reason: "HTTP 400: bad")
+        pending.reject(second, reason: "HTTP 400: bad", refused: .all, for: DestinationID(index: 0))
         let calls = fileSystem.rules.withLock { $0.calls }
         let copied = try #require(calls.lastIndex { $0.hasPrefix("rename \(second).lp.tmp") })
         let removed = try #require(calls.lastIndex { $0 == "unlink \(second).lp" })
@@ -211,7 +211,7 @@ private func spoolText(_ directory: URL) throws -> String {
         fileSystem.rules.withLock { $0.bytesBeforeFull = 0 }
         for index in 5..<12 { pending.record(point(index), now: .zero) }
         #expect(pending.releaseSpool() == 7, "the 7 points that never reached the disk")
-        #expect(pending.metrics.pointsLost == 7)
+        #expect(pending.currentMetrics.pointsLost == 7)
     }
 
     @Test func sealedBatchesHoldOnlyTheirBytes() throws {
@@ -221,7 +221,7 @@ private func spoolText(_ directory: URL) throws -> String {
         for index in 0..<200 { pending.record(point(index), now: .zero) }
         let content = pending.pendingBytes().count
         // A whole batch's buffer is 1 MiB + 64 KiB: one for the open batch and the spare ones kept for reuse.
-        let buffers = (1 + PendingBatches.spareBufferLimit) * 1_120_000
+        let buffers = (1 + BatchingState.spareBufferLimit) * 1_120_000
         #expect(
             pending.reservedBytes < content + 4 * 1_024 + buffers,
             "only the open batch and the spare buffers keep room to grow"
@@ -235,12 +235,12 @@ private func spoolText(_ directory: URL) throws -> String {
             pending.record(point(index), now: .zero)
             pending.sealOpenBatch()
         }
-        guard case .send(let segment, _, let lines, _) = pending.next(now: .zero, openDeadline: nil) else {
+        guard case .send(let segment, _, let lines, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
             Issue.record("nothing to send")
             return
         }
         #expect(lines == 30)
-        pending.acknowledge(segment, sentBytes: 0, compressedBytes: 0)
+        pending.acknowledge(segment, sentBytes: 0, compressedBytes: 0, for: DestinationID(index: 0))
         #expect(pending.isDrained)
     }
 
@@ -259,13 +259,13 @@ private func spoolText(_ directory: URL) throws -> String {
         _ = try pending.restore(from: spool.reader())
         var sizes: [Int] = []
         var order: [String] = []
-        while case .send(let segment, _, let lines, let lineBytes) = pending.next(now: .zero, openDeadline: nil) {
-            let body = try #require(pending.body(of: segment) { try? Gzip.compress($0, level: 1) })
+        while case .send(let segment, _, let lines, let lineBytes) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) {
+            let body = try #require(pending.body(of: segment))
             let bytes = try Gzip.decompress(body)
             #expect(lines <= 5_000 && bytes.count <= 1 << 20 && bytes.count == lineBytes)
             sizes.append(lines)
             order += String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
-            pending.acknowledge(segment, sentBytes: bytes.count, compressedBytes: 0)
+            pending.acknowledge(segment, sentBytes: bytes.count, compressedBytes: 0, for: DestinationID(index: 0))
         }
         #expect(sizes == [5_000, 5_000, 2_030], "\(sizes)")
         #expect(order == (1...30).map { "small n=\($0)i \($0)" } + (0..<12_000).map { "big n=\($0)i \($0)" }, "in order")

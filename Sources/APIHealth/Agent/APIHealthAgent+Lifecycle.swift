@@ -63,7 +63,7 @@ extension APIHealthAgent {
         // Out of time (or cancelled) before the last round: the last health point stays in the spool.
         recordLastHealthPoint()
         // Without a spool, what is pending is lost: releaseSpool says so at warning.
-        if !pending.isDrained && !configuration.destinations.isEmpty && configuration.spool != nil {
+        if !isDrained && !configuration.destinations.isEmpty && configuration.spool != nil {
             logger.info(
                 "APIHealth stopped with lines pending; they stay in the spool",
                 metadata: ["apihealth.pending.lines": "\(pending.currentMetrics.pendingLines)"]
@@ -114,6 +114,7 @@ extension APIHealthAgent {
 
     /// Sends the open batch now.
     public func flush() {
+        recorder.drain()
         pending.sealOpenBatch()
     }
 
@@ -123,6 +124,7 @@ extension APIHealthAgent {
     /// - Returns: Whether everything was delivered (`false` also when there is no destination).
     @discardableResult
     public func flush(waitingUpTo deadline: Duration) async -> Bool {
+        recorder.drain()
         pending.sealOpenBatch()
         return await waitUntilDelivered(deadline: deadline)
     }
@@ -132,12 +134,12 @@ extension APIHealthAgent {
         let end = ContinuousClock.now + deadline
         while true {
             let seen = pending.batchesLeft.generation
-            if pending.isDrained || configuration.destinations.isEmpty { break }
+            if isDrained || configuration.destinations.isEmpty { break }
             let left = end - ContinuousClock.now
             if left <= .zero || Task.isCancelled { break }
             await pending.batchesLeft.wait(after: seen, atMost: left)
         }
-        return pending.isDrained
+        return isDrained
     }
 
     /// Stops intake and sends everything pending, including batches waiting to be retried, until
@@ -194,7 +196,7 @@ extension APIHealthAgent {
         lifecycle.withLock { state in
             state.intakeOpen = false
             state.shutdownDeadline = deadline
-            pending.close { recordLastIntervals() }
+            recorder.close { recordLastIntervals() }
         }
         for shipper in shippers { shipper.startDraining() }
         shutdownBegan.continuation.yield()
@@ -210,7 +212,7 @@ extension APIHealthAgent {
                     ? "APIHealth exits with points it could not deliver; without a spool they are lost"
                     : "APIHealth exits with points that are neither delivered nor in the spool",
                 metadata: [
-                    "apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(pending.metrics.spoolWriteErrors)",
+                    "apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(pending.currentMetrics.spoolWriteErrors)",
                 ]
             )
         }

@@ -31,6 +31,8 @@ public final class APIHealthAgent: Sendable, Service {
     let schema: RequestSchema
     /// The batches of every destination, and the spool behind them.
     let pending: PendingBatches
+    /// Records captured requests (filter, series, aggregate, line), at once or from its queue.
+    let recorder: RequestRecorder
     /// One per destination (one that only seals batches when there is none).
     let shippers: [Shipper]
     /// Writes recorded lines through to the spool and compresses the batches waiting to be sent.
@@ -104,7 +106,7 @@ public final class APIHealthAgent: Sendable, Service {
             batching: configuration.batching,
             encoder: encoder,
             spool: spool,
-            schema: schema,
+            compressor: BatchCompressor(configuration: configuration),
             destinationCaps: configuration.destinations.isEmpty
                 ? nil
                 : configuration.destinations.map {
@@ -112,6 +114,8 @@ public final class APIHealthAgent: Sendable, Service {
                 }
         )
         self.pending = pending
+        let recorder = RequestRecorder(schema: schema, pending: pending)
+        self.recorder = recorder
         if let spool {
             let problems = try pending.restore(from: spool.reader())
             if let first = problems.first {
@@ -124,21 +128,27 @@ public final class APIHealthAgent: Sendable, Service {
                 logger.debug("Left a part of the spool out", metadata: ["apihealth.spool.problem": "\(problem)"])
             }
         }
-        let compressor = BatchCompressor(pending: pending, configuration: configuration)
         self.shippers = (0..<max(1, configuration.destinations.count)).map { index in
-            Shipper(pending: pending, index: index, configuration: configuration, clock: clock, logger: logger)
+            Shipper(
+                pending: pending,
+                destination: DestinationID(index: index),
+                configuration: configuration,
+                clock: clock,
+                logger: logger,
+                beforeSealing: { recorder.drain() }
+            )
         }
         let lossReporter = LossReporter(configuration: configuration, logger: logger)
         self.lossReporter = lossReporter
         self.spoolWorker = SpoolWorker(
             pending: pending,
-            compressor: configuration.destinations.isEmpty ? nil : compressor,
+            recorder: recorder,
+            compressesBatches: !configuration.destinations.isEmpty,
             lossReporter: lossReporter,
             writeThroughInterval: configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval
         )
         self.intervalClock = IntervalClock(clock: clock)
         scheduleIntervalWork()
-
     }
 
     // MARK: Recording
@@ -149,7 +159,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// - Parameter sample: What the request did.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        if !pending.record(sample, request: SentRequest(), now: clock.coarseNow) { lossReporter.noticeIfStopped(pending) }
+        if !recorder.record(sample, request: SentRequest(), now: clock.coarseNow) { lossReporter.noticeIfStopped(pending) }
     }
 
     /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within
@@ -171,14 +181,14 @@ public final class APIHealthAgent: Sendable, Service {
     /// ```
     package func recordLater(_ request: any EndedRequestSource) {
         guard configuration.isEnabled else { return }
-        if !pending.deferRecord(now: clock.coarseNow, .request(request)) { lossReporter.noticeIfStopped(pending) }
+        if !recorder.recordLater(now: clock.coarseNow, .request(request)) { lossReporter.noticeIfStopped(pending) }
     }
 
     /// Records `sample` of `request` later, when and where the `recordLater` that takes an ended request
     /// does: for the URLSession hook, which ends a sample on the way to the app's completion.
     func recordLater(_ sample: RequestSample, request: URLRequest) {
         guard configuration.isEnabled else { return }
-        if !pending.deferRecord(now: clock.coarseNow, .sample(sample, request)) { lossReporter.noticeIfStopped(pending) }
+        if !recorder.recordLater(now: clock.coarseNow, .sample(sample, request)) { lossReporter.noticeIfStopped(pending) }
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
@@ -207,7 +217,8 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// What happened to the points so far.
     public var metrics: AgentMetrics {
-        completed(pending.metrics)
+        recorder.drain()
+        return completed(pending.currentMetrics)
     }
 
     /// `metrics` with the counts kept outside the batches: requests the hook let through, metrics
@@ -225,8 +236,12 @@ public final class APIHealthAgent: Sendable, Service {
 extension APIHealthAgent {
     func isExcluded(_ url: URL) -> Bool { schema.isExcluded(url) }
 
+    /// Nothing is pending: no batch, and no captured request waiting to be recorded.
+    var isDrained: Bool { recorder.queue.isEmpty && pending.isDrained }
+
     /// Every pending point, parsed back (for tests and diagnostics).
     func pendingPoints() -> [Point] {
-        (try? LineParser(precision: configuration.precision).parse(pending.pendingBytes())) ?? []
+        recorder.drain()
+        return (try? LineParser(precision: configuration.precision).parse(pending.pendingBytes())) ?? []
     }
 }

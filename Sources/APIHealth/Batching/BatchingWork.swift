@@ -8,13 +8,6 @@ enum NextSend: Equatable {
     case wait(until: Duration?)
 }
 
-/// What the head of the batches needs next.
-enum HeadStep: Equatable {
-    case next(NextSend)
-    /// Join the head batch and the ones behind it (outside the lock), then ask again.
-    case merge(MergePlan)
-}
-
 /// Sealed batches at the head to join into one, within the batch limits.
 struct MergePlan: Equatable {
     /// The batches joined, oldest first.

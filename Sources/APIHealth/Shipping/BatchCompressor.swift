@@ -5,46 +5,49 @@ import LineProtocol
 /// precision makes its own form from it (``Shipper``).
 ///
 /// ```swift
-/// let compressor = BatchCompressor(pending: pending, configuration: configuration)
-/// let body = compressor.body(of: Array("m v=1i 1\n".utf8))
+/// let compressor = BatchCompressor(level: 1, writesUnsignedAsSigned: false)
+/// let made = compressor.body(of: Array("m v=1i 1\n".utf8))
 /// ```
 struct BatchCompressor: Sendable {
-    let pending: PendingBatches
     /// zlib level.
     let level: Int
     /// Whether unsigned values go out as integers (a v1 destination is among them).
     let writesUnsignedAsSigned: Bool
 
-    /// A compressor for `configuration`'s destinations.
+    /// A compressor at `level`.
     ///
     /// - Parameters:
-    ///   - pending: The batches, which count the values clamped on the way.
-    ///   - configuration: The gzip level, and whether a v1 destination is among them.
-    init(pending: PendingBatches, configuration: APIHealthConfiguration) {
-        self.pending = pending
-        self.level = configuration.gzipLevel
-        self.writesUnsignedAsSigned = configuration.writesUnsignedAsSigned
+    ///   - level: The gzip level.
+    ///   - writesUnsignedAsSigned: Whether unsigned values go out as integers.
+    init(level: Int, writesUnsignedAsSigned: Bool) {
+        self.level = level
+        self.writesUnsignedAsSigned = writesUnsignedAsSigned
     }
 
-    /// Makes the bodies of the batches waiting behind the one being sent, so a backlog is held
-    /// compressed (see ``PendingBatches/makeWaitingBodies(_:)``).
-    func makeWaitingBodies() {
-        pending.makeWaitingBodies(body(of:))
+    /// A compressor for `configuration`'s destinations: its gzip level, and integers for unsigned values
+    /// when a v1 destination is among them.
+    ///
+    /// - Parameter configuration: The agent's settings.
+    init(configuration: APIHealthConfiguration) {
+        self.init(level: configuration.gzipLevel, writesUnsignedAsSigned: configuration.writesUnsignedAsSigned)
     }
 
-    /// The request body of `lines`; `nil` if gzip failed.
+    /// The request body of `lines`, and how many lines had a value clamped on the way; `nil` if gzip
+    /// failed.
     ///
     /// - Parameter lines: Line protocol.
-    /// - Returns: The gzip body.
-    func body(of lines: [UInt8]) -> [UInt8]? {
+    /// - Returns: The gzip body and the lines clamped.
+    func body(of lines: [UInt8]) -> (body: [UInt8], linesClamped: Int)? {
         var payload = lines
+        var clamped = 0
         if writesUnsignedAsSigned {
             // Lines kept from before (or recorded with no v1 destination) may carry unsigned values,
             // which InfluxDB 1.x refuses: they go out as integers, clamped values counted once.
             let rewrite = LineEncoder.rewritingUnsignedAsSigned(lines)
             if rewrite.rewrittenFields > 0 { payload = rewrite.lines }
-            if rewrite.clampedLines > 0 { pending.countRepaired(rewrite.clampedLines) }
+            clamped = rewrite.clampedLines
         }
-        return try? Gzip.compress(payload, level: level)
+        guard let body = try? Gzip.compress(payload, level: level) else { return nil }
+        return (body, clamped)
     }
 }

@@ -11,8 +11,10 @@ import FoundationNetworking
 /// with its own cursor over the pending batches, retry schedule and session.
 final class Shipper: Sendable {
     private let pending: PendingBatches
-    /// The destination's index among the configured ones (its cursor in the pending batches).
-    let index: Int
+    /// Which of the configured destinations it ships to (its cursor in the pending batches).
+    let id: DestinationID
+    /// Records what was captured but not yet recorded, so a batch sealed now holds it.
+    private let beforeSealing: @Sendable () -> Void
     private let destination: InfluxDestination?
     private let configuration: APIHealthConfiguration
     private let clock: any AgentClock
@@ -21,8 +23,6 @@ final class Shipper: Sendable {
     private let userAgent: String
     /// Whether a v1 destination is among those the lines go to: every body then carries unsigned
     /// values as integers, the same body for each destination.
-    /// Makes a batch's body when the spool worker has not made it yet.
-    private let compressor: BatchCompressor
     /// The last state logged, so each change of state is logged once.
     private let health = Locked(Health.starting)
     /// Guards the failover group: the URL in use and each URL's backoff.
@@ -39,16 +39,19 @@ final class Shipper: Sendable {
         case rejecting
     }
 
-    /// The shipper of destination `index` of `configuration` (none: it only seals batches).
+    /// The shipper of destination `id` of `configuration` (none: it only seals batches).
     init(
         pending: PendingBatches,
-        index: Int = 0,
+        destination id: DestinationID,
         configuration: APIHealthConfiguration,
         clock: any AgentClock,
-        logger: Logger
+        logger: Logger,
+        beforeSealing: @escaping @Sendable () -> Void
     ) {
         self.pending = pending
-        self.index = index
+        self.id = id
+        self.beforeSealing = beforeSealing
+        let index = id.index
         let destination = configuration.destinations.indices.contains(index) ? configuration.destinations[index] : nil
         self.destination = destination
         self.configuration = configuration
@@ -60,7 +63,6 @@ final class Shipper: Sendable {
         self.logger = logger
         let urls = destination?.urls ?? []
         self.endpoints = Locked(EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
-        self.compressor = BatchCompressor(pending: pending, configuration: configuration)
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = configuration.requestTimeout.secondsDouble
         sessionConfiguration.timeoutIntervalForResource = configuration.requestTimeout.secondsDouble * 2
@@ -85,15 +87,16 @@ final class Shipper: Sendable {
             : .zero
         while !Task.isCancelled {
             let now = clock.now
+            beforeSealing()
             let openDeadline = pending.sealDue(now: now, jitter: jitter)
-            if pending.isClosed && (pending.isDrained(destination: index) || destination == nil) { return }
+            if pending.isClosed && (pending.isDrained(for: id) || destination == nil) { return }
             guard destination != nil else {
-                await pending.wakeup.wait(until: openDeadline, on: clock)
+                await pending.wakeup(for: id).wait(until: openDeadline, on: clock)
                 continue
             }
-            switch pending.next(now: now, openDeadline: openDeadline, destination: index) {
+            switch pending.next(now: now, openDeadline: openDeadline, for: id) {
             case .wait(let deadline):
-                await pending.wakeup(for: index).wait(until: deadline, on: clock)
+                await pending.wakeup(for: id).wait(until: deadline, on: clock)
             case .send(let segment, let body, let lineCount, let lineBytes):
                 await send(segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
             }
@@ -102,8 +105,8 @@ final class Shipper: Sendable {
 
     private func send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int) async {
         guard let destination else { return }
-        guard let body = body ?? pending.body(of: segment, making: compressor.body(of:)) else {
-            pending.reject(segment, reason: "gzip failed", destination: index)
+        guard let body = body ?? pending.body(of: segment) else {
+            pending.reject(segment, reason: "gzip failed", refused: .all, for: id)
             return
         }
         let url = endpoints.withLock { $0.currentURL }
@@ -113,7 +116,7 @@ final class Shipper: Sendable {
         if destination.compression == .identity || precision != configuration.precision {
             // This destination's own form of the shared body: plain, or at its coarser precision.
             guard var lines = try? Gzip.decompress(body) else {
-                pending.reject(segment, reason: "gzip body cannot be read back", destination: index)
+                pending.reject(segment, reason: "gzip body cannot be read back", refused: .all, for: id)
                 return
             }
             if precision != configuration.precision {
@@ -186,7 +189,7 @@ final class Shipper: Sendable {
         switch outcome {
         case .delivered:
             endpoints.withLock { $0.succeeded() }
-            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count, destination: index)
+            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count, for: id)
             transition(to: .healthy)
         case .rejected(let status, let message, let dropped):
             endpoints.withLock { $0.succeeded() }
@@ -201,7 +204,12 @@ final class Shipper: Sendable {
                     ]
                 )
             }
-            pending.reject(segment, reason: "HTTP \(status): \(message)", count: dropped, destination: index)
+            pending.reject(
+                segment,
+                reason: "HTTP \(status): \(message)",
+                refused: dropped.map { .count($0) } ?? .all,
+                for: id
+            )
         case .partial(let refused):
             endpoints.withLock { $0.succeeded() }
             if transition(to: .rejecting) {
@@ -213,21 +221,24 @@ final class Shipper: Sendable {
                     ]
                 )
             }
-            pending.rejectLines(segment, refused: refused, destination: index)
+            let summary = refused.sorted { $0.key < $1.key }.map { "line \($0.key): \($0.value)" }
+                .joined(separator: "\n")
+            pending.reject(segment, reason: summary, refused: .numbered(refused), for: id)
         case .tooLarge:
             endpoints.withLock { $0.succeeded() }
-            if !pending.split(segment, destination: index) {
+            if !pending.split(segment, for: id) {
                 pending.reject(
                     segment,
                     reason: "HTTP 413: a single line is larger than the server accepts",
-                    destination: index
+                    refused: .all,
+                    for: id
                 )
             }
         case .misconfigured(let status, let message):
             let firstTime = endpoints.withLock { $0.reportConfigurationError(status) }
             if firstTime {
                 let destinations = pending.currentMetrics.destinations
-                let backlog = destinations.indices.contains(index) ? destinations[index] : DestinationMetrics()
+                let backlog = destinations.indices.contains(id.index) ? destinations[id.index] : DestinationMetrics()
                 logger.warning(
                     "InfluxDB refused the agent's credentials or target; points are kept and retried, and dropped once the backlog reaches its cap",
                     metadata: [
@@ -278,13 +289,13 @@ final class Shipper: Sendable {
             if draining { delay = min(delay, AgentIntervals.drainingRetryDelay) }
             return group.failed(until: now + delay, now: now)
         }
-        _ = pending.scheduleRetry(
+        pending.scheduleRetry(
             segment,
             notBefore: notBefore,
             now: now,
             error: error,
             retryLimit: expires ? configuration.retry.maximumRetryDuration : nil,
-            destination: index
+            for: id
         )
     }
 

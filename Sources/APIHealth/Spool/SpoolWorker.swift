@@ -1,29 +1,34 @@
-/// The spool worker: every ``SpoolOptions/writeThroughInterval`` (at once for a full batch) it writes
-/// what was recorded through to the spool, removes the files of batches that are gone, and has the
-/// batches waiting to be sent compressed. Recording never touches a file; this loop does it all.
+/// The spool worker: every ``SpoolOptions/writeThroughInterval`` (at once for a full batch) it records
+/// the captured requests waiting in the queue, writes what was recorded through to the spool, removes
+/// the files of batches that are gone, and has the batches waiting to be sent compressed. Recording
+/// never touches a file; this loop does it all.
 ///
 /// ```swift
-/// let worker = SpoolWorker(pending: pending, compressor: compressor, lossReporter: reporter,
-///                          writeThroughInterval: .milliseconds(20), logger: logger)
+/// let worker = SpoolWorker(pending: pending, recorder: recorder, compressesBatches: true,
+///                          lossReporter: reporter, writeThroughInterval: .milliseconds(20))
 /// await worker.run()   // returns once intake has closed, after a last write-through
 /// ```
 struct SpoolWorker: Sendable {
     let pending: PendingBatches
-    /// Makes the bodies of waiting batches; `nil` without a destination (lines stay in the spool).
-    let compressor: BatchCompressor?
+    let recorder: RequestRecorder
+    /// Whether waiting batches are compressed ahead of their send: not without a destination (lines
+    /// stay in the spool).
+    let compressesBatches: Bool
     let lossReporter: LossReporter
     let writeThroughInterval: Duration
 
     /// Runs rounds until intake has closed, then one last write-through keeps the rest.
     func run() async {
         while !Task.isCancelled {
+            recorder.drain()
             pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
-            compressor?.makeWaitingBodies()
+            if compressesBatches { pending.makeWaitingBodies() }
             lossReporter.reportDroppedAtCap(pending)
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
             await pending.filled.wait(atMost: writeThroughInterval)
         }
+        recorder.drain()
         pending.writeThrough { _ in }
     }
 }

@@ -1,0 +1,99 @@
+import LineProtocol
+
+/// The record stage: a captured request through the capture filter, into its series (tags, templated
+/// path: ``RequestSchema``), its endpoint's interval aggregate, and — when it is written raw — a line in
+/// the open batch (``PendingBatches``). Requests captured on their own path wait in the
+/// ``CaptureQueue`` and are recorded at its next drain.
+///
+/// ```swift
+/// let recorder = RequestRecorder(schema: schema, pending: pending)
+/// recorder.record(sample, request: SentRequest(), now: clock.coarseNow)
+/// ```
+final class RequestRecorder: Sendable {
+    let schema: RequestSchema
+    let pending: PendingBatches
+    /// Requests waiting to be recorded.
+    let queue = CaptureQueue()
+
+    init(schema: RequestSchema, pending: PendingBatches) {
+        self.schema = schema
+        self.pending = pending
+    }
+
+    /// Passes `sample` of `request` through the capture filter, and records what it keeps (a sample it
+    /// drops is counted, and is no loss: returns `true`).
+    @discardableResult
+    @inline(__always)
+    func record(_ sample: RequestSample, request: @autoclosure () -> SentRequest, now: Duration) -> Bool {
+        guard let filter = schema.filter else { return encode(sample, now: now) }
+        guard let kept = filter(sample, request()) else {
+            pending.count(.requestFiltered)
+            return true
+        }
+        return encode(kept, now: now)
+    }
+
+    /// Counts `sample` in its endpoint's aggregate and, when it is written raw, encodes its line.
+    @inline(__always)
+    private func encode(_ sample: RequestSample, now: Duration) -> Bool {
+        guard let series = schema.series(for: sample) else { return false }
+        switch series {
+        case .success(let series):
+            if let interval = series.interval {
+                switch interval.add(
+                    duration: sample.duration,
+                    failed: RequestSchema.isFailure(sample, series: series),
+                    requestBytes: sample.requestBytes,
+                    responseBytes: sample.responseBytes
+                ) {
+                case .counted: break
+                case .countedOnly: return true
+                case .closed:
+                    pending.count(.pointDroppedAfterClose)
+                    return false
+                }
+            }
+            return pending.record(series: series, timestamp: Timestamp(date: sample.startedAt), now: now) { fields in
+                schema.writeFields(of: sample, series: series, to: &fields)
+            }
+        case .failure:
+            pending.count(.pointInvalid)
+            return false
+        }
+    }
+
+    /// Queues a request to be recorded (its sample built first, for a `.request` one) at the next drain,
+    /// off the caller's path: the spool worker drains every 20 ms, every reader that must see every
+    /// sample (pending lines, sealing before a send, flushing, shutdown) drains first, and the caller
+    /// that queues the ``CaptureQueue/maximumWaiting``th sample drains them all unless a drain is under
+    /// way. `now` is when the request ended, for batching. Once intake has closed, the sample is
+    /// dropped (and counted) at once: returns `false`.
+    @discardableResult
+    func recordLater(now: Duration, _ source: DeferredSample.Source) -> Bool {
+        guard let waiting = queue.enqueue(DeferredSample(now: now, source: source)) else {
+            pending.count(.pointDroppedAfterClose)
+            return false
+        }
+        if waiting >= CaptureQueue.maximumWaiting { drain(waitingForOneUnderWay: false) }
+        return true
+    }
+
+    /// Records every queued request, in the order they were queued (see ``CaptureQueue/drain(waitingForOneUnderWay:_:)``).
+    func drain(waitingForOneUnderWay: Bool = true) {
+        let correlationHeaders = schema.correlationHeaders
+        queue.drain(waitingForOneUnderWay: waitingForOneUnderWay) { deferred in
+            if let sample = deferred.sample(correlationHeaders: correlationHeaders) {
+                record(sample, request: deferred.request, now: deferred.now)
+            }
+        }
+    }
+
+    /// Closes intake: records the requests still waiting, runs `last` (which may still record: the last
+    /// interval points), then seals what is open; later points are dropped and counted.
+    func close(recordingLast last: () -> Void) {
+        queue.close()
+        drain()
+        last()
+        pending.close()
+    }
+}
