@@ -74,16 +74,24 @@ public final class APIHealthAgent: Sendable, Service {
     /// The spool directory is opened (and created if missing) here, and what an earlier run left in it
     /// is taken up to be sent first.
     ///
+    /// ```swift
+    /// let agent = try APIHealthAgent(configuration: .fromEnvironment(serviceName: "checkout"), logger: logger)
+    /// ```
+    ///
     /// - Parameters:
     ///   - configuration: Where to ship, how to batch and retry, what to capture.
     ///   - logger: Where the agent says where it ships, and any loss (at `info` and `warning`).
-    ///   - clock: The agent's time; tests pass a manual clock.
     /// - Throws: ``APIHealthConfiguration/Error`` for bad settings, and ``SpoolError`` when the spool
     ///   directory cannot be used (another agent holds it, no permission, not a spool).
-    public init(
+    public convenience init(configuration: APIHealthConfiguration, logger: Logger) throws {
+        try self.init(configuration: configuration, logger: logger, clock: SystemAgentClock())
+    }
+
+    /// Makes an agent on `clock` (the package's tests pass a manual one).
+    package init(
         configuration: APIHealthConfiguration,
         logger: Logger,
-        clock: any AgentClock = SystemAgentClock()
+        clock: any AgentClock
     ) throws {
         try configuration.validate()
         for notice in configuration.notices { logger.warning("APIHealth configuration: \(notice)") }

@@ -407,14 +407,3 @@ struct SeriesCache {
         entries = []
     }
 }
-
-extension Timestamp {
-    /// The instant of `date`, to the microsecond `Date` carries.
-    ///
-    /// - Parameter date: The instant.
-    public init(date: Date) {
-        let interval = date.timeIntervalSince1970
-        let seconds = interval.rounded(.down)
-        self.init(seconds: Int64(seconds), nanoseconds: Int64(((interval - seconds) * 1e9).rounded()))
-    }
-}

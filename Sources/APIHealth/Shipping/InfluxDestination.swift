@@ -142,7 +142,7 @@ public struct InfluxDestination: Sendable, Hashable {
     ///
     /// - Parameter precision: The precision of the lines posted.
     /// - Returns: The write URL under the first URL of the group, with its query.
-    public func writeURL(precision: Precision) -> URL {
+    package func writeURL(precision: Precision) -> URL {
         writeURL(at: url, precision: precision)
     }
 

@@ -4,15 +4,14 @@ import Glibc
 import Musl
 #endif
 
-/// The monotonic time source the agent schedules flushes and retries with.
-///
-/// The agent uses ``SystemAgentClock``; tests inject a manual clock so that debounce, maximum age,
-/// backoff and `Retry-After` are checked without sleeping.
+/// The monotonic time source the agent schedules flushes, retries and intervals with: a seam for the
+/// package's tests, which inject a manual clock so that debounce, maximum age, backoff, `Retry-After`
+/// and interval ends are checked without sleeping.
 ///
 /// ```swift
 /// let agent = try APIHealthAgent(configuration: configuration, logger: logger, clock: SystemAgentClock())
 /// ```
-public protocol AgentClock: Sendable {
+package protocol AgentClock: Sendable {
     /// Time since an arbitrary, fixed origin; never goes backwards.
     var now: Duration { get }
     /// ``now`` to within a few milliseconds (either way), where reading it is cheaper: the time each
@@ -27,11 +26,11 @@ public protocol AgentClock: Sendable {
 
 extension AgentClock {
     /// ``now`` itself.
-    public var coarseNow: Duration { now }
+    package var coarseNow: Duration { now }
 }
 
 /// The real monotonic clock.
-public struct SystemAgentClock: AgentClock {
+package struct SystemAgentClock: AgentClock {
     private let origin = ContinuousClock.now
     #if os(Linux)
     /// The coarse clock's reading at `origin`, in nanoseconds.
@@ -39,15 +38,15 @@ public struct SystemAgentClock: AgentClock {
     #endif
 
     /// A clock whose origin is now.
-    public init() {}
+    package init() {}
 
     /// Time since the clock was made, from `ContinuousClock`.
-    public var now: Duration { ContinuousClock.now - origin }
+    package var now: Duration { ContinuousClock.now - origin }
 
     #if os(Linux)
     /// The kernel's coarse monotonic clock (its last tick, one to ten milliseconds old): read
     /// without asking the hardware for the time, a fraction of the cost of ``now``.
-    public var coarseNow: Duration { .nanoseconds(Self.coarseNanoseconds() &- coarseOrigin) }
+    package var coarseNow: Duration { .nanoseconds(Self.coarseNanoseconds() &- coarseOrigin) }
 
     private static func coarseNanoseconds() -> Int64 {
         var reading = timespec()
@@ -60,7 +59,7 @@ public struct SystemAgentClock: AgentClock {
     ///
     /// - Parameter deadline: The reading of ``now`` to wait for.
     /// - Throws: `CancellationError` when the task is cancelled.
-    public func sleep(until deadline: Duration) async throws {
+    package func sleep(until deadline: Duration) async throws {
         try await Task.sleep(until: origin + deadline, clock: .continuous)
     }
 }
