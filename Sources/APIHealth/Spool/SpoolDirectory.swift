@@ -37,11 +37,11 @@ final class SpoolDirectory: @unchecked Sendable {
     let fileSystem: any SpoolFileSystem
     /// The user the spool belongs to (this process's effective user).
     let owner: uid_t
-    private let rootDescriptor: Int32
-    private let rejectedDescriptor: Int32
+    let rootDescriptor: Int32
+    let rejectedDescriptor: Int32
     private let lockDescriptor: Int32
     /// The state below is guarded by `mutex`, which also serialises every file operation.
-    private let mutex = Locked()
+    let mutex = Locked()
     /// Open segment files by segment name.
     private var descriptors: [String: Int32] = [:]
     /// Bytes known to be whole in each open segment file.
@@ -295,7 +295,7 @@ final class SpoolDirectory: @unchecked Sendable {
     static func openName(_ segment: String) -> String { SegmentName.openFile(segment) }
     static func sealedName(_ segment: String) -> String { SegmentName.sealedFile(segment) }
 
-    private func path(_ file: String) -> String { root.appendingPathComponent(file).path }
+    func path(_ file: String) -> String { root.appendingPathComponent(file).path }
 
     /// Appends `bytes` to the open file of `segment`, creating it (0600) on first use. On failure the
     /// file is cut back to its last whole append (or removed), so it never holds half a chunk; see
@@ -344,7 +344,7 @@ final class SpoolDirectory: @unchecked Sendable {
         return lengths[segment] ?? 0
     }
 
-    private func writeAll(_ descriptor: Int32, _ bytes: ArraySlice<UInt8>, path: String) throws(SpoolError) {
+    func writeAll(_ descriptor: Int32, _ bytes: ArraySlice<UInt8>, path: String) throws(SpoolError) {
         var failure: SpoolError?
         bytes.withUnsafeBytes { raw in
             var offset = 0
@@ -365,7 +365,7 @@ final class SpoolDirectory: @unchecked Sendable {
         if let failure { throw failure }
     }
 
-    private func syncDirectory(_ descriptor: Int32) throws(SpoolError) {
+    func syncDirectory(_ descriptor: Int32) throws(SpoolError) {
         guard fileSystem.fsync(descriptor) == 0 else {
             throw .io(path: root.path, reason: "fsync of the directory: \(systemError())")
         }
@@ -396,7 +396,7 @@ final class SpoolDirectory: @unchecked Sendable {
         removeLocked(segment)
     }
 
-    private func removeLocked(_ segment: String) {
+    func removeLocked(_ segment: String) {
         if let descriptor = descriptors.removeValue(forKey: segment) { _ = fileSystem.close(descriptor) }
         lengths[segment] = nil
         unlinkOwned(Self.openName(segment), in: rootDescriptor)
@@ -409,71 +409,10 @@ final class SpoolDirectory: @unchecked Sendable {
     }
 
     /// Removes `name` only if it is a regular file of ours.
-    private func unlinkOwned(_ name: String, in directory: Int32) {
+    func unlinkOwned(_ name: String, in directory: Int32) {
         guard let status = EntryStatus.of(name, in: directory), status.isRegularFile, status.owner == owner else {
             return
         }
         _ = fileSystem.unlinkat(directory, name)
-    }
-
-    /// Writes a sealed segment whole (after a split or when re-batching), atomically.
-    func writeSealed(_ segment: String, bytes: [UInt8]) throws(SpoolError) {
-        mutex.acquire()
-        defer { mutex.release() }
-        try writeFileAtomically(rootDescriptor, Self.sealedName(segment), bytes: bytes)
-    }
-
-    /// Writes `name` in `directory` through a new temporary file renamed over it.
-    private func writeFileAtomically(_ directory: Int32, _ name: String, bytes: [UInt8]) throws(SpoolError) {
-        let temporary = name + ".tmp"
-        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
-        var descriptor = fileSystem.openat(directory, temporary, flags, 0o600)
-        if descriptor < 0 && errno == EEXIST {
-            // Left by a crash, or planted: the entry itself goes (a link is removed, never followed).
-            _ = fileSystem.unlinkat(directory, temporary)
-            descriptor = fileSystem.openat(directory, temporary, flags, 0o600)
-        }
-        guard descriptor >= 0 else { throw .io(path: path(temporary), reason: systemError()) }
-        do throws(SpoolError) {
-            try writeAll(descriptor, bytes[...], path: path(temporary))
-            if fsyncWrites && fileSystem.fsync(descriptor) != 0 {
-                throw .io(path: path(temporary), reason: "fsync: \(systemError())")
-            }
-        } catch {
-            _ = fileSystem.close(descriptor)
-            _ = fileSystem.unlinkat(directory, temporary)
-            throw error
-        }
-        _ = fileSystem.close(descriptor)
-        guard fileSystem.renameat(directory, temporary, name) == 0 else {
-            let failure = SpoolError.io(path: path(name), reason: "rename: \(systemError())")
-            _ = fileSystem.unlinkat(directory, temporary)
-            throw failure
-        }
-        if fsyncWrites { try syncDirectory(directory) }
-    }
-
-    /// Copies a batch the server refused for good to `rejected/` with the server's reason, then removes
-    /// it from the spool. When the copy cannot be written the segment stays where it is (and is sent
-    /// again by the next start) and the error is thrown.
-    func reject(_ segment: String, bytes: [UInt8], reason: String, removingSegment: Bool = true) throws(SpoolError) {
-        mutex.acquire()
-        defer { mutex.release() }
-        try writeFileAtomically(rejectedDescriptor, SegmentName.sealedFile(segment), bytes: bytes)
-        try writeFileAtomically(rejectedDescriptor, segment + ".reason", bytes: Array(reason.utf8))
-        if removingSegment { removeLocked(segment) }
-        trimRejected()
-    }
-
-    private func trimRejected() {
-        guard var names = directoryEntries(rejectedDescriptor) else { return }
-        names = names.filter { SegmentName.parse(fileName: $0)?.isOpen == false }.sorted()
-        var sizes = names.map { EntryStatus.of($0, in: rejectedDescriptor)?.size ?? 0 }
-        while !names.isEmpty && (names.count > maximumRejectedBatches || sizes.reduce(0, +) > maximumRejectedBytes) {
-            let stem = String(names.removeFirst().dropLast(SegmentName.sealedSuffix.count))
-            sizes.removeFirst()
-            unlinkOwned(SegmentName.sealedFile(stem), in: rejectedDescriptor)
-            unlinkOwned(stem + ".reason", in: rejectedDescriptor)
-        }
     }
 }
