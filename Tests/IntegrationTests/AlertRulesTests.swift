@@ -248,6 +248,45 @@ import Testing
         }
         #expect(abs(AlertHistory.burnRate(AlertHistory.burning, latency: false, seconds: 300) - 20) < 1e-9)
 
+        // The InfluxQL dashboard's SLO panels on the same history: the budget left over all of it, the burn rate of
+        // its last hour.
+        for (name, seconds) in [("slo_budget_left", AlertHistory.length), ("slo_burn_rate", AlertHistory.hour)] {
+            let query = try DashboardFiles.influxQL(name)
+                .replacingOccurrences(of: "$timeFilter", with: "time > \(end - seconds)s AND time <= \(end)s")
+                .replacingOccurrences(of: "$__interval", with: "\(seconds)s")
+                .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$env", with: ".*")
+                .replacingOccurrences(of: "$group_by", with: "service")
+            var measured: [String: [Double]] = [:]
+            for entry in try await influx.query(query) {
+                let labels = ["host", "method", "path"].map { entry.tags[$0] ?? "" }.joined(separator: " ")
+                let columns = name == "slo_budget_left"
+                    ? ["availability_budget_left", "latency_budget_left"] : ["availability_burn_rate", "latency_burn_rate"]
+                let row = entry.rows.last { InfluxQLDashboardTests.number($0, columns[0]) != nil }
+                if let row { measured[labels, default: []] += columns.map { InfluxQLDashboardTests.number(row, $0)! } }
+            }
+            var expected: [String: [Double]] = [:]
+            for endpoint in AlertHistory.endpoints where endpoint.hasObjectives {
+                let labels = "\(endpoint.host) \(endpoint.method) \(endpoint.path)"
+                let rates = [false, true].map { AlertHistory.burnRate(endpoint, latency: $0, seconds: seconds) }
+                // Both regions of the burning endpoint are one series here (the panel groups by endpoint).
+                if endpoint == AlertHistory.burningElsewhere { continue }
+                let both = endpoint == AlertHistory.burning
+                    ? [false, true].map {
+                        (AlertHistory.burnRate(AlertHistory.burning, latency: $0, seconds: seconds)
+                            + AlertHistory.burnRate(AlertHistory.burningElsewhere, latency: $0, seconds: seconds)) / 2
+                    } : rates
+                expected[labels] = name == "slo_budget_left" ? both.map { 1 - $0 } : both
+            }
+            #expect(Set(measured.keys) == Set(expected.keys), "\(name): \(measured)")
+            for (labels, values) in expected {
+                let got = measured[labels] ?? []
+                #expect(
+                    got.count == 2 && zip(got, values).allSatisfy { abs($0 - $1) < 1e-9 },
+                    "\(name) \(labels): \(got) vs \(values)"
+                )
+            }
+        }
+
         // The deadman: each instance's health points an interval over the last four (10 s) intervals, at the end:
         // none for the instance that went silent 30 minutes before; the last interval is still empty for the others.
         let silence = try #require(queries.first { $0.query.contains("points_recorded") })

@@ -1,4 +1,8 @@
+import APIHealthMetrics
+import CoreMetrics
 import Foundation
+import LineProtocol
+import Logging
 import TestSupport
 import Testing
 
@@ -228,5 +232,78 @@ import Testing
         #expect(Set(health.map { $0.labels["instance"] ?? "" }) == Set(DashboardDataSet.instances))
         #expect(Set(health.map { $0.labels["field"] ?? "" }) == ["points_dropped", "points_rejected", "retries", "pending_lines"])
         #expect(health.filter { $0.labels["field"] == "points_dropped" }.allSatisfy { $0.value == 0 })
+    }
+
+    @Test func theMetricsPanelsGiveATimersQuantilesAndACountersRateByLabel() async throws {
+        let victoria = try VictoriaMetrics()
+        let service = "metricsql_metrics_\(UInt32.random(in: 0...UInt32.max))"
+        var options = APIHealthMetricsFactory.Configuration()
+        options.interval = .seconds(3_600)  // one point per timer, at shutdown
+        var agents: [APIHealthAgent] = []
+        var factories: [APIHealthMetricsFactory] = []
+        for instance in ["replica-1", "replica-2"] {
+            var configuration = APIHealthConfiguration(
+                serviceName: service,
+                destination: InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apis"))
+            )
+            configuration.instance = instance
+            configuration.precision = .ms
+            configuration.spool = nil
+            let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: service))
+            factories.append(APIHealthMetricsFactory(agent: agent, configuration: options))
+            agent.start()
+            agents.append(agent)
+        }
+        // A timer on two replicas, 1...1000 ms and 1...100 ms; counters every 10 s: one label with two series (+100
+        // and +50 each time), another with one (+10).
+        var timed: [Double] = []
+        for (index, top) in [1_000, 100].enumerated() {
+            for ms in 1...top {
+                CoreMetrics.Timer(label: "db_query", dimensions: [("db", "\(index)")], factory: factories[index])
+                    .recordMilliseconds(ms)
+                timed.append(Double(ms))
+            }
+        }
+        let start = (Int64(Date().timeIntervalSince1970) / 20 - 15) * 20
+        for step in 0..<12 {
+            for (label, route, increment) in [("http_requests", "a", 100), ("http_requests", "b", 50), ("jobs_done", "", 10)] {
+                // As the factory writes them, with the service and instance every point of the agent carries.
+                let tags =
+                    [
+                        Point.Tag("instance", "replica-1"),
+                        Point.Tag(MetricsSchema.Tag.metricType, MetricsSchema.MetricType.counter),
+                    ] + (route.isEmpty ? [] : [Point.Tag("route", route)]) + [Point.Tag("service", service)]
+                agents[0].write(
+                    Point(
+                        measurement: label,
+                        tags: tags,
+                        fields: [Point.Field("count", .uint(UInt64(step * increment)))],
+                        timestamp: Timestamp(seconds: start + Int64(step) * 10)
+                    )
+                )
+            }
+        }
+        for agent in agents {
+            await agent.shutdown(deadline: .seconds(60))
+            #expect(agent.metrics.pointsDropped == 0 && agent.metrics.pendingLines == 0)
+        }
+        func run(_ name: String, interval: Int, at time: Double) async throws -> [VictoriaMetrics.Sample] {
+            let query = try Self.query(name, interval: interval)
+                .replacingOccurrences(of: #"env=~".*""#, with: #"env=~".*", service="\#(service)""#)
+            return try await victoria.query(query, at: time)
+        }
+
+        let timerBounds = options.timerBuckets.map {
+            Double($0.components.seconds) * 1e3 + Double($0.components.attoseconds) / 1e15
+        }
+        let quantiles = try await run("metrics_timer_latency", interval: 3_600, at: Date().timeIntervalSince1970 + 1)
+        #expect(quantiles.count == 3 && quantiles.allSatisfy { $0.labels["name"] == "db_query" }, "\(quantiles)")
+        for sample in quantiles {
+            let q = ["p50": 0.5, "p95": 0.95, "p99": 0.99][sample.labels["quantile"] ?? ""]!
+            HistogramQuantileDashboardTests.check(sample.value, quantile: q, of: timed, bounds: timerBounds, "db_query")
+        }
+        // Increments per second over a 20 s window in the middle: 10 + 5 for http_requests, 1 for jobs_done.
+        let rates = Self.values(try await run("metrics_counter_rate", interval: 20, at: Double(start + 65)), by: ["name"])
+        #expect(rates == ["http_requests": 15, "jobs_done": 1], "\(rates)")
     }
 }
