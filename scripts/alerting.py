@@ -293,7 +293,7 @@ objective = data
 
 union(tables: [counts |> drop(columns: ["_start", "_stop"]), objective])
     |> group(columns: ["_field", "_value"], mode: "except")
-    |> pivot(rowKey: [], columnKey: ["_field"], valueColumn: "_value")
+    |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
     |> filter(fn: (r) => exists r.{target} and r.count > 0.0)
     |> map(fn: (r) => ({{r with _value: ({share}) / (1.0 - r.{target})}}))
     |> drop(columns: ["count", "{good_or_bad}", "{target}", "_measurement"])
@@ -465,7 +465,9 @@ def influxdb_check_query(objective, factor, long, short):
             f"    |> group(columns: [\"_value\"], mode: \"except\")\n"
             f"    |> min()\n"
             f"    |> map(fn: (r) => ({{r with _measurement: \"{INTERVAL}\", _field: \"burn_over_limit\", "
-            f"_value: r._value / {float(factor)}, _time: now()}}))\n")
+            f"_value: r._value / {float(factor)}, _time: now()}}))\n"
+            # The check reads the field its query's last _field filter names (fieldsAsCols makes it a column).
+            f"    |> filter(fn: (r) => r._field == \"burn_over_limit\")\n")
 
 
 def influxdb_resources():

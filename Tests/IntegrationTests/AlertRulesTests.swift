@@ -314,7 +314,8 @@ import Testing
     }
 
     @Test func theFluxRulesAndInfluxDBChecksReadOnlyWhatTheAgentWrites() throws {
-        let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields)
+        // burn_over_limit is the field a check's query makes, for the check to test.
+        let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields).union(["burn_over_limit"])
         let flux = try Self.grafanaQueries("flux")
         #expect(flux.count == 4 * 5 + 2)
         let template = try #require(try DashboardFiles.json("influxdb/apihealth-template.json") as? [[String: Any]])
@@ -342,6 +343,9 @@ import Testing
             let windows = DashboardFiles.matches(#"range\(start: -([0-9a-z]+)\)"#, in: query)
             #expect(windows.count == 2 && name.hasSuffix("\(windows[0])-\(windows[1])"), "\(name): \(windows)")
             #expect(query.contains(#"_field: "burn_over_limit""#) && query.contains("|> min()"))
+            // InfluxDB's check task pivots the fields into columns and tests the one the query's filter names.
+            #expect(query.hasSuffix("|> filter(fn: (r) => r._field == \"burn_over_limit\")\n"), "\(name)")
+            #expect((spec["statusMessageTemplate"] as? String)?.contains("r.burn_over_limit") == true)
             let thresholds = spec["thresholds"] as! [[String: Any]]
             #expect(thresholds.count == 1 && thresholds[0]["value"] as? Double == 1.0)
         }
