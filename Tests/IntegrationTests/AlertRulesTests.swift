@@ -364,4 +364,66 @@ import Testing
         }
         #expect(severities == ["page", "ticket"])
     }
+
+    /// The annotations call the `query` template function, which replay refuses: vmalert evaluates the shipped
+    /// file live over the history ending now, and its page alert for the burning endpoint reads as a person on call
+    /// needs it (which objective, how fast, the budget left, from where).
+    @Test func theLiveAnnotationsSayTheObjectiveTheBurnRateAndTheBudgetLeft() async throws {
+        let server = try await VictoriaProcess.victoriaMetrics()
+        defer { server.stop() }
+        let victoria = VictoriaMetrics(base: server.url)
+        let end = Int64(Date().timeIntervalSince1970) / 60 * 60
+        let reply = try await victoria.write(AlertHistory.lines(end: end), precision: "s")
+        #expect(reply.status == 204, "\(reply.text)")
+        try await victoria.forceFlush()
+        let port = try VictoriaProcess.freePort()
+        let vmalert = try Child(
+            try VictoriaProcess.path(of: "vmalert"),
+            [
+                "-rule=\(try Self.ruleFiles()[0].path)", "-datasource.url=\(server.url.absoluteString)",
+                // Nothing listens there: the alerts are read from vmalert's own API.
+                "-notifier.url=http://127.0.0.1:\(try VictoriaProcess.freePort())",
+                "-httpListenAddr=127.0.0.1:\(port)", "-loggerLevel=ERROR",
+            ]
+        )
+        defer {
+            vmalert.signal(SIGTERM)
+            vmalert.process.waitUntilExit()
+        }
+        // vmalert starts each group after a random delay of up to its interval (1 min).
+        var page: [String: Any]?
+        let appeared = try await waitUntil(timeout: .seconds(180)) {
+            guard vmalert.process.isRunning else { return true }
+            guard let reply = try? await HTTP.send("GET", URL(string: "http://127.0.0.1:\(port)/api/v1/alerts")!),
+                reply.status == 200,
+                let root = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any],
+                let alerts = (root["data"] as? [String: Any])?["alerts"] as? [[String: Any]]
+            else { return false }
+            page = alerts.first {
+                $0["name"] as? String == "APIHealthAvailabilityBurnPage"
+                    && ($0["labels"] as? [String: String])?["host"] == AlertHistory.burning.host
+            }
+            return page != nil
+        }
+        #expect(appeared && vmalert.process.isRunning, "\(vmalert.stderr)")
+        let labels = try #require(page?["labels"] as? [String: String])
+        var endpoint = labels
+        endpoint["alertname"] = nil
+        endpoint["alertgroup"] = nil
+        #expect(endpoint == AlertHistory.burning.labels.merging(["severity": "page"]) { $1 }, "\(labels)")
+        let annotations = try #require(page?["annotations"] as? [String: String])
+        let description = annotations["description"] ?? ""
+        // 2,400 failed of 10,080,000 requests in the 3.5 days: a burn rate of 0.238 over the 30 days.
+        let left = 1 - AlertHistory.burnRate(AlertHistory.burning, latency: false, seconds: AlertHistory.length)
+        for phrase in [
+            "Page:", "POST https://api.burning.example/v1/pay from region eu-west fail",
+            "as the availability objective allows (objective: 99.9% of requests)",
+            "Error budget left over the last 30 days: \(String(format: "%.2f", left * 100))%.",
+        ] {
+            #expect(description.contains(phrase), "\(phrase) in \(description)")
+        }
+        let burn = try #require(Double(annotations["burn_rate"] ?? ""))
+        #expect(burn > 14.4 && burn <= 20, "\(annotations)")
+        #expect(annotations["summary"]?.hasPrefix("POST api.burning.example/v1/pay burns its availability budget") == true)
+    }
 }

@@ -25,9 +25,13 @@ public final class Child: Sendable {
         throw TestServers.Missing(variable: "APIHEALTH_TEST_BIN_DIR")
     }
 
+    /// Starts `executable`: one of this package's (in ``binDirectory()``), or an absolute path (a tool such as
+    /// `/usr/bin/vmalert`).
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process = Process()
-        process.executableURL = try Self.binDirectory().appendingPathComponent(executable)
+        process.executableURL =
+            executable.hasPrefix("/")
+            ? URL(fileURLWithPath: executable) : try Self.binDirectory().appendingPathComponent(executable)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
