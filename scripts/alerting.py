@@ -295,7 +295,7 @@ union(tables: [counts |> drop(columns: ["_start", "_stop"]), objective])
     |> group(columns: ["_field", "_value"], mode: "except")
     |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
     |> filter(fn: (r) => exists r.{target} and r.count > 0.0)
-    |> map(fn: (r) => ({{r with _value: ({share}) / (1.0 - r.{target})}}))
+    |> map(fn: (r) => ({{r with _value: ({share}) / (1.0 - r.{target}), _time: now()}}))
     |> drop(columns: ["count", "{good_or_bad}", "{target}", "_measurement"])
 """
 
