@@ -31,7 +31,7 @@ private typealias Files = DashboardFiles
     )
     static let fields = Set(
         PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields
-            + PointSchema.intervalFields + MetricsSchema.fields
+            + PointSchema.intervalFields + PointSchema.objectiveIntervalFields + MetricsSchema.fields
     ).union(bucketFields)
     static let metricTypes: Set<String> = [
         MetricsSchema.MetricType.counter, MetricsSchema.MetricType.floatingPointCounter, MetricsSchema.MetricType.meter,
@@ -51,7 +51,7 @@ private typealias Files = DashboardFiles
     /// The values of `group_by`: tags every point carries (env where the service sets it).
     static let groupByValues = ["service", "instance", "env"]
 
-    static let panelCount = 14
+    static let panelCount = 16
 
     @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
         let influxQL = try Files.files("influxql", ".influxql")

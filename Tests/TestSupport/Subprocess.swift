@@ -25,9 +25,13 @@ public final class Child: Sendable {
         throw TestServers.Missing(variable: "APIHEALTH_TEST_BIN_DIR")
     }
 
+    /// Starts `executable`: one of this package's (in ``binDirectory()``), or an absolute path (a tool such as
+    /// `/usr/bin/vmalert`).
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process = Process()
-        process.executableURL = try Self.binDirectory().appendingPathComponent(executable)
+        process.executableURL =
+            executable.hasPrefix("/")
+            ? URL(fileURLWithPath: executable) : try Self.binDirectory().appendingPathComponent(executable)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
@@ -97,7 +101,8 @@ public final class Child: Sendable {
     }
 
     /// Runs to completion and returns the exit status, stdout and stderr (read from files after exit, so
-    /// nothing is lost however fast the child writes and exits). With `user`, the child runs as that
+    /// nothing is lost however fast the child writes and exits). `executable` is one of this package's
+    /// (in ``binDirectory()``), or an absolute path (a tool such as `/usr/bin/vmalert`). With `user`, the child runs as that
     /// unprivileged user (through `setpriv`, with only `PATH` and `HOME` in its environment), from a
     /// copy of the executable in a folder every user can enter: the checkout may sit in a folder only
     /// its owner can enter (a `mktemp -d` parent), where the user could not even reach the binary.
@@ -115,7 +120,9 @@ public final class Child: Sendable {
         _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         let process = Process()
-        var path = try binDirectory().appendingPathComponent(executable)
+        var path =
+            executable.hasPrefix("/")
+            ? URL(fileURLWithPath: executable) : try binDirectory().appendingPathComponent(executable)
         let shared = try user.map { try sharedTemporaryDirectory("apihealth-\($0)") }
         defer { if let shared { try? FileManager.default.removeItem(at: shared) } }
         if let user, let shared {

@@ -13,7 +13,7 @@ public final class VictoriaProcess: Sendable {
     private let process = Locked<Process?>(nil)
 
     /// The executable's path, or a failure saying what to install.
-    static func path(of executable: String) throws -> String {
+    public static func path(of executable: String) throws -> String {
         for folder in ["/usr/bin", "/usr/local/bin"]
         where FileManager.default.isExecutableFile(atPath: "\(folder)/\(executable)") {
             return "\(folder)/\(executable)"

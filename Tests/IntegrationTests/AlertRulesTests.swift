@@ -1,0 +1,429 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import APIHealth
+
+/// The shipped alert rules (dashboards/alerts, Grafana's provisioning/alerting, the InfluxDB template's checks), run
+/// on a real alert engine: vmalert checks every rule file, then replays the rules over a known history written to a
+/// real VictoriaMetrics, and the alerts it fires (the `ALERTS` series) must be exactly the expected ones; the
+/// InfluxQL of the Grafana rules runs on a real InfluxDB 1.x over the same history. There is no Flux engine here:
+/// the Flux rules and the InfluxDB checks are checked for the names they read, as the dashboards' Flux is.
+@Suite struct AlertRulesTests {
+    static let alerts = DashboardFiles.folder.appendingPathComponent("alerts")
+
+    static func ruleFiles() throws -> [URL] {
+        try DashboardFiles.files("alerts", ".yml").map { alerts.appendingPathComponent($0.name) }
+    }
+
+    static func vmalert(_ arguments: [String]) async throws -> (status: Int32?, stdout: String, stderr: String) {
+        try await Child.run(try VictoriaProcess.path(of: "vmalert"), arguments + ["-loggerLevel=WARN"])
+    }
+
+    @Test func everyRuleFilePassesVmalertsCheck() async throws {
+        let files = try Self.ruleFiles()
+        #expect(files.map(\.lastPathComponent) == ["apihealth.rules.yml"])
+        for file in files {
+            let result = try await Self.vmalert(["-dryRun", "-rule=\(file.path)"])
+            #expect(result.status == 0, "\(file.lastPathComponent): \(result.stderr)")
+        }
+        // The check reads expressions and templates: a rule with a broken one fails it.
+        let broken = try String(contentsOf: files[0], encoding: .utf8)
+            .replacingOccurrences(of: "sum_over_time(apihealth_request_interval_errors[1h])", with: "sum_over_time(")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("alerts-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let copy = folder.appendingPathComponent("broken.yml")
+        try Data(broken.utf8).write(to: copy)
+        let result = try await Self.vmalert(["-dryRun", "-rule=\(copy.path)"])
+        #expect(result.status != 0, "a broken expression fails the check")
+    }
+
+    /// One expected alert: fired (firing, after its `for`) from `from` to `to` minutes relative to the end, each
+    /// evaluation (every minute) in between, for the series with `labels`.
+    struct Firing: Hashable, CustomStringConvertible {
+        var alert: String
+        var who: String
+        var from: Int64
+        var to: Int64
+        var description: String { "\(alert) \(who) firing from \(from) to \(to) min" }
+    }
+
+    /// Which alert fires for which endpoint or agent, and when (minutes before the end; evaluations every minute at
+    /// whole minutes, interval points at :30, so window edges never tie):
+    /// - burning (eu-west): 2 % errors for the last hour, burn rate 20. The 1 h window passes 14.4 once 44 bad
+    ///   minutes are in it (20 × 44 / 60 = 14.7): pending at -16, firing 2 min later at -14.
+    /// - slow: 12 % slower than 300 ms for 4 hours, burn rate 12 (below 14.4). The 6 h window passes 6 with 181 bad
+    ///   minutes (12 × 181 / 360): pending at -59, firing at -57.
+    /// - recovering: 3 % errors from -600 to -420, burn rate 30. Page: the 1 h window passes 14.4 with 29 bad minutes
+    ///   (pending -571, firing -569); it stays while the 30 min window holds more than 6 bad minutes (30 × 7 / 30 >
+    ///   6), to -397. Ticket: the 1 d window passes 3 with 145 bad minutes (pending -455, firing after 15 min at
+    ///   -440); it stays while the 6 h window holds more than 12 bad minutes (3-day burn 1.25 > 1), to -73.
+    /// - checkout-2's last health point is at -30 min 5 s: more than 30 s without one from -29 on.
+    /// - checkout-3 drops points from -120 to -90 min: its dropped total rises in each 10 min window to -80.
+    /// - parsing: 5 % of its responses fail to parse from -30 min; the 15 min share passes 1 % with 4 minutes of
+    ///   failures (40 / 3000) at -26, firing 5 min later at -21.
+    /// - none for the healthy endpoint (0.05 %, burn rate 0.5), nor for the burning endpoint seen from us-east.
+    static let expectedFirings: Set<Firing> = [
+        Firing(alert: "APIHealthAvailabilityBurnPage", who: "burning", from: -14, to: 0),
+        Firing(alert: "APIHealthLatencyBurnPage", who: "slow", from: -57, to: 0),
+        Firing(alert: "APIHealthAvailabilityBurnPage", who: "recovering", from: -569, to: -397),
+        Firing(alert: "APIHealthAvailabilityBurnTicket", who: "recovering", from: -440, to: -73),
+        Firing(alert: "APIHealthAgentStoppedReporting", who: "checkout-2", from: -29, to: 0),
+        Firing(alert: "APIHealthAgentLosingPoints", who: "checkout-3", from: -119, to: -80),
+        Firing(alert: "APIHealthResponsesNotParsing", who: "parsing", from: -21, to: 0),
+    ]
+
+    /// vmalert refuses the `query` template function in replay mode: the replayed copy leaves out the annotations
+    /// that call it (the budget left), and nothing else.
+    static func replayableRules() throws -> URL {
+        let text = try String(contentsOf: try ruleFiles()[0], encoding: .utf8)
+        let kept = text.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.contains("| query }}") }
+        #expect(
+            text.split(separator: "\n", omittingEmptySubsequences: false).count - kept.count == 4,
+            "one description per burn-rate alert"
+        )
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let copy = folder.appendingPathComponent("apihealth.rules.yml")
+        try Data(kept.joined(separator: "\n").utf8).write(to: copy)
+        return copy
+    }
+
+    static func rfc3339(_ seconds: Int64) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+    }
+
+    @Test func replayFiresExactlyTheExpectedAlertsForEachEndpointAndAgent() async throws {
+        let server = try await VictoriaProcess.victoriaMetrics()
+        defer { server.stop() }
+        let victoria = VictoriaMetrics(base: server.url)
+        let end = AlertHistory.end()
+        let reply = try await victoria.write(AlertHistory.lines(end: end), precision: "s")
+        #expect(reply.status == 204, "\(reply.text)")
+        #expect(try await victoria.invalidRows() == 0)
+        try await victoria.forceFlush()
+
+        let rules = try Self.replayableRules()
+        defer { try? FileManager.default.removeItem(at: rules.deletingLastPathComponent()) }
+        let result = try await Self.vmalert([
+            "-rule=\(rules.path)", "-datasource.url=\(server.url.absoluteString)",
+            "-remoteWrite.url=\(server.url.absoluteString)",
+            "-replay.timeFrom=\(Self.rfc3339(end - AlertHistory.replayed))", "-replay.timeTo=\(Self.rfc3339(end))",
+            // One query point per evaluation (the default step is 5 min, which breaks `for`).
+            "-datasource.queryStep=1m", "-replay.disableProgressBar", "-replay.rulesDelay=0s",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+
+        let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
+        var firings = Set<Firing>()
+        var alerts: [VictoriaMetrics.Series] = []
+        // vmalert's remote write is flushed when it exits; the server makes it searchable.
+        _ = try await waitUntil {
+            alerts = try await victoria.export(namePattern: "ALERTS").filter { $0.labels["alertstate"] == "firing" }
+            return Set(alerts.map { $0.labels["alertname"] ?? "" }).count == 6
+        }
+        for series in alerts {
+            var labels = series.labels
+            let alert = labels["alertname"] ?? ""
+            let severity = labels["severity"]
+            for name in ["__name__", "alertname", "alertstate", "alertgroup", "severity"] { labels[name] = nil }
+            let who = byLabels[labels] ?? labels["instance"] ?? "\(labels)"
+            if alert.contains("Burn") || alert.contains("Parsing") {
+                // The endpoint's labels and its global tag (region), without instance or status class.
+                #expect(byLabels[labels] != nil, "\(alert): \(series.labels)")
+                #expect(severity == (alert.hasSuffix("Ticket") ? "ticket" : "page"), "\(alert)")
+            } else {
+                #expect(labels["service"] == AlertHistory.service && labels["region"] == "eu-west", "\(alert)")
+            }
+            let minutes = series.timestamps.map { ($0 / 1_000 - end) / 60 }.sorted()
+            // One run of consecutive evaluations.
+            #expect(
+                minutes == Array((minutes.first ?? 0)...(minutes.last ?? -1)),
+                "\(alert) \(who): \(minutes)"
+            )
+            firings.insert(Firing(alert: alert, who: who, from: minutes.first ?? 0, to: minutes.last ?? 0))
+        }
+        #expect(firings == Self.expectedFirings, "unexpected: \(firings.subtracting(Self.expectedFirings)); missing: \(Self.expectedFirings.subtracting(firings))")
+
+        // The SLO panels of the VictoriaMetrics dashboard on the same history, at its end.
+        func panel(_ name: String, range: String) async throws -> [String: [String: Double]] {
+            let query = try MetricsQLDashboardTests.query(name, interval: 3_600, range: range)
+            var values: [String: [String: Double]] = [:]
+            for sample in try await victoria.query(query, at: Double(end)) {
+                var labels = sample.labels
+                let objective = labels.removeValue(forKey: "objective") ?? ""
+                values[byLabels[labels] ?? "\(labels)", default: [:]][objective] = sample.value
+            }
+            return values
+        }
+        let objectives = AlertHistory.endpoints.filter(\.hasObjectives)
+        let burn = try await panel("slo_burn_rate", range: "1h")
+        let left = try await panel("slo_budget_left", range: "\(AlertHistory.length)s")
+        #expect(Set(burn.keys) == Set(objectives.map(\.name)) && Set(left.keys) == Set(burn.keys), "\(burn)")
+        for endpoint in objectives {
+            for (objective, latency) in [("availability", false), ("latency", true)] {
+                let rate = AlertHistory.burnRate(endpoint, latency: latency, seconds: AlertHistory.hour)
+                let whole = AlertHistory.burnRate(endpoint, latency: latency, seconds: AlertHistory.length)
+                #expect(abs((burn[endpoint.name]?[objective] ?? .nan) - rate) < 1e-9, "\(endpoint.name) \(objective)")
+                #expect(
+                    abs((left[endpoint.name]?[objective] ?? .nan) - (1 - whole)) < 1e-9,
+                    "\(endpoint.name) \(objective): \(left[endpoint.name] ?? [:]) vs \(1 - whole)"
+                )
+            }
+        }
+        #expect(abs((burn["burning"]?["availability"] ?? 0) - 20) < 1e-9)
+        #expect(abs((burn["slow"]?["latency"] ?? 0) - 12) < 1e-9)
+    }
+
+    /// The Grafana rules' InfluxQL, as Grafana sends it for a window ending at `end`.
+    static func influxQL(_ query: String, seconds: Int64, end: Int64) -> String {
+        query.replacingOccurrences(of: "$timeFilter", with: "time > \(end - seconds)s AND time <= \(end)s")
+            .replacingOccurrences(of: "now()", with: "\(end)s")
+    }
+
+    /// The queries and the relative time ranges of a generated Grafana alerting file, in order.
+    static func grafanaQueries(_ language: String) throws -> [(query: String, seconds: Int64)] {
+        let text = try String(
+            contentsOf: DashboardFiles.folder.appendingPathComponent(
+                "grafana/provisioning/alerting/apihealth-\(language).yml"
+            ),
+            encoding: .utf8
+        )
+        // The generator writes a query as a JSON string on one line, or (Flux) as a block (`query: |`).
+        var result: [(String, Int64)] = []
+        var seconds: Int64 = 0
+        var block: (indent: Int, lines: [String])?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let indent = line.prefix { $0 == " " }.count
+            if let current = block {
+                if line.isEmpty || indent >= current.indent {
+                    block?.lines.append(String(line.dropFirst(min(indent, current.indent))))
+                    continue
+                }
+                result.append((current.lines.joined(separator: "\n").trimmingCharacters(in: .newlines), seconds))
+                block = nil
+            }
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.hasPrefix("from: "), let value = Int64(trimmed.dropFirst(6)) { seconds = value }
+            if trimmed == "query: |" {
+                block = (indent + 2, [])
+            } else if trimmed.hasPrefix("query: ") {
+                let query = try JSONDecoder().decode(String.self, from: Data(trimmed.dropFirst(7).utf8))
+                result.append((query, seconds))
+            }
+        }
+        return result
+    }
+
+    @Test func theGrafanaInfluxQLRulesComputeTheBurnRatesOfTheHistoryOnInfluxDB() async throws {
+        let influx = try await InfluxDB1.freshDatabase("alerts")
+        let end = AlertHistory.end()
+        let reply = try await influx.write(AlertHistory.lines(end: end), precision: "s")
+        #expect(reply.status == 204, "\(reply.text)")
+        let queries = try Self.grafanaQueries("influxql")
+        // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules.
+        #expect(queries.count == 4 * 5 + 2)
+        let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
+        for (query, seconds) in queries where query.contains("\"burn_rate\"") {
+            let latency = query.contains("requests_within_latency_objective")
+            let series = try await influx.query(Self.influxQL(query, seconds: seconds, end: end))
+            var values: [String: Double] = [:]
+            for entry in series {
+                let labels = entry.tags.filter { !$0.value.isEmpty }
+                values[byLabels[labels] ?? "\(labels)"] = InfluxQLDashboardTests.number(entry.rows.first, "burn_rate")
+            }
+            // Endpoints without an objective have no burn rate.
+            let expected = Dictionary(
+                uniqueKeysWithValues: AlertHistory.endpoints.filter(\.hasObjectives).map {
+                    ($0.name, AlertHistory.burnRate($0, latency: latency, seconds: min(seconds, AlertHistory.length)))
+                }
+            )
+            #expect(Set(values.keys) == Set(expected.keys), "\(seconds) s: \(values)")
+            for (name, value) in expected {
+                #expect(abs((values[name] ?? .nan) - value) < 1e-9, "\(latency ? "latency" : "availability") \(seconds) s \(name): \(values[name] ?? .nan) vs \(value)")
+            }
+        }
+        #expect(abs(AlertHistory.burnRate(AlertHistory.burning, latency: false, seconds: 300) - 20) < 1e-9)
+
+        // The InfluxQL dashboard's SLO panels on the same history: the budget left over all of it, the burn rate of
+        // its last hour.
+        for (name, seconds) in [("slo_budget_left", AlertHistory.length), ("slo_burn_rate", AlertHistory.hour)] {
+            let query = try DashboardFiles.influxQL(name)
+                .replacingOccurrences(of: "$timeFilter", with: "time > \(end - seconds)s AND time <= \(end)s")
+                .replacingOccurrences(of: "$__interval", with: "\(seconds)s")
+                .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$env", with: ".*")
+                .replacingOccurrences(of: "$group_by", with: "service")
+            var measured: [String: [Double]] = [:]
+            for entry in try await influx.query(query) {
+                let labels = ["host", "method", "path"].map { entry.tags[$0] ?? "" }.joined(separator: " ")
+                let columns = name == "slo_budget_left"
+                    ? ["availability_budget_left", "latency_budget_left"] : ["availability_burn_rate", "latency_burn_rate"]
+                let row = entry.rows.last { InfluxQLDashboardTests.number($0, columns[0]) != nil }
+                if let row { measured[labels, default: []] += columns.map { InfluxQLDashboardTests.number(row, $0)! } }
+            }
+            var expected: [String: [Double]] = [:]
+            for endpoint in AlertHistory.endpoints where endpoint.hasObjectives {
+                let labels = "\(endpoint.host) \(endpoint.method) \(endpoint.path)"
+                let rates = [false, true].map { AlertHistory.burnRate(endpoint, latency: $0, seconds: seconds) }
+                // Both regions of the burning endpoint are one series here (the panel groups by endpoint).
+                if endpoint == AlertHistory.burningElsewhere { continue }
+                let both = endpoint == AlertHistory.burning
+                    ? [false, true].map {
+                        (AlertHistory.burnRate(AlertHistory.burning, latency: $0, seconds: seconds)
+                            + AlertHistory.burnRate(AlertHistory.burningElsewhere, latency: $0, seconds: seconds)) / 2
+                    } : rates
+                expected[labels] = name == "slo_budget_left" ? both.map { 1 - $0 } : both
+            }
+            #expect(Set(measured.keys) == Set(expected.keys), "\(name): \(measured)")
+            for (labels, values) in expected {
+                let got = measured[labels] ?? []
+                #expect(
+                    got.count == 2 && zip(got, values).allSatisfy { abs($0 - $1) < 1e-9 },
+                    "\(name) \(labels): \(got) vs \(values)"
+                )
+            }
+        }
+
+        // The deadman: each instance's health points an interval over the last four (10 s) intervals, at the end:
+        // none for the instance that went silent 30 minutes before; the last interval is still empty for the others.
+        let silence = try #require(queries.first { $0.query.contains("points_recorded") })
+        let points = try await influx.query(Self.influxQL(silence.query, seconds: silence.seconds, end: end))
+        let byInstance = Dictionary(
+            uniqueKeysWithValues: points.map {
+                ($0.tags["instance"] ?? "", InfluxQLDashboardTests.number($0.rows.last, "points") ?? .nan)
+            }
+        )
+        #expect(byInstance == ["checkout-1": 0.75, "checkout-2": 0, "checkout-3": 0.75], "\(byInstance)")
+        // Losing points: checkout-3's dropped total over the 10 minutes to 85 minutes before the end.
+        let loss = try #require(queries.first { $0.query.contains("spread(") })
+        let lost = try await influx.query(Self.influxQL(loss.query, seconds: loss.seconds, end: end - 85 * 60))
+        let lostBy = Dictionary(
+            uniqueKeysWithValues: lost.map {
+                ($0.tags["instance"] ?? "", InfluxQLDashboardTests.number($0.rows.first, "points_lost") ?? .nan)
+            }
+        )
+        let window = AlertHistory.healthPointTimes("checkout-3").filter { $0 > -95 * 60 && $0 <= -85 * 60 }
+        let expectedLoss = Double(
+            AlertHistory.pointsDropped("checkout-3", at: window.last!)
+                - AlertHistory.pointsDropped("checkout-3", at: window.first!)
+        )
+        #expect(expectedLoss > 0 && lostBy == ["checkout-1": 0, "checkout-2": 0, "checkout-3": expectedLoss], "\(lostBy)")
+    }
+
+    @Test func theFluxRulesAndInfluxDBChecksReadOnlyWhatTheAgentWrites() throws {
+        // burn_over_limit is the field a check's query makes, for the check to test.
+        let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields).union(["burn_over_limit"])
+        let flux = try Self.grafanaQueries("flux")
+        #expect(flux.count == 4 * 5 + 2)
+        let template = try #require(try DashboardFiles.json("influxdb/apihealth-template.json") as? [[String: Any]])
+        let checks = template.filter { $0["kind"] as? String == "CheckThreshold" }
+        #expect(checks.count == 8, "one check per objective and window pair")
+        let queries = flux.map(\.query) + checks.map { ($0["spec"] as! [String: Any])["query"] as! String }
+        for query in queries {
+            for name in DashboardFiles.matches(#"r\._measurement == "([^"]+)""#, in: query) {
+                #expect(DashboardContractTests.measurements.contains(name), "unknown measurement \(name)")
+            }
+            for name in DashboardFiles.matches(#"r\._field == "([^"]+)""#, in: query) {
+                #expect(fields.contains(name), "unknown field \(name)")
+            }
+            if query.contains("apihealth_request_interval") {
+                // Summed over instances and status classes, every other tag (global ones included) kept.
+                #expect(
+                    query.contains(#"group(columns: ["instance", "status_class", "_time", "_value", "_start", "_stop"], mode: "except")"#)
+                )
+            }
+        }
+        for check in checks {
+            let spec = check["spec"] as! [String: Any]
+            let query = spec["query"] as! String
+            let name = (check["metadata"] as! [String: Any])["name"] as! String
+            let windows = DashboardFiles.matches(#"range\(start: -([0-9a-z]+)\)"#, in: query)
+            #expect(windows.count == 2 && name.hasSuffix("\(windows[0])-\(windows[1])"), "\(name): \(windows)")
+            #expect(query.contains(#"_field: "burn_over_limit""#) && query.contains("|> min()"))
+            // InfluxDB's check task pivots the fields into columns and tests the one the query's filter names.
+            #expect(query.hasSuffix("|> filter(fn: (r) => r._field == \"burn_over_limit\")\n"), "\(name)")
+            #expect((spec["statusMessageTemplate"] as? String)?.contains("r.burn_over_limit") == true)
+            let thresholds = spec["thresholds"] as! [[String: Any]]
+            #expect(thresholds.count == 1 && thresholds[0]["value"] as? Double == 1.0)
+        }
+        let endpoint = try #require(template.first { $0["kind"] as? String == "NotificationEndpointHTTP" })
+        let endpointName = (endpoint["metadata"] as! [String: Any])["name"] as! String
+        let rules = template.filter { $0["kind"] as? String == "NotificationRuleHTTP" }
+        #expect(rules.count == 2)
+        let severities = Set(
+            checks.flatMap { (($0["spec"] as! [String: Any])["tags"] as! [[String: String]]).map { $0["value"]! } }
+        )
+        for rule in rules {
+            let spec = rule["spec"] as! [String: Any]
+            #expect(spec["endpointName"] as? String == endpointName)
+            let tag = try #require((spec["tagRules"] as? [[String: String]])?.first)
+            #expect(severities.contains(tag["value"] ?? ""))
+        }
+        #expect(severities == ["page", "ticket"])
+    }
+
+    /// The annotations call the `query` template function, which replay refuses: vmalert evaluates the shipped
+    /// file live over the history ending now, and its page alert for the burning endpoint reads as a person on call
+    /// needs it (which objective, how fast, the budget left, from where).
+    @Test func theLiveAnnotationsSayTheObjectiveTheBurnRateAndTheBudgetLeft() async throws {
+        let server = try await VictoriaProcess.victoriaMetrics()
+        defer { server.stop() }
+        let victoria = VictoriaMetrics(base: server.url)
+        let end = Int64(Date().timeIntervalSince1970) / 60 * 60
+        let reply = try await victoria.write(AlertHistory.lines(end: end), precision: "s")
+        #expect(reply.status == 204, "\(reply.text)")
+        try await victoria.forceFlush()
+        let port = try VictoriaProcess.freePort()
+        let vmalert = try Child(
+            try VictoriaProcess.path(of: "vmalert"),
+            [
+                "-rule=\(try Self.ruleFiles()[0].path)", "-datasource.url=\(server.url.absoluteString)",
+                // Nothing listens there: the alerts are read from vmalert's own API.
+                "-notifier.url=http://127.0.0.1:\(try VictoriaProcess.freePort())",
+                "-httpListenAddr=127.0.0.1:\(port)", "-loggerLevel=ERROR",
+            ]
+        )
+        defer {
+            vmalert.signal(SIGTERM)
+            vmalert.process.waitUntilExit()
+        }
+        // vmalert starts each group after a random delay of up to its interval (1 min).
+        var page: [String: Any]?
+        let appeared = try await waitUntil(timeout: .seconds(180)) {
+            guard vmalert.process.isRunning else { return true }
+            guard let reply = try? await HTTP.send("GET", URL(string: "http://127.0.0.1:\(port)/api/v1/alerts")!),
+                reply.status == 200,
+                let root = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any],
+                let alerts = (root["data"] as? [String: Any])?["alerts"] as? [[String: Any]]
+            else { return false }
+            page = alerts.first {
+                $0["name"] as? String == "APIHealthAvailabilityBurnPage"
+                    && ($0["labels"] as? [String: String])?["host"] == AlertHistory.burning.host
+            }
+            return page != nil
+        }
+        #expect(appeared && vmalert.process.isRunning, "\(vmalert.stderr)")
+        let labels = try #require(page?["labels"] as? [String: String])
+        var endpoint = labels
+        endpoint["alertname"] = nil
+        endpoint["alertgroup"] = nil
+        #expect(endpoint == AlertHistory.burning.labels.merging(["severity": "page"]) { $1 }, "\(labels)")
+        let annotations = try #require(page?["annotations"] as? [String: String])
+        let description = annotations["description"] ?? ""
+        // 2,400 failed of 10,080,000 requests in the 3.5 days: a burn rate of 0.238 over the 30 days.
+        let left = 1 - AlertHistory.burnRate(AlertHistory.burning, latency: false, seconds: AlertHistory.length)
+        for phrase in [
+            "Page:", "POST https://api.burning.example/v1/pay from region eu-west fail",
+            "as the availability objective allows (objective: 99.9% of requests)",
+            "Error budget left over the last 30 days: \(String(format: "%.2f", left * 100))%.",
+        ] {
+            #expect(description.contains(phrase), "\(phrase) in \(description)")
+        }
+        let burn = try #require(Double(annotations["burn_rate"] ?? ""))
+        #expect(burn > 14.4 && burn <= 20, "\(annotations)")
+        #expect(annotations["summary"]?.hasPrefix("POST api.burning.example/v1/pay burns its availability budget") == true)
+    }
+}

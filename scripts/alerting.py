@@ -1,0 +1,535 @@
+"""The alert rules on objectives, in every flavour the dashboards serve, for scripts/build-dashboards:
+
+- dashboards/alerts/apihealth.rules.yml: vmalert / Prometheus rule groups (the burn-rate alerts are PromQL; the
+  deadman uses MetricsQL's lag());
+- dashboards/grafana/provisioning/alerting/apihealth-{influxql,flux}.yml: Grafana alerting, for the InfluxQL and
+  Flux datasources the compose stack provisions;
+- checks, an HTTP notification endpoint and notification rules appended to dashboards/influxdb/apihealth-template.json.
+
+Burn-rate alerts follow the Google SRE workbook (multi-window, multi-burn-rate, a 30-day budget): page when the burn
+rate is above 14.4 over 1 h and over 5 min, or above 6 over 6 h and over 30 min; ticket above 3 over 1 d and 2 h,
+or above 1 over 3 d and 6 h. The burn rate of a window is its bad share over 1 - the objective; the objective comes
+from the interval points themselves (objective_availability, objective_latency), so one rule set serves every
+endpoint, and changing an objective needs no new rules.
+"""
+import json
+
+INTERVAL = "apihealth_request_interval"
+AGENT = "apihealth_agent"
+PARSE_FAILURE = "apihealth_parse_failure"
+# Summed away: what differs between the points of one endpoint. Everything else stays on the alert, global tags
+# (region, env) included: the alert says from which region an API cannot be reached.
+SUMMED_AWAY = ["instance", "status_class"]
+# The global tags the InfluxQL flavour keeps (InfluxQL cannot group by "every tag but these"): add yours.
+INFLUXQL_GLOBAL_TAGS = ["region", "env"]
+ENDPOINT_TAGS = ["host", "method", "path", "module", "service"]
+
+# (severity, for, [(burn-rate factor, long window, short window), ...])
+SEVERITIES = [
+    ("page", "2m", [(14.4, "1h", "5m"), (6, "6h", "30m")]),
+    ("ticket", "15m", [(3, "1d", "2h"), (1, "3d", "6h")]),
+]
+SECONDS = {"5m": 300, "30m": 1800, "1h": 3600, "2h": 7200, "6h": 21600, "1d": 86400, "3d": 259200, "30d": 2592000}
+EVALUATION_INTERVAL = "1m"
+# The agent's health point interval (APIHealthConfiguration.selfMetricsInterval) and how many may be missed.
+SELF_METRICS_INTERVAL_SECONDS = 10
+MISSED_HEALTH_POINTS = 3
+# How far back the deadman looks: an instance silent for longer (scaled down, replaced) stops alerting.
+DEADMAN_LOOKBACK = "1h"
+LOSS_WINDOW = "10m"
+LOSS_FIELDS = ["points_dropped", "points_lost", "points_rejected", "points_expired"]
+PARSE_FAILURE_WINDOW = "15m"
+PARSE_FAILURE_SHARE = 0.01
+
+OBJECTIVES = {
+    "availability": {
+        "name": "Availability",
+        "objective": "objective_availability",
+        "what": "fail (a transport error or a status of 400 or more)",
+    },
+    "latency": {
+        "name": "Latency",
+        "objective": "objective_latency",
+        "what": "take longer than the latency threshold",
+    },
+}
+
+
+def alert_name(objective, severity):
+    return f"APIHealth{OBJECTIVES[objective]['name']}Burn{severity.capitalize()}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# PromQL / MetricsQL
+# ----------------------------------------------------------------------------------------------------------------
+
+def promql_sum(field, window, selector=""):
+    return f"sum without ({', '.join(SUMMED_AWAY)}) (sum_over_time({INTERVAL}_{field}{selector}[{window}]))"
+
+
+def promql_bad_share(objective, window, selector=""):
+    total = promql_sum("count", window, selector)
+    if objective == "availability":
+        return f"{promql_sum('errors', window, selector)} / {total}"
+    return f"(1 - {promql_sum('requests_within_latency_objective', window, selector)} / {total})"
+
+
+def promql_burn(objective, window, selector=""):
+    """The burn rate of `objective` over `window`, per endpoint (and global tag)."""
+    target = (f"max without ({', '.join(SUMMED_AWAY)}) "
+              f"(last_over_time({INTERVAL}_{OBJECTIVES[objective]['objective']}{selector}[{window}]))")
+    return f"({promql_bad_share(objective, window, selector)}) / (1 - {target})"
+
+
+def promql_alert(objective, arms):
+    return "\nor\n".join(f"(\n  {promql_burn(objective, long)} > {factor}\n  and\n  {promql_burn(objective, short)} > "
+                         f"{factor}\n)" for factor, long, short in arms) + "\n"
+
+
+# A Go template (vmalert, Prometheus) that sets $selector to the alert's labels as a series selector's filters.
+SELECTOR_TEMPLATE = (
+    '{{- $selector := "" -}}{{- range $name, $value := $labels -}}'
+    '{{- if and (ne $name "alertname") (ne $name "severity") (ne $name "alertgroup") -}}'
+    '{{- $selector = printf "%s%s=%q, " $selector $name $value -}}{{- end -}}{{- end -}}'
+)
+
+
+def query_template(expression, format_):
+    """A template line that runs `expression` (with %[1]s where the alert's label filters go) and prints its value."""
+    quoted = expression.replace('"', '\\"')
+    return (f'{{{{ with printf "{quoted}" $selector | query }}}}{{{{ . | first | value | {format_} }}}}'
+            f'{{{{ else }}}}unknown{{{{ end }}}}')
+
+
+# Where the requests were made from, when the service tags its region (the global tag the product's origin names).
+WHERE_TEMPLATE_PREFIX = "{{ with $labels.region }}from region {{ . }} {{ end }}"
+
+
+def vmalert_annotations(objective, severity, arms):
+    selector = "{%[1]s}"
+    budget_left = f"1 - {promql_burn(objective, '30d', selector)}"
+    target = f"max({INTERVAL}_{OBJECTIVES[objective]['objective']}{selector})"
+    threshold = f"max({INTERVAL}_objective_latency_ms{selector})"
+    windows = " or ".join(f"{long} (confirmed over {short}) above {factor}" for factor, long, short in arms)
+    milliseconds = query_template(threshold, 'printf "%.0f"')
+    latency = f" within {milliseconds} ms" if objective == "latency" else ""
+    what = OBJECTIVES[objective]["what"]
+    urgency = ("Page: at this rate the month's budget is gone within days."
+               if severity == "page" else "Ticket: not urgent tonight, but the month's budget will not last.")
+    return {
+        "summary": (f"{{{{ $labels.method }}}} {{{{ $labels.host }}}}{{{{ $labels.path }}}} burns its "
+                    f"{objective} budget {{{{ printf \"%.1f\" $value }}}}x too fast ({{{{ $labels.service }}}})"),
+        "description": (
+            SELECTOR_TEMPLATE
+            + f"{urgency} Requests from {{{{ $labels.service }}}} (module {{{{ $labels.module }}}}) to "
+              f"{{{{ $labels.method }}}} https://{{{{ $labels.host }}}}{{{{ $labels.path }}}} "
+              f"{WHERE_TEMPLATE_PREFIX}{what} {{{{ printf \"%.1f\" $value }}}} times as often as the {objective} "
+              f"objective allows (objective: {query_template(target, 'humanizePercentage')} of requests"
+              f"{latency}). Burn rate over {windows}; a burn rate of 1 spends the 30-day error budget in exactly 30 "
+              f"days. Error budget left over the last 30 days: {query_template(budget_left, 'humanizePercentage')}. "
+              f"Check the endpoint on the APIHealth dashboards (SLO section; error ratio and status classes, or "
+              f"latency) and the upstream's status page."
+        ),
+        "objective": objective,
+        "burn_rate": '{{ printf "%.2f" $value }}',
+    }
+
+
+def vmalert_rules():
+    objectives = []
+    for objective in OBJECTIVES:
+        for severity, duration, arms in SEVERITIES:
+            objectives.append({
+                "alert": alert_name(objective, severity),
+                "expr": promql_alert(objective, arms),
+                "for": duration,
+                "labels": {"severity": severity},
+                "annotations": vmalert_annotations(objective, severity, arms),
+            })
+    silence = SELF_METRICS_INTERVAL_SECONDS * MISSED_HEALTH_POINTS
+    loss = " + ".join(f"increase({AGENT}_{field}[{LOSS_WINDOW}])" for field in LOSS_FIELDS)
+    agents = [
+        {
+            "alert": "APIHealthAgentStoppedReporting",
+            "expr": f"lag({AGENT}_points_recorded[{DEADMAN_LOOKBACK}]) > {silence}\n",
+            "labels": {"severity": "ticket"},
+            "annotations": {
+                "summary": "APIHealth in {{ $labels.service }} {{ $labels.instance }} stopped reporting",
+                "description": (
+                    "The APIHealth agent of {{ $labels.service }} (instance {{ $labels.instance }}) has sent no "
+                    "health point for {{ $value | humanizeDuration }} (it sends one every "
+                    f"{SELF_METRICS_INTERVAL_SECONDS} s). Either the process stopped (a crash, or a scale-down or "
+                    f"deploy: then this clears after {DEADMAN_LOOKBACK}), or it cannot reach the metrics server. "
+                    "Until it reports again, what it calls is not measured and no objective alert can fire for it."
+                ),
+            },
+        },
+        {
+            "alert": "APIHealthAgentLosingPoints",
+            "expr": f"{loss} > 0\n",
+            "labels": {"severity": "ticket"},
+            "annotations": {
+                "summary": "APIHealth in {{ $labels.service }} {{ $labels.instance }} is losing points",
+                "description": (
+                    "The APIHealth agent of {{ $labels.service }} (instance {{ $labels.instance }}) lost "
+                    f"{{{{ $value }}}} points in the last {LOSS_WINDOW} (dropped past its pending cap, lost by "
+                    "the spool, rejected by the server, or expired after retrying). The dashboards and alerts "
+                    "undercount while this lasts. Its last_error field and log say why: a server refusing writes "
+                    "(a token, a bucket), a full disk, or more points than it may keep."
+                ),
+            },
+        },
+        {
+            "alert": "APIHealthResponsesNotParsing",
+            "expr": (f"sum without (instance, status, failure) (sum_over_time({PARSE_FAILURE}_count"
+                     f"[{PARSE_FAILURE_WINDOW}]))\n/\n{promql_sum('count', PARSE_FAILURE_WINDOW)}\n"
+                     f"> {PARSE_FAILURE_SHARE}\n"),
+            "for": "5m",
+            "labels": {"severity": "page"},
+            "annotations": {
+                "summary": ("Responses of {{ $labels.method }} {{ $labels.host }}{{ $labels.path }} stopped "
+                            "parsing ({{ $labels.service }})"),
+                "description": (
+                    "{{ $value | humanizePercentage }} of the responses {{ $labels.service }} (module "
+                    "{{ $labels.module }}) got from {{ $labels.method }} https://{{ $labels.host }}{{ $labels.path }} "
+                    f"in the last {PARSE_FAILURE_WINDOW} could not be decoded (more than "
+                    f"{PARSE_FAILURE_SHARE:.0%}): the requests succeed but the app cannot read what comes back. "
+                    "Often the upstream changed its format, or answers with an error page and a 200. The "
+                    "apihealth_parse_failure points carry the coding path and the status."
+                ),
+            },
+        },
+    ]
+    return {"groups": [
+        {"name": "apihealth-objectives", "interval": EVALUATION_INTERVAL, "rules": objectives},
+        {"name": "apihealth-agents", "interval": EVALUATION_INTERVAL, "rules": agents},
+    ]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# YAML (the rule files are plain enough to write without a YAML library, which the machine may not have)
+# ----------------------------------------------------------------------------------------------------------------
+
+def yaml_scalar(value, indent):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    text = str(value)
+    if "\n" in text:
+        pad = " " * indent
+        return "|\n" + "\n".join(pad + line if line else "" for line in text.rstrip("\n").split("\n"))
+    return json.dumps(text)
+
+
+def yaml(value, indent=0):
+    pad = " " * indent
+    lines = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}{key}:")
+                lines.append(yaml(item, indent + 2))
+            elif isinstance(item, (dict, list)):
+                lines.append(f"{pad}{key}: {'{}' if isinstance(item, dict) else '[]'}")
+            else:
+                lines.append(f"{pad}{key}: {yaml_scalar(item, indent + 2)}")
+    else:
+        for item in value:
+            if isinstance(item, dict) and item:
+                inner = yaml(item, indent + 2).split("\n")
+                lines.append(f"{pad}- {inner[0].lstrip()}")
+                lines.extend(inner[1:])
+            else:
+                lines.append(f"{pad}- {yaml_scalar(item, indent + 2)}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# InfluxQL and Flux: the same burn rates, for Grafana alerting and InfluxDB checks
+# ----------------------------------------------------------------------------------------------------------------
+
+def influxql_burn(objective):
+    """The burn rate of `objective` over Grafana's time range ($timeFilter), per endpoint and global tag."""
+    if objective == "availability":
+        bad = 'sum("errors") / sum("count")'
+    else:
+        bad = '(1 - sum("requests_within_latency_objective") / sum("count"))'
+    group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
+    return (f'SELECT {bad} / (1 - max("{OBJECTIVES[objective]["objective"]}")) AS "burn_rate" FROM "{INTERVAL}" '
+            f'WHERE $timeFilter GROUP BY {group}')
+
+
+# Per instance seen in the time range: its health points per interval (fill(0) makes the empty ones), averaged over
+# the last MISSED_HEALTH_POINTS + 1 intervals (the last may be still filling). 0 when the agent went silent.
+INFLUXQL_AGENT_SILENCE = (f'SELECT moving_average("points", {MISSED_HEALTH_POINTS + 1}) AS "points" FROM '
+                          f'(SELECT count("points_recorded") AS "points" FROM "{AGENT}" WHERE $timeFilter GROUP BY '
+                          f'time({SELF_METRICS_INTERVAL_SECONDS}s), "service", "instance" fill(0)) '
+                          f'GROUP BY "service", "instance"')
+INFLUXQL_AGENT_LOSS = ("SELECT " + " + ".join(f'spread("{field}")' for field in LOSS_FIELDS)
+                       + f' AS "points_lost" FROM "{AGENT}" WHERE $timeFilter GROUP BY "service", "instance"')
+
+
+def flux_burn(objective, bucket="apihealth"):
+    """The burn rate of `objective` over the query's range, per endpoint: every tag but instance and status_class."""
+    good_or_bad = "errors" if objective == "availability" else "requests_within_latency_objective"
+    target = OBJECTIVES[objective]["objective"]
+    share = ("r.errors / r.count" if objective == "availability"
+             else "1.0 - r.requests_within_latency_objective / r.count")
+    return f"""data = from(bucket: "{bucket}")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "{good_or_bad}" or r._field == "{target}"))
+    |> group(columns: ["instance", "status_class", "_time", "_value", "_start", "_stop"], mode: "except")
+
+counts = data
+    |> filter(fn: (r) => r._field == "count" or r._field == "{good_or_bad}")
+    |> sum()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+
+objective = data
+    |> filter(fn: (r) => r._field == "{target}")
+    |> max()
+    |> drop(columns: ["_time", "_start", "_stop"])
+
+union(tables: [counts |> drop(columns: ["_start", "_stop"]), objective])
+    |> group(columns: ["_field", "_value"], mode: "except")
+    |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
+    |> filter(fn: (r) => exists r.{target} and r.count > 0.0)
+    |> map(fn: (r) => ({{r with _value: ({share}) / (1.0 - r.{target}), _time: now()}}))
+    |> drop(columns: ["count", "{good_or_bad}", "{target}", "_measurement"])
+"""
+
+
+def flux_agent_silence(bucket="apihealth"):
+    return f"""from(bucket: "{bucket}")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{AGENT}" and r._field == "points_recorded")
+    |> group(columns: ["service", "instance"])
+    |> last()
+    |> map(fn: (r) => ({{_time: r._time, service: r.service, instance: r.instance, _value: float(v: int(v: now()) - int(v: r._time)) / 1000000000.0}}))
+"""
+
+
+def flux_agent_loss(bucket="apihealth"):
+    fields = " or ".join(f'r._field == "{field}"' for field in LOSS_FIELDS)
+    return f"""from(bucket: "{bucket}")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{AGENT}" and ({fields}))
+    |> group(columns: ["service", "instance", "_field"])
+    |> spread()
+    |> group(columns: ["service", "instance"])
+    |> sum()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+"""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Grafana alerting provisioning
+# ----------------------------------------------------------------------------------------------------------------
+
+def grafana_query(ref, datasource, language, query, seconds):
+    model = {"refId": ref, "datasource": {"type": "influxdb", "uid": datasource}, "intervalMs": 60000,
+             "maxDataPoints": 43200}
+    if language == "influxql":
+        model.update({"rawQuery": True, "resultFormat": "time_series", "query": query})
+    else:
+        model["query"] = query
+    return {"refId": ref, "relativeTimeRange": {"from": seconds, "to": 0}, "datasourceUid": datasource,
+            "model": model}
+
+
+def grafana_expression(ref, kind, **fields):
+    model = {"refId": ref, "type": kind, "datasource": {"type": "__expr__", "uid": "__expr__"}, **fields}
+    return {"refId": ref, "datasourceUid": "__expr__", "model": model}
+
+
+def grafana_reduce(ref, source):
+    return grafana_expression(ref, "reduce", expression=source, reducer="last", settings={"mode": "dropNN"})
+
+
+def grafana_rules(language, datasource):
+    rules = []
+    letters = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for objective in OBJECTIVES:
+        for severity, duration, arms in SEVERITIES:
+            data, conditions, letters = [], [], iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+            for factor, long, short in arms:
+                pair = []
+                for window in (long, short):
+                    query, reduced = next(letters), next(letters)
+                    text = influxql_burn(objective) if language == "influxql" else flux_burn(objective)
+                    data.append(grafana_query(query, datasource, language, text, SECONDS[window]))
+                    data.append(grafana_reduce(reduced, query))
+                    pair.append(f"${reduced} > {factor}")
+                conditions.append("(" + " && ".join(pair) + ")")
+            budget, budget_reduced, condition = next(letters), next(letters), next(letters)
+            text = influxql_burn(objective) if language == "influxql" else flux_burn(objective)
+            data.append(grafana_query(budget, datasource, language, text, SECONDS["30d"]))
+            data.append(grafana_reduce(budget_reduced, budget))
+            data.append(grafana_expression(condition, "math", expression=" || ".join(conditions)))
+            long_ref = "B"  # the first arm's long window, reduced
+            rules.append({
+                "uid": f"apihealth-{language}-{objective}-{severity}",
+                "title": f"{alert_name(objective, severity)} ({'InfluxQL' if language == 'influxql' else 'Flux'})",
+                "condition": condition,
+                "data": data,
+                "noDataState": "OK",
+                "execErrState": "Error",
+                "for": duration,
+                "labels": {"severity": severity, "objective": objective},
+                "annotations": {
+                    "summary": (f"{{{{ $labels.method }}}} {{{{ $labels.host }}}}{{{{ $labels.path }}}} burns its "
+                                f"{objective} budget ({{{{ $labels.service }}}})"),
+                    "description": (
+                        f"Requests from {{{{ $labels.service }}}} (module {{{{ $labels.module }}}}) to "
+                        f"{{{{ $labels.method }}}} https://{{{{ $labels.host }}}}{{{{ $labels.path }}}} "
+                        f"{{{{ with $labels.region }}}}from region {{{{ . }}}} {{{{ end }}}}"
+                        f"{OBJECTIVES[objective]['what']} {{{{ humanize $values.{long_ref}.Value }}}} times as often "
+                        f"as the {objective} objective allows over {arms[0][1]} (a burn rate of 1 spends the 30-day "
+                        f"budget in 30 days; this alert needs "
+                        + " or ".join(f"{factor} over {long} and {short}" for factor, long, short in arms)
+                        + f"). Error budget left over 30 days: {{{{ humanizePercentage $values.{budget_reduced}.Value }}}}."
+                    ),
+                },
+            })
+    if language == "influxql":
+        silence = INFLUXQL_AGENT_SILENCE
+        loss = INFLUXQL_AGENT_LOSS
+    else:
+        silence, loss = flux_agent_silence(), flux_agent_loss()
+    silent_seconds = SELF_METRICS_INTERVAL_SECONDS * MISSED_HEALTH_POINTS
+    rules.append({
+        "uid": f"apihealth-{language}-agent-silent",
+        "title": f"APIHealthAgentStoppedReporting ({'InfluxQL' if language == 'influxql' else 'Flux'})",
+        "condition": "C",
+        "data": [grafana_query("A", datasource, language, silence, SECONDS["1h"]),
+                 grafana_reduce("B", "A"),
+                 # InfluxQL: the health points an interval, over the last intervals; Flux: the seconds since
+                 # the last one.
+                 grafana_expression("C", "math", expression=("$B == 0" if language == "influxql"
+                                                             else f"$B > {silent_seconds}"))],
+        "noDataState": "OK",
+        "execErrState": "Error",
+        "for": "0s",
+        "labels": {"severity": "ticket"},
+        "annotations": {"summary": "APIHealth in {{ $labels.service }} {{ $labels.instance }} stopped reporting",
+                        "description": "No APIHealth health point for 3 intervals: the process stopped or cannot "
+                                       "reach the server, and what it calls is not measured."},
+    })
+    rules.append({
+        "uid": f"apihealth-{language}-agent-losing",
+        "title": f"APIHealthAgentLosingPoints ({'InfluxQL' if language == 'influxql' else 'Flux'})",
+        "condition": "C",
+        "data": [grafana_query("A", datasource, language, loss, 600), grafana_reduce("B", "A"),
+                 grafana_expression("C", "math", expression="$B > 0")],
+        "noDataState": "OK",
+        "execErrState": "Error",
+        "for": "0s",
+        "labels": {"severity": "ticket"},
+        "annotations": {"summary": "APIHealth in {{ $labels.service }} {{ $labels.instance }} is losing points",
+                        "description": "{{ $values.B.Value }} points dropped, lost, rejected or expired in 10 min: "
+                                       "the dashboards and alerts undercount. The agent's last_error says why."},
+    })
+    return rules
+
+
+def grafana_alerting(language, datasource):
+    return {
+        "apiVersion": 1,
+        "groups": [{
+            "orgId": 1,
+            "name": f"apihealth-{language}",
+            "folder": "APIHealth",
+            "interval": EVALUATION_INTERVAL,
+            "rules": grafana_rules(language, datasource),
+        }],
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# InfluxDB 2 template: threshold checks, an HTTP endpoint, notification rules
+# ----------------------------------------------------------------------------------------------------------------
+
+def influxdb_check_query(objective, factor, long, short):
+    """A check's query: min(burn over long, burn over short) / factor per endpoint, as the field "burn_over_limit":
+    above 1 when both windows burn faster than factor."""
+    def window(name, seconds):
+        body = flux_burn(objective, bucket="apihealth").replace(
+            "range(start: v.timeRangeStart, stop: v.timeRangeStop)", f"range(start: -{name})")
+        return body.replace("data = ", f"data_{name} = ").replace("data\n", f"data_{name}\n") \
+                   .replace("counts = ", f"counts_{name} = ").replace("counts |>", f"counts_{name} |>") \
+                   .replace("objective = ", f"objective_{name} = ").replace(", objective]", f", objective_{name}]") \
+                   .replace("union(tables:", f"burn_{name} = union(tables:")
+    return (window(long, SECONDS[long]) + "\n" + window(short, SECONDS[short]) + "\n"
+            f"union(tables: [burn_{long}, burn_{short}])\n"
+            f"    |> group(columns: [\"_value\"], mode: \"except\")\n"
+            f"    |> min()\n"
+            f"    |> map(fn: (r) => ({{r with _measurement: \"{INTERVAL}\", _field: \"burn_over_limit\", "
+            f"_value: r._value / {float(factor)}, _time: now()}}))\n"
+            # The check reads the field its query's last _field filter names (fieldsAsCols makes it a column).
+            f"    |> filter(fn: (r) => r._field == \"burn_over_limit\")\n")
+
+
+def influxdb_resources():
+    resources = [{
+        "apiVersion": "influxdata.com/v2alpha1", "kind": "NotificationEndpointHTTP",
+        "metadata": {"name": "apihealth-alerts"},
+        "spec": {"name": "APIHealth alerts", "description": "Where the APIHealth checks' notifications go: change the "
+                 "URL to your receiver (a webhook, an incident tool).", "method": "POST", "type": "none",
+                 "url": "http://alert-receiver:9000/apihealth"},
+    }]
+    for objective in OBJECTIVES:
+        for severity, _, arms in SEVERITIES:
+            for factor, long, short in arms:
+                name = f"apihealth-{objective}-burn-{long}-{short}"
+                resources.append({
+                    "apiVersion": "influxdata.com/v2alpha1", "kind": "CheckThreshold", "metadata": {"name": name},
+                    "spec": {
+                        "name": f"{alert_name(objective, severity)} {long}/{short}",
+                        "description": (f"The {objective} error budget of an endpoint burning faster than {factor}x "
+                                        f"over {long} and over {short} ({severity}). The value is the slower of "
+                                        f"the two burn rates over {factor}."),
+                        "every": EVALUATION_INTERVAL, "offset": "0s",
+                        "query": influxdb_check_query(objective, factor, long, short),
+                        "statusMessageTemplate": (
+                            f"${{ r.method }} ${{ r.host }}${{ r.path }} ({{r.service}}) burns its {objective} "
+                            f"budget: ${{ string(v: r.burn_over_limit * {float(factor)}) }}x over {long} and "
+                            f"{short} (limit {factor}x)").replace("{r.service}", "${ r.service }"),
+                        "tags": [{"key": "severity", "value": severity}],
+                        "thresholds": [{"type": "greater", "level": "CRIT" if severity == "page" else "WARN",
+                                        "value": 1.0}],
+                    },
+                })
+    for severity, level in (("page", "CRIT"), ("ticket", "WARN")):
+        resources.append({
+            "apiVersion": "influxdata.com/v2alpha1", "kind": "NotificationRuleHTTP",
+            "metadata": {"name": f"apihealth-{severity}"},
+            "spec": {
+                "name": f"APIHealth {severity}", "endpointName": "apihealth-alerts", "every": EVALUATION_INTERVAL,
+                "offset": "0s", "messageTemplate": "${ r._message }",
+                "statusRules": [{"currentLevel": level}],
+                "tagRules": [{"key": "severity", "value": severity, "operator": "equal"}],
+            },
+        })
+    return resources
+
+
+def write_all(root):
+    alerts = root / "alerts"
+    alerts.mkdir(exist_ok=True)
+    header = ("# Generated by scripts/build-dashboards (scripts/alerting.py): edit those, not this file.\n"
+              "# vmalert: vmalert -rule=dashboards/alerts/apihealth.rules.yml -datasource.url=http://victoria:8428 "
+              "-notifier.url=http://alertmanager:9093\n")
+    (alerts / "apihealth.rules.yml").write_text(header + yaml(vmalert_rules()) + "\n")
+    provisioning = root / "grafana" / "provisioning" / "alerting"
+    provisioning.mkdir(exist_ok=True)
+    for language, datasource in (("influxql", "apihealth-influxql"), ("flux", "apihealth-influxdb")):
+        (provisioning / f"apihealth-{language}.yml").write_text(
+            "# Generated by scripts/build-dashboards (scripts/alerting.py): Grafana alert rules on the "
+            f"{language} datasource.\n" + yaml(grafana_alerting(language, datasource)) + "\n")
+    path = root / "influxdb" / "apihealth-template.json"
+    template = json.loads(path.read_text())
+    template = [item for item in template if item["kind"] in ("Variable", "Dashboard")] + influxdb_resources()
+    path.write_text(json.dumps(template, indent=2) + "\n")
+    print("dashboards/alerts/apihealth.rules.yml, grafana/provisioning/alerting/apihealth-{influxql,flux}.yml and "
+          "the template's checks written")
