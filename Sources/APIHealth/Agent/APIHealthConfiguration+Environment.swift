@@ -2,9 +2,8 @@ import Foundation
 import LineProtocol
 
 extension APIHealthConfiguration {
-    /// Reads the configuration from environment variables: every variable of
-    /// ``EnvironmentVariable`` (`APIHEALTH_*`, `INFLUX_*` and `INFLUX_<n>_*` for more destinations), as
-    /// the Configuration article's table lists them.
+    /// Reads the configuration from environment variables: the `APIHEALTH_*`, `INFLUX_*` and, for more
+    /// destinations, `INFLUX_<n>_*` variables the Configuration article's table lists.
     ///
     /// ```swift
     /// // APIHEALTH_TAGS=env=prod APIHEALTH_OBJECTIVE_AVAILABILITY=99.9 INFLUX_URL=http://influx:8086 …
