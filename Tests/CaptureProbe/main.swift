@@ -14,10 +14,10 @@ import FoundationNetworking
 // counts under callgrind (scripts/callgrind-capture):
 //   capture-probe urlsession|urlsession-instrumented|ahc|ahc-instrumented COUNT
 // It checks that an instrumented run recorded exactly one sample per request (exit 2 otherwise).
-//   capture-probe record|record-filter|record-rules COUNT
+//   capture-probe record|record-filter|record-rules|record-objectives COUNT
 // records COUNT samples (each one millisecond after the last) into a memory-only agent, and checks
-// that every one became a line: plain, through a capture filter that re-tags each sample, or under
-// three success rules (the `record` benchmark's variants).
+// that every one became a line: plain, through a capture filter that re-tags each sample, under
+// three success rules, or with availability and latency objectives (the `record` benchmark's variants).
 //   capture-probe pipeline COUNT
 // records COUNT samples (one microsecond apart) into an agent that ships them to the VictoriaMetrics
 // at APIHEALTH_PROBE_VICTORIA_URL, and checks that every one was written.
@@ -34,7 +34,7 @@ guard arguments.count == 3, let count = Int(arguments[2]) else {
     exit(64)
 }
 let mode = arguments[1]
-let recording = ["record", "record-filter", "record-rules"].contains(mode)
+let recording = ["record", "record-filter", "record-rules", "record-objectives"].contains(mode)
 let instrumented = mode.hasSuffix("-instrumented") || recording
 
 var configuration = APIHealthConfiguration(serviceName: "capture-probe")
@@ -53,6 +53,11 @@ if mode == "record-filter" {
         .failure(200...299, host: "*.legacy.example.com"),
         .success(200, 404, host: "api.example.com", path: "/users/{id}/orders"),
     ]
+} else if mode == "record-objectives" {
+    configuration.objectives = ObjectiveOptions(
+        default: .init(availability: 0.999, latency: .init(target: 0.99, threshold: .milliseconds(300))),
+        overrides: [.init(host: "api.example.com", path: "/users/*/orders", objective: .init(availability: 0.9995))]
+    )
 }
 func makeAgent(_ configuration: APIHealthConfiguration) -> APIHealthAgent {
     do {
