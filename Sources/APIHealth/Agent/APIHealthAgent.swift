@@ -55,9 +55,22 @@ public final class APIHealthAgent: Sendable, Service {
         /// The bodies to run when shutdown begins; `nil` once they have run.
         var shutdownHooks: [@Sendable () -> Void]? = []
     }
-    /// Guards the agent's life cycle: its phase, intake, the shutdown deadline and hooks. The lock order:
-    /// `lifecycle` before the batches' lock (``PendingBatches``); the shutdown hooks (user code) run
-    /// after it is released.
+    /// Guards the agent's life cycle: its phase, intake, the shutdown deadline and hooks.
+    ///
+    /// The agent's lock order, written once: while holding a lock of this list, only locks further down
+    /// it are taken.
+    /// 1. `lifecycle` (here): interval points, the health point and the close of intake are recorded
+    ///    under it, so nothing follows the last of them. The `onShutdown` bodies run after it is released.
+    /// 2. `CaptureQueue.drainInProgress`, then `CaptureQueue.waiting`: a drain records what it takes.
+    /// 3. `PendingBatches.spoolRound` (the spool worker's round), then `PendingBatches.spoolDirectory`
+    ///    and `SpoolDirectory`'s own.
+    /// 4. The record path's, each taken alone and released before the next: the series cache
+    ///    (`RequestSchema`), the endpoint aggregate (`EndpointInterval`, `RequestAggregator`), the
+    ///    batches (`PendingBatches.state`).
+    /// 5. Leaves, under which nothing is taken: `IntervalClock.jobs`, `LossReporter.reported`, the
+    ///    shipper's, `uncaptured` and `metricsOverflowed`, and those inside `Wakeup` and `Broadcast`.
+    ///
+    /// A captured request's own thread takes one lock (`CaptureQueue.waiting`) unless it fills the queue.
     let lifecycle = Locked(Lifecycle())
     /// Yields once, when shutdown begins.
     let shutdownBegan = AsyncStream<Void>.makeStream()

@@ -32,7 +32,7 @@ final class IntervalClock: Sendable {
     }
 
     private let clock: any AgentClock
-    /// Guards the jobs: added from any thread, taken by ``run()``. No other lock is taken under it.
+    /// Guards the jobs: added from any thread, taken by ``run()``. A leaf of the lock order.
     private let jobs = Locked(Jobs())
     /// Wakes ``run()`` when a job is added.
     private let added = Wakeup()

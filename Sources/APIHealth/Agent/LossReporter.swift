@@ -14,7 +14,7 @@ final class LossReporter: Sendable {
     /// The destinations' names, by index, for the warnings.
     private let destinationNames: [String]
     private let logger: Logger
-    /// Guards which losses were reported. No other lock is taken under it.
+    /// Guards which losses were reported. A leaf of the lock order.
     private let reported = Locked(Reported())
 
     /// A reporter that has said nothing yet.

@@ -6,8 +6,7 @@ import LineProtocol
 /// splits — is done here, outside the lock; what it achieves goes back in as the next event. Every
 /// decision is the state's: this type only runs what it is asked to.
 ///
-/// Lock order: `spoolRound` before `spoolDirectory` and `state`; `state` is taken alone (and is the
-/// only lock a recording thread takes here).
+/// The lock order (`spoolRound`, then `spoolDirectory` and `state`) is written on `APIHealthAgent.lifecycle`.
 final class PendingBatches: Sendable {
     /// Guards the batches, counters and timestamps: the only lock `record` takes.
     private let state: Locked<BatchingState>

@@ -57,7 +57,7 @@ final class CaptureQueue: Sendable {
     /// Held while a drain runs, so drains keep the samples' order and a reader waits for a drain under
     /// way; a recording thread never waits for it (it leaves the drain to the one running). Guards the
     /// number of drains run. (A value, not `Void`: ThreadSanitizer takes a `Void` state's address,
-    /// which is the object's own, for a write.) Taken before `waiting`.
+    /// which is the object's own, for a write.) The lock order is on `APIHealthAgent.lifecycle`.
     private let drainInProgress = Locked<UInt64>(0)
     /// Samples waiting at most: the caller that queues the last one drains them all on its own thread.
     static let maximumWaiting = 512
