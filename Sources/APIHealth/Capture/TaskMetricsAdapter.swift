@@ -58,24 +58,59 @@ extension RequestSample {
 
 /// Finds the first configured correlation header on the request, then on the response.
 package enum CorrelationID {
+    /// Each header of the request and then of the response is looked at once, and matched against the
+    /// configured names without making a lowercased copy of either (Foundation's
+    /// `value(forHTTPHeaderField:)` lowercases both for every name it is asked).
     static func find(in request: URLRequest, response: HTTPURLResponse?, headers: [String]) -> String? {
-        for name in headers {
-            if let value = request.value(forHTTPHeaderField: name), !value.isEmpty {
-                return Self.value(value, of: name)
+        if let fields = request.allHTTPHeaderFields, !fields.isEmpty,
+            let found = first(of: headers, in: fields.lazy.map { ($0.key, $0.value) })
+        {
+            return found
+        }
+        guard let response else { return nil }
+        return first(
+            of: headers,
+            in: response.allHeaderFields.lazy.compactMap { field -> (String, String)? in
+                guard let name = field.key.base as? String, let value = field.value as? String else { return nil }
+                return (name, value)
+            }
+        )
+    }
+
+    /// The value of the earliest of `names` among `fields` (any case), non-empty.
+    private static func first<Fields: Sequence>(of names: [String], in fields: Fields) -> String?
+    where Fields.Element == (String, String) {
+        var best: (rank: Int, value: String)?
+        for (field, value) in fields where !value.isEmpty {
+            guard let rank = names.firstIndex(where: { equalIgnoringASCIICase($0, field) }) else { continue }
+            if best == nil || rank < best!.rank { best = (rank, value) }
+            if rank == 0 { break }
+        }
+        guard let best else { return nil }
+        return Self.value(best.value, of: names[best.rank])
+    }
+
+    /// Whether `a` and `b` are the same but for the case of ASCII letters (header names are ASCII).
+    static func equalIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
+        var left = a.utf8.makeIterator()
+        var right = b.utf8.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return true
+            case (let x?, let y?):
+                if x == y { continue }
+                let lowerX = x >= 65 && x <= 90 ? x | 0x20 : x
+                let lowerY = y >= 65 && y <= 90 ? y | 0x20 : y
+                if lowerX != lowerY { return false }
+            default: return false
             }
         }
-        for name in headers {
-            if let value = response?.value(forHTTPHeaderField: name), !value.isEmpty {
-                return Self.value(value, of: name)
-            }
-        }
-        return nil
     }
 
     /// The correlation id a header's value gives: a `traceparent`'s trace id, else the value (at most
     /// 256 characters).
     package static func value(_ value: String, of header: String) -> String {
-        if header.count == TraceParent.headerName.count, header.lowercased() == TraceParent.headerName,
+        if equalIgnoringASCIICase(header, TraceParent.headerName),
             let traceID = TraceParent.traceID(of: value)
         {
             return traceID
