@@ -196,6 +196,7 @@ extension APIHealthAgent {
             state.shutdownDeadline = deadline
             pending.close { recordLastIntervals() }
         }
+        handLastIntervalPointsToObservers()
         for shipper in shippers { shipper.startDraining() }
         shutdownBegan.continuation.yield()
         shutdownBegan.continuation.finish()

@@ -66,6 +66,10 @@ public final class APIHealthAgent: Sendable, Service {
     let metricsOverflowed = Locked<UInt64>(0)
     /// Trace propagation, when configured.
     let traceInjection: TraceInjection?
+    /// Guards who is handed each interval's points (``observeIntervalPoints(_:)``).
+    let intervalObservers = Locked<[@Sendable ([Point]) -> Void]>([])
+    /// Guards the last interval points, taken at shutdown under the lifecycle lock and handed over after it.
+    let lastIntervalPoints = Locked<[Point]>([])
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -149,7 +153,9 @@ public final class APIHealthAgent: Sendable, Service {
     /// - Parameter sample: What the request did.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        if !pending.record(sample, request: SentRequest(), now: clock.coarseNow) { lossReporter.noticeIfStopped(pending) }
+        if !pending.record(sample, request: SentRequest(), now: clock.coarseNow) {
+            lossReporter.noticeIfStopped(pending)
+        }
     }
 
     /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within
@@ -178,7 +184,9 @@ public final class APIHealthAgent: Sendable, Service {
     /// does: for the URLSession hook, which ends a sample on the way to the app's completion.
     func recordLater(_ sample: RequestSample, request: URLRequest) {
         guard configuration.isEnabled else { return }
-        if !pending.deferRecord(now: clock.coarseNow, .sample(sample, request)) { lossReporter.noticeIfStopped(pending) }
+        if !pending.deferRecord(now: clock.coarseNow, .sample(sample, request)) {
+            lossReporter.noticeIfStopped(pending)
+        }
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
@@ -218,6 +226,12 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
         metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
         metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
+        if let aggregator = schema.aggregator {
+            metrics.endpointLimit = aggregator.options.maximumEndpoints
+            metrics.endpoints = aggregator.count
+            metrics.requestsOverflowed = aggregator.requestsOverflowed
+            metrics.endpointsEvicted = aggregator.evicted
+        }
         return metrics
     }
 }
