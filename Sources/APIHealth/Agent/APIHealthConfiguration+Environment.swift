@@ -3,7 +3,7 @@ import LineProtocol
 
 extension APIHealthConfiguration {
     /// Reads the configuration from environment variables: every variable of
-    /// ``EnvironmentVariable`` (`APIHEALTH_*`, `INFLUX_*` and `INFLUX_<n>_*` for more destinations), as
+    /// `EnvironmentVariable` (`APIHEALTH_*`, `INFLUX_*` and `INFLUX_<n>_*` for more destinations), as
     /// the Configuration article's table lists them.
     ///
     /// ```swift
