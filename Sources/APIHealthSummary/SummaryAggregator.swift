@@ -5,6 +5,11 @@ import LineProtocol
 /// Folds spool lines into one row per endpoint (host, path, method): requests, errors, nearest-rank
 /// percentiles of `duration_ms`, the latest status, parse failures, and p95 per time slot.
 ///
+/// An endpoint's requests, errors and percentiles come from its raw points when every request has one,
+/// and from its interval points (``PointSchema/Measurement/requestInterval``) when they count more
+/// requests than its raw points (raw points sampled, budgeted or off): then the counts are exact and each
+/// percentile is the upper bound of the histogram bucket that holds it (``SummaryRow/source``).
+///
 /// ```swift
 /// var summary = SummaryAggregator(precision: reader.precision)
 /// for line in lines { summary.add(line) }
@@ -31,8 +36,13 @@ package struct SummaryAggregator: Sendable {
     package let precision: Precision
     package let requestMeasurement: String
     package let parseFailureMeasurement: String
+    /// The interval points' measurement.
+    package let intervalMeasurement: String
+    /// Whether interval lines read from the spool count in the rows (the demo hands its interval points
+    /// over with ``add(intervalPoint:)`` instead; the spool's are then only counted in the footer).
+    package var readsIntervalLines = true
 
-    package private(set) var counts = SummaryCounts()
+    package internal(set) var counts = SummaryCounts()
     /// Tag keys seen on any line: a `--where` naming a key outside this set matches nothing.
     package private(set) var tagKeysSeen: Set<String> = []
     /// Width of one sparkline slot in nanoseconds.
@@ -41,8 +51,8 @@ package struct SummaryAggregator: Sendable {
     private var firstSlot: Int64?
     private var lastSlot: Int64?
 
-    private var endpoints: [Endpoint] = []
-    private var endpointIndex: [EndpointKey: Int] = [:]
+    var endpoints: [Endpoint] = []
+    var endpointIndex: [EndpointKey: Int] = [:]
     /// What each series (measurement and tags, as written) is, so most lines are not parsed in full:
     /// by a hash of the series bytes, then the bytes themselves.
     private var series: [UInt64: [(key: [UInt8], verdict: Verdict)]] = [:]
@@ -54,8 +64,10 @@ package struct SummaryAggregator: Sendable {
         tags: [(key: String, value: String)] = [],
         since: Int64? = nil,
         requestMeasurement: String = PointSchema.Measurement.request,
-        parseFailureMeasurement: String = PointSchema.Measurement.parseFailure
+        parseFailureMeasurement: String = PointSchema.Measurement.parseFailure,
+        intervalMeasurement: String = PointSchema.Measurement.requestInterval
     ) {
+        self.intervalMeasurement = intervalMeasurement
         self.precision = precision
         self.measurementFilter = measurement
         self.tagFilters = tags
@@ -64,14 +76,16 @@ package struct SummaryAggregator: Sendable {
         self.parseFailureMeasurement = parseFailureMeasurement
     }
 
-    private struct EndpointKey: Hashable, Sendable {
+    struct EndpointKey: Hashable, Sendable {
         var host: String
         var path: String
         var method: String
     }
 
-    private struct Endpoint: Sendable {
+    struct Endpoint: Sendable {
         var key: EndpointKey
+        /// What its interval points counted.
+        var intervals = IntervalTotals()
         var requests = 0
         var errors = 0
         var parseFailures = 0
@@ -84,6 +98,7 @@ package struct SummaryAggregator: Sendable {
     private enum Verdict: Sendable {
         case request(endpoint: Int, status: String)
         case parseFailure(endpoint: Int)
+        case interval(endpoint: Int)
         case other
         case foreign
         case filteredOut
@@ -153,6 +168,8 @@ package struct SummaryAggregator: Sendable {
             if let slot {
                 endpoints[index].slots[slot, default: Self.slotDigest()].add(duration)
             }
+        case .interval(let index):
+            addInterval(line, endpoint: index)
         case .parseFailure(let index):
             let fields = Self.scanFields(line, from: keyEnd + 1, precision: precision)
             guard fields.wellFormed else {
@@ -202,21 +219,23 @@ package struct SummaryAggregator: Sendable {
         if let measurementFilter, point.measurement != measurementFilter { return .filteredOut }
         for filter in tagFilters where point.tag(filter.key) != filter.value { return .filteredOut }
         let isRequest = point.measurement == requestMeasurement
-        guard isRequest || point.measurement == parseFailureMeasurement else { return .other }
+        let isInterval = point.measurement == intervalMeasurement
+        guard isRequest || isInterval || point.measurement == parseFailureMeasurement else { return .other }
         guard let host = point.tag(PointSchema.Tag.host), let path = point.tag(PointSchema.Tag.path),
             let method = point.tag(PointSchema.Tag.method)
         else { return .foreign }
-        let key = EndpointKey(host: host, path: path, method: method)
-        let index: Int
-        if let known = endpointIndex[key] {
-            index = known
-        } else {
-            index = endpoints.count
-            endpoints.append(Endpoint(key: key))
-            endpointIndex[key] = index
-        }
+        let index = endpoint(EndpointKey(host: host, path: path, method: method))
+        if isInterval { return .interval(endpoint: index) }
         if isRequest { return .request(endpoint: index, status: point.tag(PointSchema.Tag.status) ?? "?") }
         return .parseFailure(endpoint: index)
+    }
+
+    /// The index of the endpoint `key`, made if new.
+    mutating func endpoint(_ key: EndpointKey) -> Int {
+        if let known = endpointIndex[key] { return known }
+        endpoints.append(Endpoint(key: key))
+        endpointIndex[key] = endpoints.count - 1
+        return endpoints.count - 1
     }
 
     /// The sparkline slot of `timestamp`, widening every slot (merging pairs) until the time covered fits.
@@ -264,9 +283,16 @@ package struct SummaryAggregator: Sendable {
     package func rows() -> [SummaryRow] {
         let slotRange: ClosedRange<Int64>? = lastSlot.map { ($0 - Int64(Self.sparklineSlots) + 1)...$0 }
         return endpoints.compactMap { endpoint in
-            guard endpoint.requests > 0 || endpoint.parseFailures > 0 else { return nil }
+            guard endpoint.requests > 0 || endpoint.parseFailures > 0 || endpoint.intervals.requests > 0 else {
+                return nil
+            }
             var quantiles: [Double?] = [nil, nil, nil]
-            endpoint.durations.quantiles([0.5, 0.95, 0.99]) { index, value in quantiles[index] = value }
+            let fromIntervals = endpoint.intervals.requests > endpoint.requests
+            if fromIntervals {
+                quantiles = [0.5, 0.95, 0.99].map { endpoint.intervals.bound(ofQuantile: $0) }
+            } else {
+                endpoint.durations.quantiles([0.5, 0.95, 0.99]) { index, value in quantiles[index] = value }
+            }
             let overTime: [Double?] =
                 slotRange.map { range in range.map { endpoint.slots[$0]?.quantile(0.95) } }
                 ?? Array(repeating: nil, count: Self.sparklineSlots)
@@ -274,15 +300,16 @@ package struct SummaryAggregator: Sendable {
                 host: endpoint.key.host,
                 path: endpoint.key.path,
                 method: endpoint.key.method,
-                requests: endpoint.requests,
-                errors: endpoint.errors,
+                requests: fromIntervals ? endpoint.intervals.requests : endpoint.requests,
+                errors: fromIntervals ? endpoint.intervals.errors : endpoint.errors,
                 parseFailures: endpoint.parseFailures,
                 p50: quantiles[0],
                 p95: quantiles[1],
                 p99: quantiles[2],
-                percentilesExact: endpoint.durations.isExact,
+                percentilesExact: !fromIntervals && endpoint.durations.isExact,
                 lastStatus: endpoint.lastStatus,
-                p95OverTime: overTime
+                p95OverTime: overTime,
+                source: fromIntervals ? .intervalPoints : .rawPoints
             )
         }
     }

@@ -19,14 +19,25 @@ package struct SummaryRow: Sendable, Hashable {
     /// The `status` tag of the request with the latest timestamp ("error" for a transport error).
     package var lastStatus: String?
     /// p95 of `duration_ms` per time slot, oldest first, ``SummaryAggregator/sparklineSlots`` of them;
-    /// `nil` where the endpoint had no request in that slot.
+    /// `nil` where the endpoint had no request in that slot (from the raw points).
     package var p95OverTime: [Double?]
+    /// What the requests, errors and percentiles were read from.
+    package var source: SummarySource = .rawPoints
 
     /// Errors as a percentage of requests (0 without requests).
     package var errorPercent: Double { requests == 0 ? 0 : Double(errors) * 100 / Double(requests) }
 
     /// `host` followed by `path`, as the table shows it.
     package var endpoint: String { host + path }
+}
+
+/// What a summary row's requests, errors and percentiles were read from.
+package enum SummarySource: String, Sendable, Hashable {
+    /// Every request's own point: exact counts, exact (or sketched within 1 %) percentiles.
+    case rawPoints = "raw_points"
+    /// The interval points, because raw points were sampled or off: exact counts and errors; each
+    /// percentile is the upper bound of the histogram bucket holding it.
+    case intervalPoints = "interval_points"
 }
 
 /// The orders rows can be sorted in.
@@ -73,6 +84,8 @@ package struct SummaryCounts: Sendable, Hashable {
     package var requestLines = 0
     /// `apihealth_parse_failure` lines counted in the rows.
     package var parseFailureLines = 0
+    /// `apihealth_request_interval` lines read (each counts many requests).
+    package var intervalLines = 0
     /// Lines of other measurements (the agent's health points, a service's own points).
     package var otherMeasurements = 0
     /// Lines left out by `--where` / `--measurement`.

@@ -72,7 +72,8 @@ package struct SummaryTable: Sendable {
                 .method: Terminal.visible(row.method), .endpoint: Terminal.visible(row.endpoint),
                 .requests: String(row.requests), .errors: String(row.errors),
                 .errorPercent: Self.percent(row.errorPercent, requests: row.requests),
-                .p50: Self.milliseconds(row.p50), .p95: Self.milliseconds(row.p95), .p99: Self.milliseconds(row.p99),
+                .p50: Self.percentile(row.p50, row), .p95: Self.percentile(row.p95, row),
+                .p99: Self.percentile(row.p99, row),
                 .last: row.lastStatus.map(Terminal.visible) ?? "-", .parse: String(row.parseFailures),
                 .sparkline: Self.sparkline(row.p95OverTime),
             ]
@@ -101,7 +102,10 @@ package struct SummaryTable: Sendable {
             out += line(shown.map { ($0, cell[$0] ?? "") }, widths: widths, row: row) + "\n"
         }
         if rows.isEmpty { out += Self.fit("(no apihealth_request lines to summarise)", width) + "\n" }
-        for footer in Self.footer(counts, width: width) { out += paint(footer, .dim) + "\n" }
+        let fromIntervals = rows.filter { $0.source == .intervalPoints }.count
+        for footer in Self.footer(counts, width: width, endpointsFromIntervals: fromIntervals, of: rows.count) {
+            out += paint(footer, .dim) + "\n"
+        }
         return out
     }
 
@@ -158,6 +162,12 @@ package struct SummaryTable: Sendable {
         return String(format: "%.0fs", value / 1_000)
     }
 
+    /// A percentile cell: `≤` before a bucket's upper bound (a row read from interval points).
+    static func percentile(_ value: Double?, _ row: SummaryRow) -> String {
+        guard let value, row.source == .intervalPoints else { return milliseconds(value) }
+        return "≤" + milliseconds(value)
+    }
+
     static func percent(_ value: Double, requests: Int) -> String {
         guard requests > 0 else { return "-" }
         if value == 0 || value == 100 { return String(format: "%.0f", value) }
@@ -180,10 +190,23 @@ package struct SummaryTable: Sendable {
     }
 
     /// What was read besides the rows, packed into lines of at most `width` columns.
-    package static func footer(_ counts: SummaryCounts, width: Int) -> [String] {
+    package static func footer(
+        _ counts: SummaryCounts,
+        width: Int,
+        endpointsFromIntervals: Int = 0,
+        of endpoints: Int = 0
+    ) -> [String] {
         var items = [
             "\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures",
         ]
+        if counts.intervalLines > 0 { items.append("\(counts.intervalLines) interval points") }
+        if endpointsFromIntervals > 0 {
+            items.append(
+                "\(endpointsFromIntervals) of \(endpoints) endpoints read from interval points (raw points sampled or off): exact counts, ≤ percentiles are bucket upper bounds"
+            )
+        } else if endpoints > 0 {
+            items.append("read from raw points")
+        }
         if counts.otherMeasurements > 0 { items.append("\(counts.otherMeasurements) other measurements") }
         if counts.filteredOut > 0 { items.append("\(counts.filteredOut) filtered out") }
         if counts.earlier > 0 { items.append("\(counts.earlier) from earlier runs") }
@@ -217,7 +240,8 @@ package struct SummaryTable: Sendable {
                 "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
                 + "\"requests\":\(row.requests),\"errors\":\(row.errors),\"error_percent\":\(number(row.errorPercent)),"
                 + "\"p50_ms\":\(row.p50.map(number) ?? "null"),\"p95_ms\":\(row.p95.map(number) ?? "null"),"
-                + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.percentilesExact ? "\"exact\"" : "\"sketch\""),"
+                + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.source == .intervalPoints ? "\"bucket_bounds\"" : row.percentilesExact ? "\"exact\"" : "\"sketch\""),"
+                + "\"source\":\"\(row.source.rawValue)\","
                 + "\"last_status\":\(row.lastStatus.map(string) ?? "null"),\"parse_failures\":\(row.parseFailures),"
                 + "\"p95_over_time_ms\":[\(series)],\"slot_seconds\":\(slotWidth.map { number(Double($0) / 1e9) } ?? "null")}\n"
         }

@@ -1,10 +1,11 @@
-import APIHealth
+@_spi(Benchmarking) import APIHealth
 import APIHealthMetrics
 import APIHealthSummary
 import APIHealthTestKit
 import ArgumentParser
 import CoreMetrics
 import Foundation
+import LineProtocol
 import Logging
 import ServiceLifecycle
 
@@ -94,16 +95,30 @@ struct Demo: AsyncParsableCommand {
         )
         let keeping = Self.wherePendingLinesAre(configuration)
         let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending \(keeping))"
-        print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
+        if configuration.isEnabled {
+            print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
+        } else {
+            print(
+                "apihealth-demo: local API at \(server.baseURL); APIHealth is disabled (APIHEALTH_ENABLED=0): recording nothing"
+            )
+        }
         // A disabled agent makes no spool: there is nothing to follow.
         let spool = configuration.isEnabled ? configuration.spool : nil
         let follower = try spool.map { SpoolFollower(reader: try SpoolReader(directory: $0.directory)) }
-        let aggregator = SummaryAggregator(
+        var aggregator = SummaryAggregator(
             precision: configuration.precision,
             since: runStart,
             requestMeasurement: configuration.measurement,
-            parseFailureMeasurement: configuration.parseFailureMeasurement
+            parseFailureMeasurement: configuration.parseFailureMeasurement,
+            intervalMeasurement: configuration.aggregation?.measurement ?? PointSchema.Measurement.requestInterval
         )
+        // Every request is in an interval point, handed over as it is recorded: the table counts them all,
+        // whether or not their lines were delivered and removed from the spool before it was read.
+        let intervalPoints = Locked<[Point]>([])
+        if configuration.aggregation != nil {
+            aggregator.readsIntervalLines = false
+            agent.observeIntervalPoints { points in intervalPoints.withLock { $0.append(contentsOf: points) } }
+        }
         let status = DemoStatus(
             counters: counters,
             agent: agent,
@@ -112,7 +127,9 @@ struct Demo: AsyncParsableCommand {
             pendingLinesAre: keeping,
             logger: logger
         )
-        let progress = Task { await status.run(follower: follower, aggregator: aggregator) }
+        let progress = Task {
+            await status.run(follower: follower, aggregator: aggregator, intervalPoints: intervalPoints)
+        }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [
@@ -135,6 +152,8 @@ struct Demo: AsyncParsableCommand {
             }
             finalFollower = reader
         }
+        for point in intervalPoints.withLock({ $0 }) { summary.add(intervalPoint: point) }
+        intervalPoints.withLock { $0 = [] }
         status.warnIfUnreachable()
         printSummary(counters: counters, agent: agent, configuration: configuration, leftovers: leftovers)
         if finalFollower != nil {

@@ -1,6 +1,7 @@
 import APIHealth
 import APIHealthSummary
 import Foundation
+import LineProtocol
 import Logging
 
 /// The demo's status line on a terminal, its warning when the destination cannot be reached, and the
@@ -35,7 +36,11 @@ final class DemoStatus: Sendable {
 
     /// Until cancelled: the status line four times a second (on a terminal only) and the spool's new
     /// lines into `aggregator` once a second. Returns both for the final poll and table.
-    func run(follower: SpoolFollower?, aggregator: SummaryAggregator) async -> (SpoolFollower?, SummaryAggregator) {
+    func run(
+        follower: SpoolFollower?,
+        aggregator: SummaryAggregator,
+        intervalPoints: Locked<[Point]>
+    ) async -> (SpoolFollower?, SummaryAggregator) {
         var follower = follower
         var aggregator = aggregator
         let onTerminal = Terminal.isTerminal
@@ -49,6 +54,11 @@ final class DemoStatus: Sendable {
                     for line in segment.lines { aggregator.add(line) }
                 }
                 follower = reader
+                let points = intervalPoints.withLock { points in
+                    defer { points = [] }
+                    return points
+                }
+                for point in points { aggregator.add(intervalPoint: point) }
             }
             if onTerminal { Terminal.write("\r" + line(elapsed: ContinuousClock.now - start) + "\u{1B}[K") }
             tick += 1

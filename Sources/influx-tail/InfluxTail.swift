@@ -26,7 +26,11 @@ struct InfluxTail: ParsableCommand {
             (apihealth_parse_failure lines) and p95 over the time covered (\(SummaryAggregator.sparklineSlots) slots \
             on one time axis shared by every row, newest at the right). Percentiles are nearest-rank: the value at \
             rank ceil(p/100 x n) of the sorted durations, exact up to \(SummaryAggregator.exactLimit) requests per \
-            endpoint and within 1 % past that. Rows are worst first (error %, then p99) unless --sort says \
+            endpoint and within 1 % past that. Where an endpoint's apihealth_request_interval points count more \
+            requests than its raw points (APIHEALTH_RAW_POINTS=errors-and-slow or none: raw points are sampled), \
+            its requests, errors and percentiles come from the interval points: the counts are exact and each \
+            percentile, shown as ≤ N, is the upper bound of the histogram bucket that holds it; the footer says \
+            how many endpoints were read that way (JSON: "source"). Rows are worst first (error %, then p99) unless --sort says \
             otherwise. On a terminal, error % is yellow from \(Int(SummaryTable.errorPercentWarning)) % and red from \
             \(Int(SummaryTable.errorPercentAlarm)) %, p99 yellow from \(Int(SummaryTable.p99Warning)) ms and red from \
             \(Int(SummaryTable.p99Alarm)) ms. Torn, corrupt and foreign lines are counted in the footer. With -f \

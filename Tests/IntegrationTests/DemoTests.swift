@@ -112,6 +112,38 @@ import Testing
         #expect(secondTable.contains("from earlier runs"))
     }
 
+    /// The requests of the closing table's rows, summed.
+    func tableRequests(_ table: String) -> Int {
+        table.split(separator: "\n").dropFirst().reduce(0) { total, line in
+            let cells = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard cells.count > 2, cells[0].allSatisfy(\.isUppercase), let requests = Int(cells[2]) else {
+                return total
+            }
+            return total + requests
+        }
+    }
+
+    /// Lines delivered (and removed from the spool) before the demo read them are still in its table: it
+    /// counts every request from the agent's interval points.
+    @Test func theClosingTableShowsEveryRequestMadeWhenLinesWereDeliveredFirst() async throws {
+        let influx = try await InfluxDB1.freshDatabase("demo_delivered")
+        let spool = temporaryDirectory("demo-delivered")
+        let demo = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "4", "--rate", "80"],
+            environment: [
+                "INFLUX_URL": influx.base.absoluteString, "INFLUX_WRITE_API": "v1", "INFLUX_DATABASE": influx.database,
+                "APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_FLUSH_DELAY_MS": "20", "COLUMNS": "200",
+            ]
+        )
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let requests = try #require(number("requests", in: demo.stdout))
+        let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
+        #expect(tableRequests(table) == requests, "\(requests) requests made: \(table)")
+        let stored = try await influx.query("SELECT count(duration_ms) FROM apihealth_request")
+        #expect((stored.first?.rows.first?["count"] as? NSNumber)?.intValue == requests)
+    }
+
     /// With `APIHEALTH_ENABLED=0` the demo runs as the enabled one does, with or without a spool
     /// directory: no spool is made, nothing is warned of, nothing is counted lost.
     @Test func aDisabledAgentRunsTheDemoWithOrWithoutASpoolDirectory() async throws {
@@ -127,6 +159,8 @@ import Testing
             #expect(number("requests", in: demo.stdout) ?? 0 > 0, "\(directory): \(demo.stdout)")
             #expect(number("points pending", in: demo.stdout) == 0, "\(directory): \(demo.stdout)")
             #expect(number("points lost", in: demo.stdout) ?? 0 == 0, "\(directory): \(demo.stdout)")
+            #expect(!demo.stdout.contains("pending in the spool"), "\(directory): \(demo.stdout)")
+            #expect(demo.stdout.contains("disabled"), "\(directory): \(demo.stdout)")
         }
         #expect(!FileManager.default.fileExists(atPath: spool.path), "no spool is made")
     }

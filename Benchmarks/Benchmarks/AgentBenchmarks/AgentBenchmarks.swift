@@ -153,7 +153,7 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    // What the interval aggregates hold: 10,000 endpoints (distinct hosts), one request each, with the
+    // What the interval aggregates hold: 10,000 endpoints (distinct modules), one request each, with the
     // rendered series and learned path each needs (and no request line); resident memory over the agent's
     // before them.
     let endpoints = 10_000
@@ -168,6 +168,7 @@ let benchmarks: @Sendable () -> Void = {
             setup: {
                 aggregates.agent = makeAgent(spool: nil) {
                     $0.capture.maximumDistinctPaths = 2 * endpoints
+                    $0.aggregation?.maximumEndpoints = endpoints
                     // No request lines among what is measured: the aggregates, and the series and paths they need.
                     $0.capture.rawPoints = .none
                 }
@@ -180,7 +181,8 @@ let benchmarks: @Sendable () -> Void = {
         let before = agent.metrics.intervalPoints
         benchmark.startMeasurement()
         for index in 0..<endpoints {
-            next.url = URL(string: "https://h\(index).example.com/orders")!
+            // Distinct modules: distinct hosts would be folded into one (`h123.example.com` is `*.example.com`).
+            next.module = "m\(index)"
             next.startedAt = instant(index)
             agent.record(next)
         }
@@ -648,6 +650,8 @@ let benchmarks: @Sendable () -> Void = {
             try? FileManager.default.removeItem(at: followed)
         }
     }
+
+    boundedTrafficBenchmarks()
 }
 
 /// Request times of the alternating benchmark, by kind, in the order they were made.

@@ -26,18 +26,45 @@ extension APIHealthAgent {
         intervalClock.every(interval) { _ in tick() }
     }
 
+    /// Hands `observer` the interval points of every interval from now on, the last ones included, as
+    /// they are recorded: for a local summary that counts every request whether or not its lines were
+    /// already delivered (the demo's). Called outside the agent's locks, on the interval clock's thread.
+    ///
+    /// ```swift
+    /// agent.observeIntervalPoints { points in summary.withLock { for p in points { $0.add(intervalPoint: p) } } }
+    /// ```
+    ///
+    /// - Parameter observer: Given each interval's points; must not block.
+    @_spi(Benchmarking) public func observeIntervalPoints(_ observer: @escaping @Sendable ([Point]) -> Void) {
+        intervalObservers.withLock { $0.append(observer) }
+    }
+
+    private func handToObservers(_ points: [Point]) {
+        guard !points.isEmpty else { return }
+        for observer in intervalObservers.withLock({ $0 }) { observer(points) }
+    }
+
     /// Records one point per endpoint that saw requests since the last interval, stamped `end`. Returns
     /// `false` once intake has closed (the last ones are recorded when it closes). The interval clock
     /// calls it at the end of every interval.
     @discardableResult
     @_spi(Benchmarking) public func recordIntervalPoints(endingAt end: Timestamp) -> Bool {
         guard let aggregator = schema.aggregator else { return false }
-        return lifecycle.withLock { state -> Bool in
+        var taken: [Point] = []
+        let open = lifecycle.withLock { state -> Bool in
             // Under the lock, so the last interval points (taken when intake closes) come after these.
             guard state.intakeOpen else { return false }
-            for point in aggregator.takePoints(at: end) { pending.record(point, now: clock.coarseNow) }
+            taken = aggregator.takePoints(at: end)
+            for point in taken { pending.record(point, now: clock.coarseNow) }
             return true
         }
+        handToObservers(taken)
+        // Outside the lock: a log handler is the user's code.
+        lossReporter.reportEndpointOverflow(
+            requests: aggregator.requestsOverflowed,
+            limit: aggregator.options.maximumEndpoints
+        )
+        return open
     }
 
     /// The interval points of the interval shutdown cuts short, stamped now (never an interval's end, which
@@ -48,9 +75,19 @@ extension APIHealthAgent {
         var now = IntervalClock.nanosecondsSinceEpoch() / unit * unit
         let interval = RequestSchema.wholeNanoseconds(aggregator.options.interval) ?? Int64.max
         if now % interval == 0 { now -= unit }
-        for point in aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true) {
-            pending.record(point, now: clock.coarseNow)
-        }
+        let points = aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true)
+        for point in points { pending.record(point, now: clock.coarseNow) }
+        lastIntervalPoints.withLock { $0 = points }
+    }
+
+    /// Hands the last interval points to the observers, once shutdown has closed intake (outside its locks).
+    func handLastIntervalPointsToObservers() {
+        handToObservers(
+            lastIntervalPoints.withLock { points in
+                defer { points = [] }
+                return points
+            }
+        )
     }
 
     /// Records the agent's health point while intake is open; `false` once it has closed.

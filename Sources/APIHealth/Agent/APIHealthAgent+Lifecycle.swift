@@ -198,6 +198,7 @@ extension APIHealthAgent {
             state.shutdownDeadline = deadline
             recorder.close { recordLastIntervals() }
         }
+        handLastIntervalPointsToObservers()
         for shipper in shippers { shipper.startDraining() }
         shutdownBegan.continuation.yield()
         shutdownBegan.continuation.finish()

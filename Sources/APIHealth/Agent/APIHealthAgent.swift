@@ -81,6 +81,10 @@ public final class APIHealthAgent: Sendable, Service {
     let metricsOverflowed = Locked<UInt64>(0)
     /// Trace propagation, when configured.
     let traceInjection: TraceInjection?
+    /// Guards who is handed each interval's points (``observeIntervalPoints(_:)``).
+    let intervalObservers = Locked<[@Sendable ([Point]) -> Void]>([])
+    /// Guards the last interval points, taken at shutdown under the lifecycle lock and handed over after it.
+    let lastIntervalPoints = Locked<[Point]>([])
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -250,6 +254,12 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
         metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
         metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
+        if let aggregator = schema.aggregator {
+            metrics.endpointLimit = aggregator.options.maximumEndpoints
+            metrics.endpoints = aggregator.count
+            metrics.requestsOverflowed = aggregator.requestsOverflowed
+            metrics.endpointsEvicted = aggregator.evicted
+        }
         return metrics
     }
 }

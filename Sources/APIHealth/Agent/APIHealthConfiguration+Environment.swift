@@ -69,12 +69,36 @@ extension APIHealthConfiguration {
             }
             configuration.capture.rawPoints = rawPoints
         }
+        if let text = variables[V.rawPointsPerSecond] {
+            guard let rate = Double(text), rate.isFinite, rate > 0 else {
+                throw .invalidValue(name: V.rawPointsPerSecond.rawValue, value: text)
+            }
+            let current = configuration.capture.rawPoints
+            if current.mode == .errorsAndSlow {
+                configuration.capture.rawPoints = .errorsAndSlow(
+                    slowerThan: current.slowerThan,
+                    sampleRate: current.sampleRate,
+                    maximumPerSecond: rate
+                )
+            }
+        }
+        if let text = variables[V.hostRules] {
+            configuration.capture.hostRules = text.split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }.filter { !$0.isEmpty }
+        }
         if let interval = try variables.milliseconds(V.aggregationInterval) {
             if interval == .zero {
                 configuration.aggregation = nil
             } else {
                 configuration.aggregation?.interval = interval
             }
+        }
+        if let text = variables[V.maximumEndpoints] {
+            guard let maximum = Int(text), maximum > 0 else {
+                throw .invalidValue(name: V.maximumEndpoints.rawValue, value: text)
+            }
+            configuration.aggregation?.maximumEndpoints = maximum
         }
         if let text = variables[V.gzipLevel] {
             guard let level = Int(text), Gzip.levels.contains(level) else {

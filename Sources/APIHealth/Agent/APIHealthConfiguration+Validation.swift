@@ -43,11 +43,30 @@ extension APIHealthConfiguration {
             if aggregation.measurement.isEmpty || aggregation.measurement.hasPrefix("_") {
                 throw .invalidValue(name: "aggregation.measurement", value: aggregation.measurement)
             }
+            if aggregation.maximumEndpoints < 1 {
+                throw .invalidValue(name: "aggregation.maximumEndpoints", value: "\(aggregation.maximumEndpoints)")
+            }
+            if aggregation.idleEviction < aggregation.interval {
+                throw .invalidSetting(
+                    name: "aggregation.idleEviction",
+                    reason: "\(aggregation.idleEviction) is shorter than the interval \(aggregation.interval)"
+                )
+            }
         } else if capture.rawPoints != .all {
             throw .invalidSetting(
                 name: "capture.rawPoints",
                 reason:
                     "\(capture.rawPoints) needs aggregation: without it the requests not written would not be counted anywhere"
+            )
+        }
+        let perSecond = capture.rawPoints.maximumPerSecond
+        if !perSecond.isFinite || perSecond <= 0 {
+            throw .invalidValue(name: "capture.rawPoints.maximumPerSecond", value: "\(perSecond)")
+        }
+        for rule in capture.hostRules where HostPattern(rule) == nil {
+            throw .invalidSetting(
+                name: "capture.hostRules",
+                reason: "\"\(rule)\" is not a host name, host:port or *.domain"
             )
         }
         if capture.rawPoints.sampleRate.isNaN || !(0...1).contains(capture.rawPoints.sampleRate) {

@@ -140,8 +140,13 @@ public struct APIHealthConfiguration: Sendable {
         /// else `{slug}`, `{token}` or `{param}`). A quarter of it is how many values seen once a
         /// position may have before a new one is written as `{new}` (see the README).
         public var learningThreshold = 20
-        /// The path tag of requests past the cap.
+        /// The path tag of requests past the cap, and every endpoint tag of the overflow series past
+        /// ``AggregationOptions/maximumEndpoints``.
         public var overflowPath = "{overflow}"
+        /// Host patterns written as themselves in the `host` tag (`APIHEALTH_HOST_RULES`, comma-separated):
+        /// `*.service.com` makes every subdomain of `service.com` one host, as Sentry's do. Hosts no rule
+        /// names are folded as they are learned (numbered labels and IP literals; see the Schema article).
+        public var hostRules: [String] = []
         /// Hosts never recorded (the destination's host is always excluded).
         public var excludedHosts: Set<String> = []
         /// Request and response headers whose value becomes the `correlation_id` field (first found); a

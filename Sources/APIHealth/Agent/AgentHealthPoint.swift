@@ -30,6 +30,10 @@ enum AgentHealthPoint {
             Point.Field(F.intervalPoints, .uint(metrics.intervalPoints)),
             Point.Field(F.requestsOnlyAggregated, .uint(metrics.requestsOnlyAggregated)),
             Point.Field(F.requestsFiltered, .uint(metrics.requestsFiltered)),
+            Point.Field(F.endpointLimit, .uint(UInt64(max(metrics.endpointLimit, 0)))),
+            Point.Field(F.endpoints, .uint(UInt64(max(metrics.endpoints, 0)))),
+            Point.Field(F.requestsOverflowed, .uint(metrics.requestsOverflowed)),
+            Point.Field(F.endpointsEvicted, .uint(metrics.endpointsEvicted)),
         ]
         if let error = metrics.lastError {
             // On one line (a server's message often ends in a line break): the encoder has nothing to

@@ -58,6 +58,14 @@ public struct AgentMetrics: Sendable, Hashable {
     /// Requests counted in the interval aggregates and not written as a point of their own
     /// (``RawPoints``): a choice, not a loss.
     public var requestsOnlyAggregated: UInt64 = 0
+    /// The cap on endpoint aggregates (``AggregationOptions/maximumEndpoints``; 0 without aggregation).
+    public var endpointLimit: Int = 0
+    /// Endpoint aggregates held now (the overflow series is not one).
+    public var endpoints: Int = 0
+    /// Requests counted in the overflow series because their endpoint came past ``endpointLimit``.
+    public var requestsOverflowed: UInt64 = 0
+    /// Endpoint aggregates evicted after ``AggregationOptions/idleEviction`` without a request.
+    public var endpointsEvicted: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?
     /// What each destination did, in the order they are configured (the counters above add them up;

@@ -9,6 +9,8 @@ final class LossReporter: Sendable {
         var droppedAtCap: Set<Int> = []
         /// A producer recorded after intake closed.
         var recordedAfterStop = false
+        /// Requests went to the overflow series past the endpoint cap.
+        var endpointsOverflowed = false
     }
 
     /// The destinations' names, by index, for the warnings.
@@ -61,6 +63,28 @@ final class LossReporter: Sendable {
                 ]
             )
         }
+    }
+
+    /// Says once, at warning, that endpoints came past the cap and their requests are counted in the
+    /// overflow series.
+    ///
+    /// - Parameters:
+    ///   - requests: Requests counted in the overflow series so far (nothing is said while it is 0).
+    ///   - limit: The cap (``AggregationOptions/maximumEndpoints``).
+    func reportEndpointOverflow(requests: UInt64, limit: Int) {
+        guard requests > 0 else { return }
+        let first = reported.withLock { reported -> Bool in
+            defer { reported.endpointsOverflowed = true }
+            return !reported.endpointsOverflowed
+        }
+        guard first else { return }
+        logger.warning(
+            "APIHealth reached its cap of distinct endpoints; the requests of further endpoints are counted in one overflow series (totals stay exact). Raise aggregation.maximumEndpoints (APIHEALTH_MAXIMUM_ENDPOINTS), or fold hosts and paths with capture.hostRules and capture.pathRules",
+            metadata: [
+                "apihealth.endpoints.limit": "\(limit)",
+                "apihealth.requests.overflowed": "\(requests)",
+            ]
+        )
     }
 
     /// At shutdown, one warning with every loss counted since the start, if there was any.

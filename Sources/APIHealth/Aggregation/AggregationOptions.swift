@@ -19,8 +19,16 @@ public struct AggregationOptions: Sendable, Hashable {
     public var durationBoundaries: [Duration] = Self.defaultDurationBoundaries
     /// The measurement of interval points (default ``PointSchema/Measurement/requestInterval``).
     public var measurement = PointSchema.Measurement.requestInterval
+    /// Distinct endpoints (host, path, method, module, status class) with an aggregate of their own;
+    /// the requests of any further endpoint are counted in one overflow series whose endpoint tags are
+    /// ``APIHealthConfiguration/CaptureOptions/overflowPath``, so totals stay exact. Default 2,000, as
+    /// OpenTelemetry's cardinality limit (`APIHEALTH_MAXIMUM_ENDPOINTS`).
+    public var maximumEndpoints = 2_000
+    /// How long an endpoint may go without a request before its aggregate is evicted (its place under
+    /// ``maximumEndpoints`` given back); a later request makes it again. Default 5 minutes.
+    public var idleEviction: Duration = .seconds(300)
 
-    /// The defaults: 10 s intervals, ``defaultDurationBoundaries``.
+    /// The defaults: 10 s intervals, ``defaultDurationBoundaries``, 2,000 endpoints, evicted after 5 idle minutes.
     public init() {}
 
     /// 50 bounds from 1 ms to 60 s: from 5 ms to 2 s no bucket is wider than 25 % of its lower bound, and
@@ -38,7 +46,14 @@ public struct AggregationOptions: Sendable, Hashable {
 /// ```swift
 /// configuration.capture.rawPoints = .errorsAndSlow                   // failures, slow ones, a 0.5 % sample
 /// configuration.capture.rawPoints = .errorsAndSlow(slowerThan: .milliseconds(500), sampleRate: 0.001)
+/// configuration.capture.rawPoints = .errorsAndSlow(maximumPerSecond: 20)  // a larger incident budget
 /// ```
+///
+/// With ``errorsAndSlow``, each endpoint writes at most ``maximumPerSecond`` failed or slow requests per
+/// second as raw points, on average (a budget of that many times the aggregation interval, renewed every
+/// interval; the uniform sample of the other requests is beside it): an upstream
+/// that fails every request still writes a bounded number of points, and every request is still counted
+/// in its interval point.
 public struct RawPoints: Sendable, Hashable, CustomStringConvertible {
     enum Mode: Hashable { case all, errorsAndSlow, none }
 
@@ -47,11 +62,23 @@ public struct RawPoints: Sendable, Hashable, CustomStringConvertible {
     public let slowerThan: Duration
     /// With ``errorsAndSlow``: the share of the other requests written, chosen uniformly at random.
     public let sampleRate: Double
+    /// With ``errorsAndSlow``: failed or slow requests per second an endpoint writes raw at most, on average over an
+    /// aggregation interval (`APIHEALTH_RAW_POINTS_PER_SECOND`). Default ``defaultMaximumPerSecond``.
+    public let maximumPerSecond: Double
 
-    private init(mode: Mode, slowerThan: Duration = .seconds(1), sampleRate: Double = 0.005) {
+    /// 5 failed or slow requests per second and endpoint written raw: 50 per 10 s interval.
+    public static let defaultMaximumPerSecond: Double = 5
+
+    private init(
+        mode: Mode,
+        slowerThan: Duration = .seconds(1),
+        sampleRate: Double = 0.005,
+        maximumPerSecond: Double = Self.defaultMaximumPerSecond
+    ) {
         self.mode = mode
         self.slowerThan = slowerThan
         self.sampleRate = sampleRate
+        self.maximumPerSecond = maximumPerSecond
     }
 
     /// Every request (the default): what a single instance, and `influx-tail`, show best.
@@ -60,18 +87,29 @@ public struct RawPoints: Sendable, Hashable, CustomStringConvertible {
     public static let none = RawPoints(mode: .none)
     /// Every failed request, every request slower than 1 s or than its endpoint's p99 (the upper bound of
     /// the histogram bucket holding the p99 of its last interval of at least 100 requests), and 0.5 % of
-    /// the rest.
+    /// the rest; failed and slow ones up to 5 per second and endpoint (``defaultMaximumPerSecond``).
     public static let errorsAndSlow = RawPoints(mode: .errorsAndSlow)
 
     /// Every failed request, every request slower than `slowerThan` or than its endpoint's p99, and a
-    /// uniform sample of the rest.
+    /// uniform sample of the rest; failed and slow ones up to `maximumPerSecond` per endpoint.
     ///
     /// - Parameters:
     ///   - slowerThan: A request at least this slow is written.
     ///   - sampleRate: The share of the other requests written, from 0 to 1.
+    ///   - maximumPerSecond: Failed or slow requests written raw per second and endpoint at most, on
+    ///     average over an interval.
     /// - Returns: The setting for ``APIHealthConfiguration/CaptureOptions/rawPoints``.
-    public static func errorsAndSlow(slowerThan: Duration = .seconds(1), sampleRate: Double = 0.005) -> RawPoints {
-        RawPoints(mode: .errorsAndSlow, slowerThan: slowerThan, sampleRate: sampleRate)
+    public static func errorsAndSlow(
+        slowerThan: Duration = .seconds(1),
+        sampleRate: Double = 0.005,
+        maximumPerSecond: Double = defaultMaximumPerSecond
+    ) -> RawPoints {
+        RawPoints(
+            mode: .errorsAndSlow,
+            slowerThan: slowerThan,
+            sampleRate: sampleRate,
+            maximumPerSecond: maximumPerSecond
+        )
     }
 
     /// `all`, `errors-and-slow` or `none`, as `APIHEALTH_RAW_POINTS` takes them.

@@ -8,9 +8,10 @@ struct DurationBuckets: Sendable {
 
     init(_ boundaries: [Duration]) {
         bounds = Array(Set(boundaries.compactMap { RequestSchema.wholeNanoseconds($0) }.filter { $0 > 0 })).sorted()
-        fieldNames = bounds.map { PointSchema.IntervalField.bucket(milliseconds: Double($0) / 1e6) } + [
-            PointSchema.IntervalField.bucketInfinity
-        ]
+        fieldNames =
+            bounds.map { PointSchema.IntervalField.bucket(milliseconds: Double($0) / 1e6) } + [
+                PointSchema.IntervalField.bucketInfinity
+            ]
     }
 
     /// The bucket of a request that took `nanoseconds`: the first whose bound is at or above it, else the
@@ -70,9 +71,16 @@ struct RawPointPolicy: Sendable {
     let slowerThan: Int64
     /// A uniform 64-bit draw below this is sampled.
     let sampleBelow: UInt64
+    /// With `errorsAndSlow`: raw points an endpoint may write in one interval
+    /// (``RawPoints/maximumPerSecond`` × the interval, at least one).
+    let budget: UInt64
 
-    init(_ rawPoints: RawPoints) {
+    init(_ rawPoints: RawPoints, interval: Duration = .seconds(10)) {
         mode = rawPoints.mode
+        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        let perInterval = (rawPoints.maximumPerSecond * seconds).rounded(.down)
+        budget =
+            rawPoints.mode != .errorsAndSlow || !(perInterval < 1.8e19) ? .max : max(1, UInt64(max(perInterval, 0)))
         slowerThan = RequestSchema.wholeNanoseconds(rawPoints.slowerThan) ?? .max
         let rate = min(max(rawPoints.sampleRate, 0), 1)
         sampleBelow = rate >= 1 ? .max : UInt64(rate * 18_446_744_073_709_551_616.0)
@@ -82,6 +90,10 @@ struct RawPointPolicy: Sendable {
 /// One endpoint's interval aggregate: host, templated path, method, module, status class and the global
 /// tags. Requests add to it under its own lock (no allocation); the aggregator takes its counts at the
 /// end of each interval.
+///
+/// An aggregate idle for long enough is evicted by its aggregator; a request that still reaches it (through a
+/// series rendered before) readmits it, or goes to the aggregate that took its place (see
+/// ``RequestAggregator/readmit(_:)``), so no request is lost to an eviction.
 final class EndpointInterval: Sendable {
     /// The interval point's tags, sorted by key.
     let tags: [Point.Tag]
@@ -89,6 +101,8 @@ final class EndpointInterval: Sendable {
     private let policy: RawPointPolicy
     /// The endpoint's objective, found when the aggregate was made.
     let objective: EndpointObjective
+    /// Where an evicted aggregate is readmitted (`nil` once the agent is gone).
+    private weak let aggregator: RequestAggregator?
 
     private struct State {
         var counts: IntervalCounts
@@ -101,6 +115,16 @@ final class EndpointInterval: Sendable {
         var isClosed = false
         /// Requests counted here and not written as a point of their own, since the start.
         var onlyAggregated: UInt64 = 0
+        /// Requests counted here since the start.
+        var total: UInt64 = 0
+        /// Raw points this endpoint may still write in this interval (``RawPointPolicy/budget``).
+        var rawLeft: UInt64
+        /// Intervals in a row without a request.
+        var idleIntervals = 0
+        /// Set when the aggregator evicted it; a request then readmits it (or goes to `forward`).
+        var isEvicted = false
+        /// Where requests go once another aggregate took this one's place.
+        var forward: EndpointInterval?
     }
 
     /// What became of a request added (see ``add(duration:failed:requestBytes:responseBytes:)``).
@@ -122,14 +146,20 @@ final class EndpointInterval: Sendable {
         histogram: DurationBuckets,
         policy: RawPointPolicy,
         objective: EndpointObjective,
-        seed: UInt64
+        seed: UInt64,
+        aggregator: RequestAggregator? = nil
     ) {
         self.tags = tags
         self.histogram = histogram
         self.policy = policy
         self.objective = objective
+        self.aggregator = aggregator
         self.state = Locked(
-            State(counts: IntervalCounts(bucketCount: histogram.bounds.count + 1), random: seed == 0 ? 1 : seed)
+            State(
+                counts: IntervalCounts(bucketCount: histogram.bounds.count + 1),
+                random: seed == 0 ? 1 : seed,
+                rawLeft: policy.budget
+            )
         )
     }
 
@@ -139,8 +169,10 @@ final class EndpointInterval: Sendable {
         let nanoseconds = RequestSchema.wholeNanoseconds(duration) ?? .max
         let bucket = histogram.index(of: nanoseconds)
         let withinLatencyObjective: UInt64 = nanoseconds <= objective.latencyThreshold ? 1 : 0
-        return state.withLock { state -> Added in
+        let added = state.withLock { state -> Added? in
             if state.isClosed { return .closed }
+            if state.isEvicted { return nil }
+            state.total &+= 1
             state.counts.count &+= 1
             if failed { state.counts.errors &+= 1 }
             let (sum, overflow) = state.counts.durationSum.addingReportingOverflow(nanoseconds)
@@ -157,13 +189,62 @@ final class EndpointInterval: Sendable {
                 state.onlyAggregated &+= 1
                 return .countedOnly
             case .errorsAndSlow:
-                if failed || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove { return .counted }
-                state.random ^= state.random << 13
-                state.random ^= state.random >> 7
-                state.random ^= state.random << 17
-                if state.random < policy.sampleBelow { return .counted }
+                if failed || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove {
+                    // Failed and slow requests, within the endpoint's budget for the interval.
+                    if state.rawLeft > 0 {
+                        state.rawLeft -= 1
+                        return .counted
+                    }
+                } else {
+                    state.random ^= state.random << 13
+                    state.random ^= state.random >> 7
+                    state.random ^= state.random << 17
+                    if state.random < policy.sampleBelow { return .counted }
+                }
                 state.onlyAggregated &+= 1
                 return .countedOnly
+            }
+        }
+        if let added { return added }
+        return moved(duration: duration, failed: failed, requestBytes: requestBytes, responseBytes: responseBytes)
+    }
+
+    /// Adds a request that reached this aggregate after it was evicted: to the aggregate now in its place.
+    @inline(never)
+    private func moved(duration: Duration, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
+        let target = state.withLock { $0.forward } ?? aggregator?.readmit(self)
+        guard let target, target !== self else {
+            // Readmitted itself (or closed): add here, once.
+            if target === self {
+                return add(duration: duration, failed: failed, requestBytes: requestBytes, responseBytes: responseBytes)
+            }
+            return .closed
+        }
+        return target.add(duration: duration, failed: failed, requestBytes: requestBytes, responseBytes: responseBytes)
+    }
+
+    /// Requests counted here since the start.
+    var total: UInt64 { state.withLock { $0.total } }
+
+    /// Evicts it if it was idle for `intervals` whole intervals and nothing came since; the aggregator
+    /// calls it under its registry's lock.
+    func evictIfIdle(for intervals: Int) -> Bool {
+        state.withLock { state in
+            guard !state.isEvicted, state.idleIntervals >= intervals, state.counts.count == 0 else { return false }
+            state.isEvicted = true
+            return true
+        }
+    }
+
+    /// Takes an evicted aggregate back (`to` itself), or sends its requests `to` another; under the
+    /// registry's lock.
+    func readmitted(to target: EndpointInterval) {
+        state.withLock { state in
+            if target === self {
+                state.isEvicted = false
+                state.idleIntervals = 0
+            } else {
+                state.forward = target
             }
         }
     }
@@ -176,7 +257,12 @@ final class EndpointInterval: Sendable {
     func take(closing: Bool = false) -> IntervalCounts? {
         state.withLock { state -> IntervalCounts? in
             if closing { state.isClosed = true }
-            guard state.counts.count > 0 else { return nil }
+            state.rawLeft = policy.budget
+            guard state.counts.count > 0 else {
+                state.idleIntervals += 1
+                return nil
+            }
+            state.idleIntervals = 0
             let taken = state.counts
             if taken.count >= Self.quantileMinimum {
                 state.slowAbove = taken.bound(ofQuantile: 0.99, in: histogram) ?? .max

@@ -4,42 +4,117 @@ import LineProtocol
 ///
 /// A rendered request series (``RequestSeries``) holds its endpoint's aggregate, so recording a request
 /// adds to it without a lookup; the registry is only consulted when a series is rendered.
+///
+/// Bounded: at most ``AggregationOptions/maximumEndpoints`` aggregates; the requests of any further
+/// endpoint are counted in one overflow aggregate (every endpoint tag the overflow value), so totals
+/// stay exact. An aggregate without a request for ``AggregationOptions/idleEviction`` is evicted.
 final class RequestAggregator: Sendable {
     let options: AggregationOptions
     let histogram: DurationBuckets
     private let policy: RawPointPolicy
     private let objectives: ObjectiveOptions
-    /// Guards the aggregates by their tags, in the order they were made.
-    private let registry = Locked(
-        (byTags: [[Point.Tag]: EndpointInterval](), ordered: [EndpointInterval](), isClosed: false)
-    )
+    /// Whole intervals without a request after which an aggregate is evicted.
+    private let idleIntervals: Int
+    private let generation: SchemaGeneration
+
+    private struct Registry {
+        var byTags: [[Point.Tag]: EndpointInterval] = [:]
+        /// In the order they were made.
+        var ordered: [EndpointInterval] = []
+        var isClosed = false
+        /// Made on the first endpoint past the cap.
+        var overflow: EndpointInterval?
+        var evicted: UInt64 = 0
+        /// The `onlyAggregated` counts of the aggregates evicted and not taken back.
+        var onlyAggregatedByEvicted: UInt64 = 0
+    }
+
+    /// Guards the aggregates by their tags. The lock order: the registry before an aggregate's own lock.
+    private let registry = Locked(Registry())
     /// Guards how many interval points were taken.
     private let taken = Locked<UInt64>(0)
+    /// The overflow aggregate's tags, sorted by key.
+    private let overflowTags: [Point.Tag]
 
-    init(options: AggregationOptions, rawPoints: RawPoints, objectives: ObjectiveOptions = ObjectiveOptions()) {
+    init(
+        options: AggregationOptions,
+        rawPoints: RawPoints,
+        objectives: ObjectiveOptions = ObjectiveOptions(),
+        overflowTags: [Point.Tag] = [],
+        generation: SchemaGeneration = SchemaGeneration()
+    ) {
         self.options = options
         self.objectives = objectives
         self.histogram = DurationBuckets(options.durationBoundaries)
-        self.policy = RawPointPolicy(rawPoints)
+        self.policy = RawPointPolicy(rawPoints, interval: options.interval)
+        self.overflowTags = overflowTags
+        self.generation = generation
+        let interval = max(Double(RequestSchema.wholeNanoseconds(options.interval) ?? .max), 1)
+        let idle = (Double(RequestSchema.wholeNanoseconds(options.idleEviction) ?? .max) / interval).rounded(.up)
+        self.idleIntervals = idle < Double(Int.max) ? max(Int(idle), 1) : .max
     }
 
-    /// The aggregate of the endpoint `tags` (sorted by key) name, made on first use.
-    func interval(for tags: [Point.Tag]) -> EndpointInterval {
+    /// The aggregate of the endpoint `tags` (sorted by key) name, made on first use; past the cap, the
+    /// overflow aggregate (`overflowed`).
+    func interval(for tags: [Point.Tag]) -> (interval: EndpointInterval, overflowed: Bool) {
         registry.withLock { registry in
-            if let existing = registry.byTags[tags] { return existing }
-            let made = EndpointInterval(
-                tags: tags,
-                histogram: histogram,
-                policy: policy,
-                objective: objectives.isEmpty ? .none : EndpointObjective(objectives, tags: tags),
-                seed: Self.seed(tags)
-            )
-            if registry.isClosed { _ = made.take(closing: true) }
+            if let existing = registry.byTags[tags] { return (existing, false) }
+            guard registry.byTags.count < max(options.maximumEndpoints, 1) else {
+                return (overflow(&registry), true)
+            }
+            let made = make(tags, isClosed: registry.isClosed)
             registry.byTags[tags] = made
             registry.ordered.append(made)
-            return made
+            return (made, false)
         }
     }
+
+    private func make(_ tags: [Point.Tag], isClosed: Bool) -> EndpointInterval {
+        let made = EndpointInterval(
+            tags: tags,
+            histogram: histogram,
+            policy: policy,
+            objective: objectives.isEmpty ? .none : EndpointObjective(objectives, tags: tags),
+            seed: Self.seed(tags),
+            aggregator: self
+        )
+        if isClosed { _ = made.take(closing: true) }
+        return made
+    }
+
+    private func overflow(_ registry: inout Registry) -> EndpointInterval {
+        if let overflow = registry.overflow { return overflow }
+        let made = make(overflowTags, isClosed: registry.isClosed)
+        registry.overflow = made
+        return made
+    }
+
+    /// Where the requests of `evicted` go now: itself, taken back under the cap; the aggregate made for
+    /// its tags since; or the overflow aggregate. `nil` once the aggregates are closed.
+    func readmit(_ evicted: EndpointInterval) -> EndpointInterval? {
+        registry.withLock { registry -> EndpointInterval? in
+            if registry.isClosed { return nil }
+            let target: EndpointInterval
+            if let existing = registry.byTags[evicted.tags] {
+                target = existing
+            } else if registry.byTags.count < max(options.maximumEndpoints, 1) {
+                registry.byTags[evicted.tags] = evicted
+                registry.ordered.append(evicted)
+                registry.onlyAggregatedByEvicted &-= evicted.onlyAggregated
+                target = evicted
+            } else {
+                target = overflow(&registry)
+            }
+            evicted.readmitted(to: target)
+            return target
+        }
+    }
+
+    /// Aggregates evicted since the start.
+    var evicted: UInt64 { registry.withLock { $0.evicted } }
+
+    /// Requests counted in the overflow aggregate since the start.
+    var requestsOverflowed: UInt64 { registry.withLock { $0.overflow }?.total ?? 0 }
 
     /// A seed for the endpoint's sample that is the same in every run (FNV-1a over its tags).
     private static func seed(_ tags: [Point.Tag]) -> UInt64 {
@@ -50,15 +125,19 @@ final class RequestAggregator: Sendable {
         return mix64(hash)
     }
 
-    /// How many endpoint aggregates exist.
-    var count: Int { registry.withLock { $0.ordered.count } }
+    /// How many endpoint aggregates exist (the overflow aggregate is not one).
+    var count: Int { registry.withLock { $0.byTags.count } }
 
     /// Interval points taken since the start.
     var pointsTaken: UInt64 { taken.withLock { $0 } }
 
     /// Requests counted and not written as a point of their own, since the start.
     var requestsOnlyAggregated: UInt64 {
-        registry.withLock { $0.ordered }.reduce(0) { $0 &+ $1.onlyAggregated }
+        registry.withLock { registry in
+            (registry.ordered + (registry.overflow.map { [$0] } ?? [])).reduce(registry.onlyAggregatedByEvicted) {
+                $0 &+ $1.onlyAggregated
+            }
+        }
     }
 
     /// One point per endpoint that saw requests since the last call, stamped `timestamp`; the next
@@ -67,15 +146,37 @@ final class RequestAggregator: Sendable {
     func takePoints(at timestamp: Timestamp, closing: Bool = false) -> [Point] {
         let intervals = registry.withLock { registry in
             if closing { registry.isClosed = true }
-            return registry.ordered
+            return registry.ordered + (registry.overflow.map { [$0] } ?? [])
         }
         var points: [Point] = []
+        var idle = false
         for interval in intervals {
-            guard let counts = interval.take(closing: closing) else { continue }
+            guard let counts = interval.take(closing: closing) else {
+                idle = true
+                continue
+            }
             points.append(point(counts, tags: interval.tags, objective: interval.objective, at: timestamp))
         }
         taken.withLock { $0 += UInt64(points.count) }
+        if idle && !closing { evictIdle() }
         return points
+    }
+
+    /// Evicts the aggregates idle for ``AggregationOptions/idleEviction``.
+    private func evictIdle() {
+        let evicted = registry.withLock { registry -> [EndpointInterval] in
+            var evicted: [EndpointInterval] = []
+            registry.ordered.removeAll { interval in
+                guard interval.evictIfIdle(for: idleIntervals) else { return false }
+                registry.byTags[interval.tags] = nil
+                registry.onlyAggregatedByEvicted &+= interval.onlyAggregated
+                evicted.append(interval)
+                return true
+            }
+            registry.evicted += UInt64(evicted.count)
+            return evicted
+        }
+        if !evicted.isEmpty { generation.bump() }
     }
 
     private func point(

@@ -65,6 +65,7 @@ final class EndpointLearner: Sendable {
     private let maximumNodes: Int
     private let maximumTemplates: Int
     private let overflowPath: String
+    private let generation: SchemaGeneration
     /// Guards the trees and the templates in use; all of it is only ever read and changed under it.
     private let state: Locked<State>
 
@@ -72,7 +73,10 @@ final class EndpointLearner: Sendable {
     ///   - threshold: Distinct literal values at one position under one prefix past which it
     ///     becomes a parameter.
     ///   - maximumTemplates: Distinct (host, template) values before new ones become `overflowPath`.
-    init(threshold: Int, maximumTemplates: Int, overflowPath: String) {
+    ///   - generation: Bumped on every position learned.
+    init(threshold: Int, maximumTemplates: Int, overflowPath: String, generation: SchemaGeneration = SchemaGeneration())
+    {
+        self.generation = generation
         self.threshold = max(threshold, 1)
         self.maximumSingletons = max(threshold / 4, 1)
         self.maximumTemplates = maximumTemplates
@@ -220,6 +224,7 @@ final class EndpointLearner: Sendable {
         }
         state.learned += 1
         learnedCount.withLock { $0 += 1 }
+        generation.bump()
         return parameter
     }
 

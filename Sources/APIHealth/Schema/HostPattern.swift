@@ -34,6 +34,18 @@ struct HostPattern: Sendable, Hashable {
         self.port = port
     }
 
+    /// The name a pattern's text gives, lowercased, without its port: `*.Example.com:8443` → `*.example.com`.
+    static func name(of text: String) -> String {
+        let lowered = text.lowercased()
+        if lowered.hasPrefix("["), let close = lowered.firstIndex(of: "]") {
+            return String(lowered[lowered.index(after: lowered.startIndex)..<close])
+        }
+        if lowered.filter({ $0 == ":" }).count == 1, let colon = lowered.lastIndex(of: ":") {
+            return String(lowered[..<colon])
+        }
+        return lowered
+    }
+
     /// Whether `host` (lowercased) on `port` is one this pattern names.
     func matches(host: String, port: Int?) -> Bool {
         if let own = self.port, own != port { return false }

@@ -178,6 +178,14 @@ public enum PointSchema {
         public static let intervalPoints = "interval_points"
         /// Requests counted only in their interval point, by ``APIHealthConfiguration/CaptureOptions/rawPoints``.
         public static let requestsOnlyAggregated = "requests_only_aggregated"
+        /// The cap on endpoint aggregates (``AggregationOptions/maximumEndpoints``).
+        public static let endpointLimit = "endpoint_limit"
+        /// Endpoint aggregates held.
+        public static let endpoints = "endpoints"
+        /// Requests counted in the overflow series, past the endpoint cap.
+        public static let requestsOverflowed = "requests_overflowed"
+        /// Endpoint aggregates evicted for being idle.
+        public static let endpointsEvicted = "endpoints_evicted"
     }
 
     /// Tags of request points (beside the global tags).
@@ -223,6 +231,7 @@ public enum PointSchema {
         AgentField.batchesWritten, AgentField.bytesBeforeGzip, AgentField.bytesAfterGzip, AgentField.pendingLines,
         AgentField.pendingBytes, AgentField.pathsOverflowed, AgentField.requestsUncaptured, AgentField.pointsLost,
         AgentField.metricsOverflowed, AgentField.lastError, AgentField.intervalPoints,
-        AgentField.requestsOnlyAggregated, AgentField.requestsFiltered,
+        AgentField.requestsOnlyAggregated, AgentField.requestsFiltered, AgentField.endpointLimit,
+        AgentField.endpoints, AgentField.requestsOverflowed, AgentField.endpointsEvicted,
     ]
 }

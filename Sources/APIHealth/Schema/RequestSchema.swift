@@ -6,6 +6,11 @@ final class RequestSchema: Sendable {
     private let configuration: APIHealthConfiguration
     private let templater: PathTemplater
     private let learner: EndpointLearner
+    /// Folds the host names of the `host` tag.
+    let hostLearner: HostLearner
+    /// Bumped whenever the series of some URL changes (a path or host position learned, an endpoint's
+    /// aggregate evicted): the cache of rendered series starts again.
+    private let generation = SchemaGeneration()
     private let excludedHosts: Set<String>
     /// The host names of `excludedHosts` (each entry whole, and without a `:port` suffix): a request
     /// whose host is not among them is not excluded, which most requests learn without their host tag.
@@ -16,7 +21,7 @@ final class RequestSchema: Sendable {
     let filter: (@Sendable (RequestSample, SentRequest) -> RequestSample?)?
     /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
     /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
-    /// again. Emptied when the learner learns a position (which changes the templates of some URLs once).
+    /// again. Emptied when ``generation`` moves.
     private let rendered = Locked(SeriesCache())
     /// The request fields' keys, checked and escaped once.
     private let keys = RequestFieldKeys()
@@ -35,7 +40,13 @@ final class RequestSchema: Sendable {
         self.learner = EndpointLearner(
             threshold: configuration.capture.learningThreshold,
             maximumTemplates: configuration.capture.maximumDistinctPaths,
-            overflowPath: configuration.capture.overflowPath
+            overflowPath: configuration.capture.overflowPath,
+            generation: generation
+        )
+        self.hostLearner = HostLearner(
+            threshold: configuration.capture.learningThreshold,
+            rules: configuration.capture.hostRules,
+            generation: generation
         )
         var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
         // The destination is excluded by host and port, so other services on its host are still seen.
@@ -55,11 +66,14 @@ final class RequestSchema: Sendable {
         self.successPolicy = SuccessPolicy(configuration.capture.successRules)
         self.filter = configuration.capture.filter
         self.everyPointTags = configuration.everyPointTags
+        let generation = self.generation
         self.aggregator = configuration.aggregation.map {
             RequestAggregator(
                 options: $0,
                 rawPoints: configuration.capture.rawPoints,
-                objectives: configuration.objectives
+                objectives: configuration.objectives,
+                overflowTags: Self.overflowIntervalTags(configuration),
+                generation: generation
             )
         }
     }
@@ -69,7 +83,14 @@ final class RequestSchema: Sendable {
     /// The headers a sample's correlation id is read from, in order.
     var correlationHeaders: [String] { configuration.capture.correlationHeadersInOrder }
 
-    /// `host` or `host:port`, lowercased.
+    /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.
+    func foldedHostTag(_ url: URL) -> String {
+        var name = url.host?.lowercased() ?? "unknown"
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        return hostLearner.tag(name: name, port: url.port)
+    }
+
+    /// `host` or `host:port`, lowercased, as the URL has it (for exclusion).
     static func hostTag(_ url: URL) -> String {
         let host = url.host?.lowercased() ?? "unknown"
         return url.port.map { "\(host):\($0)" } ?? host
@@ -101,18 +122,22 @@ final class RequestSchema: Sendable {
     /// The rendered series of `sample`: `nil` for an excluded host, a failure when the configured
     /// measurement cannot be written.
     func series(for sample: RequestSample) -> Result<RequestSeries, LineProtocolError>? {
-        let learned = learner.positionsLearned
+        let learned = generation.current
         let url = sample.url.absoluteString
         let hash = SeriesCache.hash(url, statusCode: sample.statusCode)
         let cached = rendered.withLock { cache in cache.series(for: sample, url: url, hash: hash, learned: learned) }
         if let cached { return .success(cached) }
         guard !isExcluded(sample.url) else { return nil }
-        let host = Self.hostTag(sample.url)
+        let host = foldedHostTag(sample.url)
         let path = pathTag(host: host, method: sample.method, url: sample.url)
         let series: RequestSeries
         do {
+            let endpoint = aggregator?.interval(for: intervalTags(for: sample, host: host, path: path))
+            let tags =
+                endpoint?.overflowed == true
+                ? overflowTags(for: sample) : tags(for: sample, host: host, path: path)
             series = RequestSeries(
-                try SeriesKey(measurement: configuration.measurement, tags: tags(for: sample, host: host, path: path)),
+                try SeriesKey(measurement: configuration.measurement, tags: tags),
                 method: sample.method,
                 module: sample.module,
                 statusCode: sample.statusCode,
@@ -122,7 +147,7 @@ final class RequestSchema: Sendable {
                     method: Self.methodTag(sample.method),
                     statusCode: sample.statusCode
                 ),
-                interval: aggregator?.interval(for: intervalTags(for: sample, host: host, path: path))
+                interval: endpoint?.interval
             )
         } catch {
             return .failure(error)
@@ -133,6 +158,29 @@ final class RequestSchema: Sendable {
             rendered.withLock { cache in cache.insert(series, url: url, hash: hash, learned: learned) }
         }
         return .success(series)
+    }
+
+    /// The tags of a request whose endpoint is past ``AggregationOptions/maximumEndpoints``: the
+    /// overflow value in place of each endpoint tag, so every such request is in one series.
+    private func overflowTags(for sample: RequestSample) -> [Point.Tag] {
+        typealias T = PointSchema.Tag
+        let overflow = configuration.capture.overflowPath
+        return [
+            Point.Tag(T.host, overflow), Point.Tag(T.path, overflow), Point.Tag(T.method, overflow),
+            Point.Tag(T.module, overflow), Point.Tag(T.status, overflow), Point.Tag(T.statusClass, overflow),
+        ] + everyPointTags
+    }
+
+    /// The tags of the one interval aggregate of every endpoint past the cap, sorted by key.
+    static func overflowIntervalTags(_ configuration: APIHealthConfiguration) -> [Point.Tag] {
+        typealias T = PointSchema.Tag
+        let overflow = configuration.capture.overflowPath
+        let tags =
+            [
+                Point.Tag(T.host, overflow), Point.Tag(T.path, overflow), Point.Tag(T.method, overflow),
+                Point.Tag(T.module, overflow), Point.Tag(T.statusClass, overflow),
+            ] + configuration.everyPointTags
+        return tags.filter { !$0.value.isEmpty }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
     }
 
     private func tags(for sample: RequestSample, host: String, path: String) -> [Point.Tag] {
@@ -231,7 +279,7 @@ final class RequestSchema: Sendable {
         at date: Date
     ) -> Point? {
         guard !isExcluded(url) else { return nil }
-        let host = Self.hostTag(url)
+        let host = foldedHostTag(url)
         typealias T = PointSchema.Tag
         typealias F = PointSchema.Field
         var fields = [Point.Field(F.count, .int(1)), Point.Field(F.codingPath, .string(codingPath))]
@@ -330,80 +378,4 @@ struct RequestFieldKeys: Sendable {
     let error = try! FieldKey(F.error)
     let correlationID = try! FieldKey(F.correlationID)
     let networkProtocol = try! FieldKey(F.networkProtocol)
-}
-
-/// The rendered series of recent URLs: a set-associative table (1,024 sets of 4) indexed by a hash of
-/// the URL's text and the status, so a sample finds its series by hashing its URL once with a cheap
-/// word-at-a-time hash and comparing the few entries of one set.
-struct SeriesCache {
-    static let sets = 1_024
-    static let ways = 4
-    /// The learner's count of learned positions the entries were rendered under.
-    private var learned: UInt64 = 0
-    /// Each entry's hash (0: empty), apart from the entries so a lookup reads one cache line.
-    private var hashes: [UInt64] = []
-    private var entries: [(url: String, series: RequestSeries)?] = []
-    /// Which way of a full set is replaced next.
-    private var victim = 0
-
-    /// A nonzero hash of `url`'s UTF-8 and `statusCode`.
-    static func hash(_ url: String, statusCode: Int?) -> UInt64 {
-        withUTF8Bytes(url) { hash($0, statusCode: statusCode) }
-    }
-
-    private static func hash(_ bytes: UnsafeBufferPointer<UInt8>, statusCode: Int?) -> UInt64 {
-        var hash = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: Int64(statusCode ?? -1)) ^ UInt64(bytes.count)
-        if let base = bytes.baseAddress {
-            let raw = UnsafeRawPointer(base)
-            var offset = 0
-            while offset + 8 <= bytes.count {
-                hash = mix64(hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                offset += 8
-            }
-            var tail: UInt64 = 0
-            var shift: UInt64 = 0
-            while offset < bytes.count {
-                tail |= UInt64(bytes[offset]) << shift
-                shift += 8
-                offset += 1
-            }
-            hash = mix64(hash ^ tail)
-        }
-        return hash == 0 ? 1 : hash
-    }
-
-    mutating func series(for sample: RequestSample, url: String, hash: UInt64, learned: UInt64) -> RequestSeries? {
-        guard learned == self.learned, !hashes.isEmpty else {
-            if learned != self.learned { removeAll(learned: learned) }
-            return nil
-        }
-        let first = (Int(truncatingIfNeeded: hash) & (Self.sets - 1)) * Self.ways
-        for slot in first..<(first + Self.ways) where hashes[slot] == hash {
-            if let entry = entries[slot], entry.url == url, entry.series.isSeries(of: sample) { return entry.series }
-        }
-        return nil
-    }
-
-    mutating func insert(_ series: RequestSeries, url: String, hash: UInt64, learned: UInt64) {
-        guard learned == self.learned else { return }
-        if hashes.isEmpty {
-            hashes = Array(repeating: 0, count: Self.sets * Self.ways)
-            entries = Array(repeating: nil, count: Self.sets * Self.ways)
-        }
-        let first = (Int(truncatingIfNeeded: hash) & (Self.sets - 1)) * Self.ways
-        var slot = first + victim
-        for candidate in first..<(first + Self.ways) where hashes[candidate] == 0 {
-            slot = candidate
-            break
-        }
-        if slot == first + victim { victim = (victim + 1) % Self.ways }
-        hashes[slot] = hash
-        entries[slot] = (url, series)
-    }
-
-    private mutating func removeAll(learned: UInt64) {
-        self.learned = learned
-        hashes = []
-        entries = []
-    }
 }
