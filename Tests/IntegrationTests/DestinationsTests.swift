@@ -132,7 +132,11 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
         let aloneRun = UUID().uuidString
         let aloneStarted = ContinuousClock.now
         for index in 0..<3_000 { alone.write(Self.point(index, run: aloneRun)) }
-        #expect(try await waitUntil(timeout: Self.serverTimeout) { try await Self.stored(aloneRun, at: live.url).count >= 3_000 })
+        #expect(
+            try await waitUntil(timeout: Self.serverTimeout) {
+                try await Self.stored(aloneRun, at: live.url).count >= 3_000
+            }
+        )
         let aloneDelay = ContinuousClock.now - aloneStarted
         await alone.shutdown(deadline: .seconds(30))
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "fanout"))
