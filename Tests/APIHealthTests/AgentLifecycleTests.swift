@@ -151,11 +151,14 @@ private struct StopsSoon: Service {
     /// after the first round stays in memory (where the 20 ms default would have written it) until
     /// shutdown writes it.
     @Test func linesReachTheSpoolOnTheConfiguredWriteThroughInterval() async throws {
+        // On a manual clock that stays put, no batch is sealed by its age: only a spool worker round
+        // writes a line through.
         func makeAgent(_ spool: URL, writeThroughInterval: Duration) throws -> APIHealthAgent {
             var configuration = APIHealthConfiguration(serviceName: "write-through")
             configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: writeThroughInterval)
             configuration.selfMetricsInterval = .seconds(86_400)
-            return try APIHealthAgent(configuration: configuration, logger: Logger(label: "write-through"))
+            return try APIHealthAgent(
+                configuration: configuration, logger: Logger(label: "write-through"), clock: ManualClock())
         }
         func spooled(_ spool: URL) -> [String] {
             ((try? SpoolReader(directory: spool).segments()) ?? []).flatMap(\.lines).map {
@@ -169,6 +172,10 @@ private struct StopsSoon: Service {
         // clock), so its rounds, counted by what they write, are the measure of "the next round".
         let controlSpool = temporaryDirectory("write-through-control")
         let control = try makeAgent(controlSpool, writeThroughInterval: .milliseconds(20))
+        // Loading the spool at init asks the spool worker for a round, and that wake-up is kept until it
+        // waits: a second round would follow the first at once. Taken here, so the first round is the
+        // only one before the interval.
+        await agent.pending.filled.wait(atMost: .zero)
         agent.write(Point(measurement: "first", fields: ["v": 1]))
         agent.start()
         control.start()
