@@ -341,8 +341,13 @@ final class AHCHarness: Sendable {
             #expect(plain.error != nil)
             #expect(observed == plain, "\(url)")
         }
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(harness.requests().isEmpty)
+        // A request that is recorded, made after them: once it is, anything recorded of the refused ones
+        // (as they failed, before the caller heard of it) is there too.
+        let marker = await harness.run(HTTPClientRequest(url: harness.url("/ok")), instrumented: true)
+        #expect(marker.status == 200)
+        let recorded = try await harness.waitForRequests(1)
+        #expect(recorded.map { $0.tag("path") } == ["/ok"], "\(recorded)")
+        #expect(harness.requests().filter { $0.tag("path") != "/ok" }.isEmpty)
         await harness.close()
     }
 }

@@ -12,6 +12,7 @@ import Testing
 /// A service that asks its group to shut down gracefully after a moment.
 private struct StopsSoon: Service {
     var after: Duration
+    // A moment for the group to start its services before it is asked to stop; no check relies on it.
     func run() async throws { try await Task.sleep(for: after) }
 }
 
@@ -48,7 +49,7 @@ private struct StopsSoon: Service {
                 "coarse \(coarse), fine \(before) … \(after)"
             )
             last = coarse
-            try await Task.sleep(for: .milliseconds(2))
+            try await Task.sleep(for: .milliseconds(2))  // time must pass for the clocks to be compared
         }
         let end = clock.coarseNow
         #expect(end >= last)
@@ -146,66 +147,52 @@ private struct StopsSoon: Service {
         #expect(logs.isEmpty, "\(logs)")
     }
 
-    @Test func theShutdownDeadlineIsReadFromTheEnvironment() throws {
-        let configuration = try APIHealthConfiguration.fromEnvironment(
-            ["APIHEALTH_SHUTDOWN_DEADLINE_MS": "2500"],
-            serviceName: "deadline"
-        )
-        #expect(configuration.shutdownDeadline == .milliseconds(2_500))
-        #expect(
-            try APIHealthConfiguration.fromEnvironment([:], serviceName: "deadline").shutdownDeadline == .seconds(10)
-        )
-        for bad in ["", "-1", "soon"] {
-            #expect(throws: APIHealthConfiguration.Error.self) {
-                _ = try APIHealthConfiguration.fromEnvironment(
-                    ["APIHEALTH_SHUTDOWN_DEADLINE_MS": bad],
-                    serviceName: "deadline"
-                )
-            }
-        }
-    }
-
-    @Test func theWriteThroughIntervalIsASetting() throws {
-        let spool = temporaryDirectory("write-through")
-        let read = try APIHealthConfiguration.fromEnvironment(
-            ["APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_WRITE_THROUGH_MS": "250"],
-            serviceName: "write-through"
-        )
-        #expect(read.spool?.writeThroughInterval == .milliseconds(250))
-        #expect(SpoolOptions(directory: spool).writeThroughInterval == .milliseconds(20), "20 ms by default")
-        for bad in ["0", "-5", "soon"] {
-            #expect(throws: APIHealthConfiguration.Error.self) {
-                _ = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_WRITE_THROUGH_MS": bad], serviceName: "w")
-            }
-        }
-        var configuration = APIHealthConfiguration(serviceName: "write-through")
-        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: .zero)
-        #expect(throws: APIHealthConfiguration.Error.self) { try configuration.validate() }
-    }
-
     /// Lines reach the spool on the configured beat: with an hour between write-throughs, a point recorded
-    /// after the first round stays in memory (where the 20 ms default would have written it 25 times
-    /// over) until shutdown writes it.
+    /// after the first round stays in memory (where the 20 ms default would have written it) until
+    /// shutdown writes it.
     @Test func linesReachTheSpoolOnTheConfiguredWriteThroughInterval() async throws {
-        let spool = temporaryDirectory("write-through")
-        var configuration = APIHealthConfiguration(serviceName: "write-through")
-        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: .seconds(3_600))
-        configuration.selfMetricsInterval = .seconds(86_400)
-        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "write-through"))
-        func spooled() -> [String] {
+        // On a manual clock that stays put, no batch is sealed by its age: only a spool worker round
+        // writes a line through.
+        func makeAgent(_ spool: URL, writeThroughInterval: Duration) throws -> APIHealthAgent {
+            var configuration = APIHealthConfiguration(serviceName: "write-through")
+            configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: writeThroughInterval)
+            configuration.selfMetricsInterval = .seconds(86_400)
+            return try APIHealthAgent(
+                configuration: configuration, logger: Logger(label: "write-through"), clock: ManualClock())
+        }
+        func spooled(_ spool: URL) -> [String] {
             ((try? SpoolReader(directory: spool).segments()) ?? []).flatMap(\.lines).map {
                 String(decoding: $0, as: UTF8.self)
             }
         }
+        let spool = temporaryDirectory("write-through")
+        let agent = try makeAgent(spool, writeThroughInterval: .seconds(3_600))
+        // The same agent on the default beat, beside it: what the tested one would do if it ignored its
+        // setting. The write-through beat is real time (the spool worker does not wait on the agent's
+        // clock), so its rounds, counted by what they write, are the measure of "the next round".
+        let controlSpool = temporaryDirectory("write-through-control")
+        let control = try makeAgent(controlSpool, writeThroughInterval: .milliseconds(20))
+        // Loading the spool at init asks the spool worker for a round, and that wake-up is kept until it
+        // waits: a second round would follow the first at once. Taken here, so the first round is the
+        // only one before the interval.
+        await agent.pending.filled.wait(atMost: .zero)
         agent.write(Point(measurement: "first", fields: ["v": 1]))
         agent.start()
+        control.start()
         // The spool worker's first round, at start, writes what was recorded before it.
-        #expect(await waitUntil { spooled().contains { $0.hasPrefix("first ") } })
+        #expect(await waitUntil { spooled(spool).contains { $0.hasPrefix("first ") } })
         agent.write(Point(measurement: "second", fields: ["v": 2]))
-        _ = await waitUntil(timeout: .milliseconds(500)) { spooled().contains { $0.hasPrefix("second ") } }
-        #expect(!spooled().contains { $0.hasPrefix("second ") }, "not written through before the next round")
+        // Three rounds of the default beat, each seen by the point it wrote, all after "second" was
+        // recorded.
+        for round in 0..<3 {
+            control.write(Point(measurement: "round\(round)", fields: ["v": 1]))
+            #expect(await waitUntil { spooled(controlSpool).contains { $0.hasPrefix("round\(round) ") } })
+        }
+        #expect(!spooled(spool).contains { $0.hasPrefix("second ") }, "not written through before the next round")
         await agent.shutdown()
-        #expect(spooled().contains { $0.hasPrefix("second ") }, "written at shutdown")
+        await control.shutdown()
+        #expect(spooled(spool).contains { $0.hasPrefix("second ") }, "written at shutdown")
+        try? FileManager.default.removeItem(at: controlSpool)
     }
 
     @Test func aCleanShutdownDropsNothing() async throws {

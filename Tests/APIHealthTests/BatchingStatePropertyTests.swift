@@ -1,5 +1,6 @@
 import Foundation
 import LineProtocol
+import TestSupport
 import Testing
 
 @_spi(Benchmarking) @testable import APIHealth
@@ -8,18 +9,6 @@ import Testing
 /// every recorded line is delivered or counted once, in order; the counters add up after every event;
 /// the pending cap holds; a pending batch's spool file is never removed.
 @Suite struct BatchingStatePropertyTests {
-    /// A small, seeded generator, so a failing sequence is found again from its seed.
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E4B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// What the test saw happen to the lines, by their number.
     struct Ledger {
         var recorded = 0
@@ -104,7 +93,7 @@ import Testing
 
     /// One random run of `steps` events.
     static func run(seed: UInt64, steps: Int) {
-        var random = SplitMix64(state: seed)
+        var random = SeededGenerator(state: seed)
         var limits = APIHealthConfiguration.Batching()
         limits.maximumLines = Int.random(in: 3...40, using: &random)
         limits.maximumBytes = Int.random(in: 60...2_000, using: &random)

@@ -95,11 +95,8 @@ extension APIHealthAgent {
             built.withLock { $0 += 1 }
             return sample(1)
         }
-        // Generous: under a loaded test run the agent's loops may wait long for a thread.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while built.withLock({ $0 }) == 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        // Under a loaded test run the agent's loops may wait long for a thread: eventTimeout is generous.
+        _ = await waitUntil { built.withLock { $0 } > 0 }
         #expect(built.withLock { $0 } == 1, "the running agent's loops did not drain")
         await agent.shutdown()
     }

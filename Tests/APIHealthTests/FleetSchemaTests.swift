@@ -81,55 +81,6 @@ import FoundationNetworking
         }
     }
 
-    @Test func globalTagsComeFromTheEnvironmentAndBadOnesAreRefused() throws {
-        let configuration = try APIHealthConfiguration.fromEnvironment(
-            ["APIHEALTH_TAGS": "env=prod, region=eu-1,note=a\\,b\\=c", "APIHEALTH_INSTANCE": "pod-3"],
-            serviceName: "s"
-        )
-        #expect(configuration.globalTags == ["env": "prod", "region": "eu-1", "note": "a,b=c"])
-        #expect(configuration.instance == "pod-3")
-        #expect(throws: APIHealthConfiguration.Error.self) {
-            try APIHealthConfiguration.fromEnvironment(["APIHEALTH_TAGS": "env"], serviceName: "s")
-        }
-        for bad in [["": "x"], ["_x": "y"], ["env": ""]] {
-            var configuration = APIHealthConfiguration(serviceName: "s")
-            configuration.globalTags = bad
-            #expect(throws: APIHealthConfiguration.Error.self) { try configuration.validate() }
-        }
-    }
-
-    @Test func rawPointsAndTheIntervalComeFromTheEnvironment() throws {
-        for (text, expected) in [("all", RawPoints.all), ("errors-and-slow", .errorsAndSlow), ("none", .none)] {
-            let configuration = try APIHealthConfiguration.fromEnvironment(
-                ["APIHEALTH_RAW_POINTS": text],
-                serviceName: "s"
-            )
-            #expect(configuration.capture.rawPoints == expected)
-        }
-        #expect(throws: APIHealthConfiguration.Error.self) {
-            try APIHealthConfiguration.fromEnvironment(["APIHEALTH_RAW_POINTS": "some"], serviceName: "s")
-        }
-        let thirty = try APIHealthConfiguration.fromEnvironment(
-            ["APIHEALTH_AGGREGATION_INTERVAL_MS": "30000"],
-            serviceName: "s"
-        )
-        #expect(thirty.aggregation?.interval == .seconds(30))
-        let off = try APIHealthConfiguration.fromEnvironment(
-            ["APIHEALTH_AGGREGATION_INTERVAL_MS": "0"],
-            serviceName: "s"
-        )
-        #expect(off.aggregation == nil)
-        // Without aggregates, requests left unwritten would be counted nowhere.
-        var unwritten = off
-        unwritten.capture.rawPoints = .none
-        #expect(throws: APIHealthConfiguration.Error.self) { try unwritten.validate() }
-        // An interval that is not a whole number of seconds would give two intervals one timestamp at `s`.
-        var coarse = APIHealthConfiguration(serviceName: "s")
-        coarse.precision = .s
-        coarse.aggregation?.interval = .milliseconds(1_500)
-        #expect(throws: APIHealthConfiguration.Error.self) { try coarse.validate() }
-    }
-
     /// A global tag counts toward InfluxDB 1.x's key length like any other: a series key too long for it
     /// is refused and counted, never written.
     @Test func theKeyLengthRuleCountsTheGlobalTags() throws {
@@ -238,7 +189,7 @@ import FoundationNetworking
             agent.recordIntervalPoints(endingAt: Timestamp(seconds: end))
             end += 10
             ended += 1
-            try await Task.sleep(for: .milliseconds(1))
+            try await Task.sleep(for: .milliseconds(1))  // paces interval ends among the recording threads
         }
         #expect(finished.withLock { $0 } == 8)
         agent.recordIntervalPoints(endingAt: Timestamp(seconds: end))

@@ -71,14 +71,17 @@ struct ShipperHarness {
 
     var logs: [String] { CollectingLogHandler.messages.withLock { $0.filter { $0.hasPrefix(label) } } }
 
-    /// Lets the background loop act on what it was just given (real time), before a check that it did
-    /// *not* do something. Never what a check that something happened relies on: that waits for it.
-    func settle() async { try? await Task.sleep(for: .milliseconds(150)) }
-
     /// Waits until the shipper has decided to wait `delay` from the clock's present time (a retry
     /// scheduled), so that moving the clock on cannot come before its decision and shift its deadline.
     func waitForRetry(in delay: Duration) async -> Bool {
         await clock.waitForSleeper(until: clock.now + delay)
+    }
+
+    /// Waits until the shipper sleeps until `deadline` on the clock: it has acted on what it was given
+    /// and decided to do nothing before `deadline` (a request it sent is already at the server: it waits
+    /// for the answer before it sleeps again). What a check that it did *not* send relies on.
+    func waitForShipperToWait(until deadline: Duration) async -> Bool {
+        await clock.waitForSleeper(until: deadline)
     }
 
     func finish() async {
@@ -96,7 +99,8 @@ struct ShipperHarness {
         harness.clock.advance(by: .seconds(4))
         harness.write(1, from: 1)
         harness.clock.advance(by: .milliseconds(4_900))
-        await harness.settle()
+        // Its decision at 8.9 s: wait for 5 s of quiet after the last point (4 s), until 9 s.
+        #expect(await harness.waitForShipperToWait(until: .seconds(9)))
         #expect(fault.requests.isEmpty, "4.9 s after the last point: still debouncing")
         harness.clock.advance(by: .milliseconds(100))
         #expect(await fault.waitForRequests(1))
@@ -106,7 +110,12 @@ struct ShipperHarness {
         for second in stride(from: 0, to: 12, by: 3) {
             harness.write(1, from: 10 + second)
             harness.clock.advance(by: .seconds(3))
-            await harness.settle()
+            if second < 9 {
+                // The batch opened at 9 s; 5 s after this point comes before its maximum age (21 s).
+                let quietEnds = Duration.seconds(9 + second + 5)
+                #expect(await harness.waitForShipperToWait(until: quietEnds), "\(second) s: waits for quiet")
+                #expect(fault.requests.count == 1, "\(second) s: nothing sent before \(quietEnds)")
+            }
         }
         #expect(await fault.waitForRequests(2))
         #expect(harness.storedIndices == [0, 1, 10, 13, 16, 19])
@@ -121,9 +130,10 @@ struct ShipperHarness {
         harness.write(3)
         harness.agent.flush()
         #expect(await fault.waitForRequests(1))
-        #expect(await harness.waitForRetry(in: .seconds(30)))
+        let retryAt = harness.clock.now + .seconds(30)
+        #expect(await harness.waitForShipperToWait(until: retryAt))
         harness.clock.advance(by: .seconds(29))
-        await harness.settle()
+        #expect(await harness.waitForShipperToWait(until: retryAt), "still waiting for Retry-After's end")
         #expect(fault.requests.count == 1, "not before Retry-After")
         harness.clock.advance(by: .seconds(1))
         #expect(await fault.waitForRequests(2))
@@ -141,15 +151,17 @@ struct ShipperHarness {
         harness.agent.flush()
         for (attempt, wait) in [(1, 5), (2, 10), (3, 20)] {
             #expect(await fault.waitForRequests(attempt))
-            #expect(await harness.waitForRetry(in: .seconds(wait)), "attempt \(attempt + 1) is scheduled")
+            let retryAt = harness.clock.now + .seconds(wait)
+            #expect(await harness.waitForShipperToWait(until: retryAt), "attempt \(attempt + 1) is scheduled")
             harness.clock.advance(by: .seconds(wait - 1))
-            await harness.settle()
+            #expect(await harness.waitForShipperToWait(until: retryAt), "attempt \(attempt + 1) still waits")
             #expect(fault.requests.count == attempt, "attempt \(attempt + 1) waits \(wait) s")
             harness.clock.advance(by: .seconds(1))
         }
         #expect(await fault.waitForRequests(4))
         #expect(await waitUntil { harness.agent.metrics.pointsWritten == 5 })
-        await harness.settle()
+        // Acknowledged and gone: no batch is left that could be sent again.
+        #expect(harness.agent.metrics.pendingLines == 0)
         #expect(harness.storedIndices == [0, 1, 2, 3, 4], "delivered once")
         #expect(harness.agent.metrics.pointsWritten == 5)
         #expect(harness.agent.metrics.retries == 3)
@@ -162,8 +174,13 @@ struct ShipperHarness {
         let harness = try ShipperHarness(fault: fault)
         harness.write(10)
         harness.agent.flush()
-        #expect(await waitUntil { harness.storedIndices.count >= 10 && harness.agent.metrics.pointsWritten >= 10 })
-        await harness.settle()
+        // Every piece acknowledged and none left pending: nothing more can be sent.
+        #expect(
+            await waitUntil {
+                harness.storedIndices.count >= 10 && harness.agent.metrics.pointsWritten >= 10
+                    && harness.agent.metrics.pendingLines == 0
+            }
+        )
         #expect(harness.storedIndices == Array(0..<10), "every line once, in order")
         #expect(fault.requests.filter { $0.count <= 2 }.allSatisfy { !$0.isEmpty })
         #expect(harness.agent.metrics.pointsWritten == 10)
@@ -180,11 +197,13 @@ struct ShipperHarness {
         harness.write(3)
         harness.agent.flush()
         #expect(await fault.waitForRequests(1))
-        await harness.settle()
+        // The refusal is handled (counted) before more points come.
+        #expect(await waitUntil { harness.agent.metrics.pointsRejected == 2 })
         harness.write(2, from: 3)
         harness.agent.flush()
+        // One request at a time: the second one is sent only once the first answer was handled (its
+        // lines set aside in rejected/, its first line logged).
         #expect(await fault.waitForRequests(2))
-        await harness.settle()
         #expect(harness.storedIndices == [3, 4])
         #expect(harness.agent.metrics.pointsRejected == 2, "the server's dropped=N")
         let rejected = try SpoolReader(directory: harness.spool).rejected()
@@ -293,97 +312,5 @@ struct ShipperHarness {
         #expect(await fault.waitForRequests(1))
         #expect(fault.requestURIs.first == "/write?db=apis&rp=week&precision=ns")
         await harness.finish()
-    }
-}
-
-@Suite struct RetryPolicyTests {
-    @Test func delaysDoubleUpToTheCapWithBoundedJitter() {
-        let policy = RetryPolicy()
-        #expect((1...7).map { policy.baseDelay(afterAttempt: $0) } == [5, 10, 20, 40, 80, 125, 125].map { .seconds($0) })
-        var random = SystemRandomNumberGenerator()
-        for attempt in 1...10 {
-            let delay = policy.delay(afterAttempt: attempt, using: &random)
-            let base = policy.baseDelay(afterAttempt: attempt)
-            #expect(delay >= base * 0.8 && delay <= base * 1.2)
-        }
-    }
-
-    /// Every attempt count gives a delay no longer than the maximum, even where `multiplierⁿ` alone
-    /// is past what a `Duration` holds (multiplier 3 passed it at attempt 42 and trapped).
-    @Test func everyAttemptCountGivesADelayWithinTheMaximum() throws {
-        func policy(_ initial: Duration, _ multiplier: Double, _ maximum: Duration, jitter: Double) -> RetryPolicy {
-            var policy = RetryPolicy()
-            policy.initialDelay = initial
-            policy.multiplier = multiplier
-            policy.maximumDelay = maximum
-            policy.jitter = jitter
-            return policy
-        }
-        let policies = [
-            RetryPolicy(),
-            policy(.seconds(10), 3, .seconds(600), jitter: 0.5),
-            policy(.seconds(10), 10, .seconds(Int64.max / 2), jitter: 1),
-            policy(.milliseconds(1), 1, .seconds(1), jitter: 0),
-            policy(.seconds(1), 1.5, .seconds(1), jitter: 0.2),
-            policy(.zero, 2, .zero, jitter: 0.2),
-        ]
-        var random = SystemRandomNumberGenerator()
-        for policy in policies {
-            try policy.validate()
-            for attempt in 0...10_000 {
-                let base = policy.baseDelay(afterAttempt: attempt)
-                let delay = policy.delay(afterAttempt: attempt, using: &random)
-                guard base <= policy.maximumDelay, base >= .zero, delay <= policy.maximumDelay, delay >= .zero,
-                    base.secondsDouble.isFinite, delay.secondsDouble.isFinite
-                else {
-                    Issue.record("\(policy), attempt \(attempt): base \(base), delay \(delay)")
-                    return
-                }
-            }
-            if policy.multiplier > 1 && policy.initialDelay > .zero {
-                #expect(policy.baseDelay(afterAttempt: 10_000) == policy.maximumDelay)
-            }
-        }
-    }
-
-    @Test func outOfRangeSettingsAreRefusedByValidation() {
-        func refused(_ name: String, _ change: (inout RetryPolicy) -> Void) -> Bool {
-            var configuration = APIHealthConfiguration(serviceName: "s")
-            change(&configuration.retry)
-            do {
-                try configuration.validate()
-                return false
-            } catch {
-                if case .invalidValue(let refusedName, _) = error { return refusedName == name }
-                return false
-            }
-        }
-        #expect(refused("retry.multiplier") { $0.multiplier = .infinity })
-        #expect(refused("retry.multiplier") { $0.multiplier = .nan })
-        #expect(refused("retry.multiplier") { $0.multiplier = 0.5 })
-        #expect(refused("retry.jitter") { $0.jitter = -0.1 })
-        #expect(refused("retry.jitter") { $0.jitter = 1.5 })
-        #expect(refused("retry.jitter") { $0.jitter = .nan })
-        #expect(refused("retry.initialDelay") { $0.initialDelay = .seconds(-1) })
-        #expect(refused("retry.initialDelay") { $0.initialDelay = .seconds(200) })
-        #expect(refused("retry.maximumDelay") { $0.maximumDelay = .seconds(-1) })
-        #expect(refused("retry.maximumRetryDuration") { $0.maximumRetryDuration = .seconds(-1) })
-        #expect(!refused("") { $0.jitter = 1 })
-    }
-
-    @Test func retryAfterReadsSecondsAndHTTPDates() {
-        let now = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
-        #expect(RetryPolicy.retryAfter("120", now: now) == .seconds(120))
-        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now) == .seconds(30))
-        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:40:00 GMT", now: now) == .zero)
-        #expect(RetryPolicy.retryAfter("soon", now: now) == nil)
-    }
-
-    @Test func answersAreClassifiedAsTheWriteAPIDocuments() {
-        #expect(WriteOutcome.classify(status: 204, headers: [:], body: Data()) == .delivered)
-        #expect(WriteOutcome.classify(status: 413, headers: [:], body: Data()) == .tooLarge)
-        #expect(WriteOutcome.classify(status: 429, headers: ["retry-after": "7"], body: Data()) == .retry(reason: "HTTP 429 ", retryAfter: .seconds(7)))
-        #expect(WriteOutcome.classify(status: 403, headers: [:], body: Data("no".utf8)) == .misconfigured(status: 403, message: "no"))
-        #expect(WriteOutcome.classify(status: 422, headers: [:], body: Data("partial write: x dropped=3".utf8)) == .rejected(status: 422, message: "partial write: x dropped=3", dropped: 3))
     }
 }

@@ -90,7 +90,7 @@ import Testing
         let again = try await Child.run(
             "apihealth-demo",
             ["--duration", "1", "--rate", "40"],
-            environment: environment
+            environment: environment.merging(["APIHEALTH_INSTANCE": "second-run"]) { $1 }
         )
         #expect(again.status == 0, "\(again.stderr)")
         #expect(
@@ -99,12 +99,19 @@ import Testing
             )
         )
         let secondRequests = try #require(number("requests", in: again.stdout))
-        // This run's requests, parse failures, interval points, its health point, and its own
-        // swift-metrics written at shutdown: a counter, a meter and a timer for each of the three modules.
+        // This run's requests, parse failures, interval points, its health points, and its own
+        // swift-metrics: a counter, a meter and a timer for each of the three modules at shutdown, and
+        // again at each 10 s interval end the run crossed (ends are on the wall clock: a run of a second
+        // or two crosses one now and then), with a health point. Counted in the spool by its instance.
+        let thisRun = try SpoolReader(directory: spool).segments().flatMap(\.lines)
+            .map { String(decoding: $0, as: UTF8.self) }.filter { $0.contains(",instance=second-run") }
+        let healthPoints = thisRun.filter { $0.hasPrefix("apihealth_agent,") }.count
+        let metricsPoints = thisRun.filter { !$0.hasPrefix("apihealth_") }.count
+        #expect(healthPoints >= 1 && metricsPoints >= 3 * 3, "\(healthPoints), \(metricsPoints)")
         #expect(
             number("points pending", in: again.stdout) == secondRequests
                 + (number("parse failures", in: again.stdout) ?? 0)
-                + (number("interval points", in: again.stdout) ?? -1_000) + 1 + 3 * 3,
+                + (number("interval points", in: again.stdout) ?? -1_000) + healthPoints + metricsPoints,
             "this run's points only"
         )
         let secondTable = try #require(closingTable(again.stdout))
@@ -253,5 +260,31 @@ import Testing
         #expect(screen.contains("\r1s/2s  requests "), "\(screen.debugDescription)")
         #expect(screen.contains("points pending") && screen.contains("written 0"))
         #expect(screen.contains("METHOD  ENDPOINT"))
+    }
+
+    @Test func theDemoNeverPrintsURLCredentials() async throws {
+        let spool = temporaryDirectory("demo-credentials").appendingPathComponent("spool")
+        let dead = try RefusingPort()
+        let demo = try Child(
+            "apihealth-demo", [],
+            environment: [
+                "INFLUX_URL": "http://user:secret@127.0.0.1:\(dead.port)", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
+                "APIHEALTH_SPOOL_DIR": spool.path,
+            ])
+        // Stopped once it is making requests (it has said where it ships), however long it took to
+        // start; its output is read at the end (a pipe is flushed only then). Stopping, it tries to send
+        // what is pending, fails, and prints the failure: the "last error" line shows that it did.
+        #expect(
+            await waitUntil {
+                let lines = (try? SpoolReader(directory: spool).segments().flatMap(\.lines)) ?? []
+                return lines.contains { $0.starts(with: Array("apihealth_request,".utf8)) }
+            }
+        )
+        demo.signal(SIGTERM)
+        _ = await demo.wait()
+        withExtendedLifetime(dead) {}
+        #expect(demo.stdout.contains("last error"), "\(demo.stdout.suffix(800))")
+        #expect(!demo.stdout.contains("secret") && !demo.stderr.contains("secret"))
+        #expect(demo.stdout.contains("<redacted>@127.0.0.1:\(dead.port)"), "\(demo.stdout.prefix(500))")
     }
 }

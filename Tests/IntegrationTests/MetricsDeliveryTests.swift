@@ -122,7 +122,8 @@ import Testing
             expected += Int64(round * 1_000)
             floating.increment(by: 0.25)
             meter.set(Double(round * 10))
-            try await Task.sleep(for: .milliseconds(600))  // a few intervals apart; nothing relies on how many
+            // Paces the rounds a few intervals apart; no check relies on how many (they wait for points).
+            try await Task.sleep(for: .milliseconds(600))
         }
         // Points keep coming every interval with nothing new: wait for them rather than for a time.
         #expect(

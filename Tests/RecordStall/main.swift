@@ -135,7 +135,7 @@ if scenario == "memory" {
     }
     // Let the write-through loop write the spool and compress the backlog, then read the memory held.
     for _ in 0..<20 {
-        Thread.sleep(forTimeInterval: 0.1)
+        Thread.sleep(forTimeInterval: 0.1)  // a benchmark: samples the memory over two seconds
         peak = max(peak, residentBytes())
     }
     let metrics = agent.metrics
@@ -175,7 +175,7 @@ if disk.isUp {
 }
 if scenario == "backlog" {
     Thread.detachNewThread {
-        Thread.sleep(forTimeInterval: seconds / 2)
+        Thread.sleep(forTimeInterval: seconds / 2)  // the scenario: the destination is down for half the run
         destinationUp.set(true)
     }
 }
@@ -198,7 +198,7 @@ for thread in 0..<threads {
             if now >= end { break }
             if now < next {
                 var pause = timespec(tv_sec: 0, tv_nsec: Int(next - now))
-                nanosleep(&pause, nil)
+                nanosleep(&pause, nil)  // paces each thread to its rate
                 continue
             }
             let item = sample(count * threads + thread)

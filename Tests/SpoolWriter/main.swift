@@ -36,7 +36,7 @@ while index < count {
             timestamp: Timestamp(nanosecondsSinceEpoch: base + Int64(index) * 1_000)))
     report("recorded \(index)")
     index += 1
-    if interval > 0 { usleep(useconds_t(interval * 1_000)) }
+    if interval > 0 { usleep(useconds_t(interval * 1_000)) }  // the writer's pace, set by the test that runs it
 }
 let done = DispatchSemaphore(value: 0)
 Task.detached {

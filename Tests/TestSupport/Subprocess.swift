@@ -89,8 +89,7 @@ public final class Child: Sendable {
 
     /// Waits for the process to end; `nil` if it is still running after `timeout` (it is then killed).
     public func wait(timeout: Duration = .seconds(60)) async -> Int32? {
-        let end = ContinuousClock.now + timeout
-        while process.isRunning && ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(10)) }
+        _ = await waitUntil(timeout: timeout) { !process.isRunning }
         if process.isRunning {
             signal(SIGKILL)
             process.waitUntilExit()
@@ -142,8 +141,7 @@ public final class Child: Sendable {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let end = ContinuousClock.now + .seconds(60)
-        while process.isRunning && ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(5)) }
+        _ = await waitUntil(timeout: .seconds(60)) { !process.isRunning }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
         try out.close()

@@ -92,16 +92,17 @@ public final class VictoriaProcess: Sendable {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         self.process.withLock { $0 = process }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
+        var answered = false
+        _ = await waitUntil(timeout: .seconds(60)) {
             if let reply = try? await HTTP.send("GET", url.appendingPathComponent("health")), reply.status == 200 {
-                return
+                answered = true
             }
-            if !process.isRunning {
-                let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw TestFailure(message: "\(executable) exited: \(text.suffix(2_000))")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+            return answered || !process.isRunning
+        }
+        if answered { return }
+        if !process.isRunning {
+            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            throw TestFailure(message: "\(executable) exited: \(text.suffix(2_000))")
         }
         throw TestFailure(message: "\(executable) did not answer /health within 60 s")
     }

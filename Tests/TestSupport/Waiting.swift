@@ -18,7 +18,7 @@ public func waitUntil(
     var pause = Duration.milliseconds(5)
     while ContinuousClock.now < end {
         if try await condition() { return true }
-        try? await Task.sleep(for: pause)
+        try? await Task.sleep(for: pause)  // the poll between checks; the wait ends when the condition holds
         pause = min(pause * 2, .milliseconds(100))
     }
     return try await condition()
