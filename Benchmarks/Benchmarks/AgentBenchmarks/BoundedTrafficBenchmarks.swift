@@ -117,8 +117,12 @@ func boundedTrafficBenchmarks() {
             precondition(intervalPoints * 40 <= samples, "\(intervalPoints) interval points")
             precondition(counted == Int64(samples), "interval counts \(counted) for \(samples) samples")
             precondition(metrics.pointsDropped == 0, "\(metrics.pointsDropped) dropped")
-            print(
-                "\(oneHost ? "one host" : "500,000 hosts"): \(hostTags) host tags, \(intervalPoints) interval points for \(samples) requests (1/\(samples / max(intervalPoints, 1))), \(metrics.endpoints) endpoints held, \(metrics.requestsOverflowed) requests overflowed"
+            // On stderr: the benchmark plugin passes it through.
+            FileHandle.standardError.write(
+                Data(
+                    ("\(oneHost ? "one host" : "500,000 hosts"): \(hostTags) host tags, \(intervalPoints) interval points for \(samples) requests (1/\(samples / max(intervalPoints, 1))), \(metrics.endpoints) endpoints held, \(metrics.requestsOverflowed) requests overflowed\n")
+                        .utf8
+                )
             )
         }
     }

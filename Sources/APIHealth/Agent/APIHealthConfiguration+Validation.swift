@@ -46,12 +46,6 @@ extension APIHealthConfiguration {
             if aggregation.maximumEndpoints < 1 {
                 throw .invalidValue(name: "aggregation.maximumEndpoints", value: "\(aggregation.maximumEndpoints)")
             }
-            if aggregation.idleEviction < aggregation.interval {
-                throw .invalidSetting(
-                    name: "aggregation.idleEviction",
-                    reason: "\(aggregation.idleEviction) is shorter than the interval \(aggregation.interval)"
-                )
-            }
         } else if capture.rawPoints != .all {
             throw .invalidSetting(
                 name: "capture.rawPoints",

@@ -25,7 +25,8 @@ public struct AggregationOptions: Sendable, Hashable {
     /// OpenTelemetry's cardinality limit (`APIHEALTH_MAXIMUM_ENDPOINTS`).
     public var maximumEndpoints = 2_000
     /// How long an endpoint may go without a request before its aggregate is evicted (its place under
-    /// ``maximumEndpoints`` given back); a later request makes it again. Default 5 minutes.
+    /// ``maximumEndpoints`` given back); a later request makes it again. Rounded up to whole intervals, at
+    /// least one. Default 5 minutes.
     public var idleEviction: Duration = .seconds(300)
 
     /// The defaults: 10 s intervals, ``defaultDurationBoundaries``, 2,000 endpoints, evicted after 5 idle minutes.
