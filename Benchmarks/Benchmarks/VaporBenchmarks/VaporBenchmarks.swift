@@ -1,0 +1,93 @@
+import APIHealth
+import APIHealthTestKit
+import APIHealthVapor
+import Benchmark
+import BenchmarkTolerances
+import Foundation
+import Logging
+import Vapor
+
+/// Blocks the calling thread until `body` finishes (benchmarks are synchronous closures here).
+func wait(_ body: @escaping @Sendable () async -> Void) {
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        await body()
+        done.signal()
+    }
+    done.wait()
+}
+
+final class UnsafeBox<Value>: @unchecked Sendable {
+    var value: Value?
+}
+
+/// A recorded `req.client` call beside the same call unrecorded: two Vapor applications on one event
+/// loop group, one with Vapor's own client (`.http`), one with `.apihealth(agent, module:)`, each
+/// calling the same loopback API (`GET /users/1`, a small JSON body) through a `Request`'s `client`,
+/// alternating within each pair so that the machine's load weighs on both alike.
+final class VaporPair: @unchecked Sendable {
+    let api: LoopbackHTTPServer
+    let agent: APIHealthAgent
+    let plain: Application
+    let recorded: Application
+
+    init() {
+        let api = UnsafeBox<LoopbackHTTPServer>()
+        wait {
+            api.value = try! await LoopbackHTTPServer.start(threads: 1) { _ in .json(200, #"{"id":1,"name":"Ada"}"#) }
+        }
+        self.api = api.value!
+        var configuration = APIHealthConfiguration(serviceName: "bench", destination: nil)
+        configuration.spool = nil
+        // Only the requests' own points during the run; no health point until shutdown.
+        configuration.selfMetricsInterval = .seconds(3_600)
+        agent = try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
+        agent.start()
+        let made = UnsafeBox<(Application, Application)>()
+        let agent = agent
+        wait {
+            let plain = try! await Application.make(.testing, .shared(MultiThreadedEventLoopGroup.singleton))
+            plain.clients.use(.http)
+            let recorded = try! await Application.make(.testing, .shared(MultiThreadedEventLoopGroup.singleton))
+            recorded.clients.use(.apihealth(agent, module: "bench"))
+            made.value = (plain, recorded)
+        }
+        (plain, recorded) = made.value!
+    }
+
+    /// One `req.client.get` through `app`, its body read.
+    func call(_ app: Application) async {
+        let request = Request(application: app, on: app.eventLoopGroup.next())
+        let response = try! await request.client.get(URI(string: api.baseURL + "/users/1"))
+        precondition(response.status == .ok)
+        blackHole(response.body?.readableBytes)
+    }
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .cpuTotal, .mallocCountTotal],
+        maxDuration: .seconds(30),
+        maxIterations: 10_000,
+        thresholds: tolerances
+    )
+    let pair = VaporPair()
+    for recording in [false, true] {
+        Benchmark("req.client GET small response, \(recording ? "recorded" : "plain")") { benchmark in
+            let app = recording ? pair.recorded : pair.plain
+            let recordedBefore = pair.agent.metrics.pointsRecorded
+            wait {
+                for _ in benchmark.scaledIterations { await pair.call(app) }
+            }
+            if recording {
+                // Each recorded call is one point (recorded off the call's path, within 20 ms).
+                let expected = recordedBefore + UInt64(benchmark.scaledIterations.count)
+                let end = ContinuousClock.now + .seconds(30)
+                while pair.agent.metrics.pointsRecorded < expected && ContinuousClock.now < end {
+                    Thread.sleep(forTimeInterval: 0.005)
+                }
+                precondition(pair.agent.metrics.pointsRecorded == expected, "a recorded call was not recorded")
+            }
+        }
+    }
+}
