@@ -14,7 +14,7 @@ import Vapor
 public struct APIHealthLifecycle: LifecycleHandler {
     /// The agent run with the application.
     public let agent: APIHealthAgent
-    /// How long shutdown keeps sending what is pending (``APIHealthConfiguration/shutdownDeadline``
+    /// How long shutdown keeps sending what is pending (`APIHealthConfiguration.shutdownDeadline`
     /// unless given).
     public let shutdownDeadline: Duration
 
@@ -32,14 +32,14 @@ public struct APIHealthLifecycle: LifecycleHandler {
     /// Starts the agent (`app.boot()`, the synchronous path).
     ///
     /// - Parameter application: The application booting.
-    public func didBoot(_ application: Application) throws {
+    public func didBoot(_ application: Application) {
         agent.start()
     }
 
     /// Starts the agent (`app.execute()` and `app.asyncBoot()`).
     ///
     /// - Parameter application: The application booting.
-    public func didBootAsync(_ application: Application) async throws {
+    public func didBootAsync(_ application: Application) async {
         agent.start()
     }
 
