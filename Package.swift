@@ -23,9 +23,6 @@ let package = Package(
         // W3C trace headers from swift-distributed-tracing's context for requests to first-party hosts:
         // only services that propagate traces build it and its dependencies.
         .library(name: "APIHealthTracing", targets: ["APIHealthTracing"]),
-        // Vapor's `req.client` and `app.client` recorded, the agent run with the application's lifecycle:
-        // only Vapor applications build it and Vapor.
-        .library(name: "APIHealthVapor", targets: ["APIHealthVapor"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -36,7 +33,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/swift-otel/swift-w3c-trace-context.git", from: "1.0.0"),
-        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         // Only for `swift package generate-documentation` (scripts/docs): a command plugin, which no target
         // depends on, so building the library never builds it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
@@ -72,17 +68,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 // AsyncHTTPClient depends on it already: to leave trace headers to a client's own tracer.
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-            ],
-            swiftSettings: strictSwift6
-        ),
-        .target(
-            name: "APIHealthVapor",
-            dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient",
-                .product(name: "Vapor", package: "vapor"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift6
         ),
@@ -172,19 +157,6 @@ let package = Package(
             path: "Tests/ReadmeExample",
             swiftSettings: strictSwift6
         ),
-        // The README's Vapor block as a Vapor application, run by ReadmeTests: apart from readme-example so
-        // that the service without Vapor stays one (Vapor is built for APIHealthVaporTests either way).
-        .executableTarget(
-            name: "readme-vapor-example",
-            dependencies: [
-                "APIHealth", "APIHealthVapor", "APIHealthMetrics",
-                .product(name: "Vapor", package: "vapor"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Tests/ReadmeVaporExample",
-            swiftSettings: strictSwift6
-        ),
         .executableTarget(
             name: "capture-probe",
             dependencies: [
@@ -235,17 +207,6 @@ let package = Package(
             ],
             swiftSettings: strictSwift6
         ),
-        // Vapor builds slowly: its tests are a target of their own, the only one (with readme-vapor-example)
-        // that depends on it.
-        .testTarget(
-            name: "APIHealthVaporTests",
-            dependencies: [
-                "APIHealth", "APIHealthVapor", "TestSupport", "APIHealthTestKit",
-                .product(name: "Vapor", package: "vapor"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSwift6
-        ),
         .testTarget(
             name: "APIHealthMetricsTests",
             dependencies: [
@@ -264,3 +225,48 @@ let package = Package(
         ),
     ]
 )
+
+// Vapor's `req.client` and `app.client` recorded, the agent run with the application's lifecycle: a product
+// of its own, so only Vapor applications build it and Vapor. Vapor builds slowly on 2 cores: its tests are a
+// target of their own, the only one (with readme-vapor-example) that depends on it, and a build that runs
+// no Vapor test leaves all three out with APIHEALTH_NO_VAPOR=1 (the sanitizer builds of
+// scripts/test-sanitizers, so that CI builds Vapor once).
+if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
+    package.dependencies.append(.package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"))
+    package.products.append(.library(name: "APIHealthVapor", targets: ["APIHealthVapor"]))
+    package.targets += [
+        .target(
+            name: "APIHealthVapor",
+            dependencies: [
+                "APIHealth", "APIHealthAsyncHTTPClient",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "APIHealthVaporTests",
+            dependencies: [
+                "APIHealth", "APIHealthVapor", "TestSupport", "APIHealthTestKit",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The README's Vapor block as a Vapor application, run by ReadmeTests: apart from readme-example so
+        // that the README's service without Vapor stays one (Vapor is built for APIHealthVaporTests anyway).
+        .executableTarget(
+            name: "readme-vapor-example",
+            dependencies: [
+                "APIHealth", "APIHealthVapor", "APIHealthMetrics",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/ReadmeVaporExample",
+            swiftSettings: strictSwift6
+        ),
+    ]
+}
