@@ -249,7 +249,7 @@ if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
         .testTarget(
             name: "APIHealthVaporTests",
             dependencies: [
-                "APIHealth", "APIHealthVapor", "TestSupport", "APIHealthTestKit",
+                "APIHealth", "APIHealthVapor", "TestSupport", "APIHealthTestKit", "LineProtocol",
                 .product(name: "Vapor", package: "vapor"),
                 .product(name: "Logging", package: "swift-log"),
             ],
