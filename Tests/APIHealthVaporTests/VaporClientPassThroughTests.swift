@@ -106,4 +106,20 @@ import Vapor
         try await app.asyncShutdown()
         try await api.shutdown()
     }
+
+    @Test func aRefusedConnectionIsRecordedAsTheOtherClientsRecordIt() async throws {
+        let agent = try Self.agent(firstPartyHosts: nil)
+        let down = try RefusingPort()
+        let app = try await Application.make(.testing)
+        app.http.client.configuration.timeout.connect = .seconds(1)
+        app.clients.use(.apihealth(agent, module: "users"))
+        await #expect(throws: (any Error).self) {
+            try await app.client.get(URI(string: down.url.absoluteString + "/users/1"))
+        }
+        let point = try #require(await requests(agent, 1).first)
+        #expect(point.tag("status") == "error")
+        #expect(point.field(PointSchema.Field.error) == .string("NSURLErrorDomain \(NSURLErrorCannotConnectToHost)"))
+        try await app.asyncShutdown()
+        withExtendedLifetime(down) {}
+    }
 }
