@@ -225,3 +225,48 @@ let package = Package(
         ),
     ]
 )
+
+// Vapor's `req.client` and `app.client` recorded, the agent run with the application's lifecycle: a product
+// of its own, so only Vapor applications build it and Vapor. Vapor builds slowly on 2 cores: its tests are a
+// target of their own, the only one (with readme-vapor-example) that depends on it, and a build that runs
+// no Vapor test leaves all three out with APIHEALTH_NO_VAPOR=1 (the sanitizer builds of
+// scripts/test-sanitizers, so that CI builds Vapor once).
+if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
+    package.dependencies.append(.package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"))
+    package.products.append(.library(name: "APIHealthVapor", targets: ["APIHealthVapor"]))
+    package.targets += [
+        .target(
+            name: "APIHealthVapor",
+            dependencies: [
+                "APIHealth", "APIHealthAsyncHTTPClient",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "APIHealthVaporTests",
+            dependencies: [
+                "APIHealth", "APIHealthVapor", "TestSupport", "APIHealthTestKit", "LineProtocol",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The README's Vapor block as a Vapor application, run by ReadmeTests: apart from readme-example so
+        // that the README's service without Vapor stays one (Vapor is built for APIHealthVaporTests anyway).
+        .executableTarget(
+            name: "readme-vapor-example",
+            dependencies: [
+                "APIHealth", "APIHealthVapor", "APIHealthMetrics",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/ReadmeVaporExample",
+            swiftSettings: strictSwift6
+        ),
+    ]
+}

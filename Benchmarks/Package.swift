@@ -15,6 +15,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
     ],
     targets: [
         // The tolerances every suite compares its run with (scripts/benchmark --check).
@@ -61,6 +62,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/MetricsBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // A recorded `req.client` call beside the same call unrecorded (builds Vapor: run it with --target).
+        .executableTarget(
+            name: "VaporBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                "BenchmarkTolerances",
+                .product(name: "APIHealth", package: "APIHealth"),
+                .product(name: "APIHealthVapor", package: "APIHealth"),
+                .product(name: "APIHealthTestKit", package: "APIHealth"),
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/VaporBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ]

@@ -7,7 +7,7 @@ import NIOPosix
 
 /// What is seen of one AsyncHTTPClient request until it ends; records one ``RequestSample`` when it
 /// does: at the end of the body, at an error, or when the caller drops the response unfinished.
-final class RequestObservation: EndedRequestSource {
+package final class RequestObservation: EndedRequestSource {
     private let module: String
     private let method: String
     private let url: String
@@ -37,7 +37,7 @@ final class RequestObservation: EndedRequestSource {
     /// Guards what has been seen so far.
     private let progress: Locked<Progress>
 
-    init(
+    package init(
         agent: APIHealthAgent,
         module: String,
         method: String,
@@ -59,7 +59,7 @@ final class RequestObservation: EndedRequestSource {
         end(error: nil, inDeinit: true)
     }
 
-    func receivedHead(status: Int, headers: HTTPHeaders, redirects: Int?) {
+    package func receivedHead(status: Int, headers: HTTPHeaders, redirects: Int?) {
         let now = ContinuousClock.now
         progress.withLock { state in
             if state.recorded { return }
@@ -71,23 +71,23 @@ final class RequestObservation: EndedRequestSource {
     }
 
     /// A response head arrived (a redirect's or the final one's): one more than the redirects followed.
-    func visitedURL() {
+    package func visitedURL() {
         progress.withLock { if !$0.recorded { $0.visits += 1 } }
     }
 
-    func sent(_ bytes: Int) {
+    package func sent(_ bytes: Int) {
         progress.withLock { if !$0.recorded { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) } }
     }
 
-    func received(_ bytes: Int) {
+    package func received(_ bytes: Int) {
         progress.withLock { if !$0.recorded { $0.responseBytes += UInt64(bytes) } }
     }
 
-    func finish() { end(error: nil) }
+    package func finish() { end(error: nil) }
 
     /// Ends the sample with `error`, unless AsyncHTTPClient refused the request before starting it
     /// (a URL it cannot use): then nothing is recorded, as nothing was sent.
-    func fail(_ error: any Error) {
+    package func fail(_ error: any Error) {
         if Self.refusedBeforeStarting(error) {
             progress.withLock { state in
                 state.recorded = true
@@ -118,11 +118,11 @@ final class RequestObservation: EndedRequestSource {
         }
     }
 
-    func makeSample(correlationHeaders: [String]) -> RequestSample? {
+    package func makeSample(correlationHeaders: [String]) -> RequestSample? {
         endedRequest(progress.withLock { $0 }).sample(correlationHeaders: correlationHeaders)
     }
 
-    func requestHeader(_ name: String) -> String? { requestHeaders.first(name: name) }
+    package func requestHeader(_ name: String) -> String? { requestHeaders.first(name: name) }
 
     private func endedRequest(_ state: Progress) -> EndedRequest {
         EndedRequest(
@@ -148,7 +148,7 @@ final class RequestObservation: EndedRequestSource {
     /// for this lookup). Emptied when it reaches 1,024 entries.
     private static let parsed = Locked([String: URL]())
 
-    static func parsedURL(_ text: String) -> URL? {
+    package static func parsedURL(_ text: String) -> URL? {
         if let url = parsed.withLock({ $0[text] }) { return url }
         guard let url = URL(string: text), url.host != nil else { return nil }
         parsed.withLock { cache in

@@ -4,8 +4,9 @@ import Foundation
 import TestSupport
 import Testing
 
-/// The README's code works as written: its Swift is the `readme-example` service (Tests/ReadmeExample),
-/// which is built with the tests and run here against a real API and a real InfluxDB 1.x.
+/// The README's code works as written: its Swift is the `readme-example` service (Tests/ReadmeExample)
+/// and, for the Vapor block, the `readme-vapor-example` application (Tests/ReadmeVaporExample), both
+/// built with the tests and run here against a real API and a real InfluxDB 1.x.
 @Suite struct ReadmeTests {
     /// The README's fenced Swift blocks, in order.
     static func swiftBlocks() throws -> [[String]] {
@@ -37,16 +38,16 @@ import Testing
 
     @Test func everyLineOfTheReadmesSwiftIsInTheExampleService() throws {
         let blocks = try Self.swiftBlocks()
-        #expect(blocks.count >= 5, "Package.swift, URLSession, AsyncHTTPClient, swift-metrics, filter")
-        let example = try String(
-            contentsOf: repositoryRoot.appendingPathComponent("Tests/ReadmeExample/main.swift"),
-            encoding: .utf8
-        )
-        let exampleLines = Set(example.split(separator: "\n").map { Self.normalized(String($0)) })
+        #expect(blocks.count >= 6, "Package.swift, URLSession, AsyncHTTPClient, Vapor, swift-metrics, filter")
+        var exampleLines = Set<String>()
+        for example in ["Tests/ReadmeExample/main.swift", "Tests/ReadmeVaporExample/main.swift"] {
+            let text = try String(contentsOf: repositoryRoot.appendingPathComponent(example), encoding: .utf8)
+            exampleLines.formUnion(text.split(separator: "\n").map { Self.normalized(String($0)) })
+        }
         for block in blocks where !block.contains(where: { $0.hasPrefix("// Package.swift") }) {
             for line in block.map(Self.normalized) where !line.isEmpty {
                 let found = exampleLines.contains(line)
-                #expect(found, "README line not in Tests/ReadmeExample/main.swift: \(line)")
+                #expect(found, "README line in neither Tests/ReadmeExample nor Tests/ReadmeVaporExample: \(line)")
             }
         }
     }
@@ -114,6 +115,55 @@ import Testing
         #expect(failures.first?.values.count == 1, "the response that was not a Charge")
         let orders = try await influx.query(#"SELECT last("count") FROM "checkout_orders""#)
         #expect((orders.first?.rows.first?["last"] as? NSNumber)?.intValue == 1, "the swift-metrics counter")
+        #expect(try SpoolReader(directory: spool).segments().allSatisfy { $0.lines.isEmpty }, "nothing left pending")
+        try await api.shutdown()
+    }
+
+    @Test func theReadmesVaporApplicationRecordsItsClientCallsAndSendsThemOnSIGTERM() async throws {
+        let influx = try await InfluxDB1.freshDatabase("readme_vapor")
+        let api = try await LoopbackHTTPServer.start { request in
+            request.path == "/charges/42" ? .json(200, #"{"id": "ch_42"}"#) : .text(200, "<html>maintenance</html>")
+        }
+        let spool = temporaryDirectory("readme-vapor")
+        let service = try Child(
+            "readme-vapor-example",
+            ["serve", "--hostname", "127.0.0.1", "--port", "0"],
+            environment: [
+                "API_URL": api.baseURL, "INFLUX_URL": influx.base.absoluteString, "INFLUX_WRITE_API": "v1",
+                "INFLUX_DATABASE": influx.database, "APIHEALTH_SPOOL_DIR": spool.path,
+                "APIHEALTH_FLUSH_DELAY_MS": "60000",
+            ]
+        )
+        #expect(
+            await waitUntil { service.lines.contains { $0.text.hasPrefix("listening ") } || !service.process.isRunning }
+        )
+        let port = try #require(
+            service.lines.first { $0.text.hasPrefix("listening ") }.flatMap { Int($0.text.dropFirst(10)) },
+            "\(service.stderr)"
+        )
+        for (id, answer) in [("42", "charge ch_42"), ("43", "not a charge")] {
+            let reply = try await HTTP.send("GET", URL(string: "http://127.0.0.1:\(port)/checkout/\(id)")!)
+            #expect(reply.text == answer)
+        }
+        service.signal(SIGTERM)
+        let status = await service.wait()
+        #expect(status == 0, "\(service.stderr)")
+
+        let requests = try await influx.query(
+            #"SELECT count("duration_ms") FROM "apihealth_request" GROUP BY "module", "path", "status""#
+        )
+        let counted = requests.map {
+            "\($0.tags["module"] ?? "") \($0.tags["path"] ?? "") \($0.tags["status"] ?? "") "
+                + "\(($0.rows.first?["count"] as? NSNumber)?.intValue ?? 0)"
+        }
+        #expect(counted == ["payments /charges/{id} 200 2"], "both req.client calls, one point each")
+        let failures = try await influx.query(#"SELECT "count" FROM "apihealth_parse_failure""#)
+        #expect(failures.first?.values.count == 1, "the response that was not a Charge")
+        let served = try await influx.query(#"SELECT sum("count") FROM "http_requests_total""#)
+        #expect(
+            (served.first?.rows.first?["sum"] as? NSNumber)?.intValue == 2,
+            "Vapor's own swift-metrics counter, through the same agent"
+        )
         #expect(try SpoolReader(directory: spool).segments().allSatisfy { $0.lines.isEmpty }, "nothing left pending")
         try await api.shutdown()
     }
