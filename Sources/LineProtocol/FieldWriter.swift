@@ -291,11 +291,8 @@ extension LineEncoder {
     /// Appends one line for a prerendered series, with the fields `writeFields` adds: the fastest way
     /// to write many lines with the same fields, as nothing but the values is checked per line.
     ///
-    /// `adjust` may change the timestamp (or decline the line), as in
-    /// ``encode(fields:timestamp:series:into:adjustingTimestamp:)``; it is called once, when the
-    /// fields are written and only the timestamp is left, and not at all for a line that fails
-    /// otherwise. `writeFields` may be called twice for one line (again with more room, for a line
-    /// longer than 1 KiB): it must add the same fields.
+    /// `writeFields` may be called twice for one line (again with more room, for a line longer than
+    /// 1 KiB): it must add the same fields.
     ///
     /// ```swift
     /// let duration = try FieldKey("duration_ms")
@@ -309,19 +306,49 @@ extension LineEncoder {
     ///   - series: The measurement and tags, rendered once.
     ///   - timestamp: When the point happened, or `nil` for the server's time.
     ///   - buffer: The bytes the line is appended to.
-    ///   - adjust: Given the series key and the timestamp in ``precision`` units, returns the timestamp to
-    ///     write, or `nil` to decline the line.
     ///   - writeFields: Adds the fields.
     /// - Returns: What was repaired or left out (the series key's own repairs included).
     /// - Throws: ``LineProtocolError/noFields`` when no field was written,
     ///   ``LineProtocolError/keyTooLong(_:)`` when every field's key was too long for the series key,
-    ///   ``LineProtocolError/timestampDeclined`` when `adjust` declined it.
+    ///   ``LineProtocolError/timestampOutOfRange(_:_:)`` when the timestamp does not fit the precision.
     @discardableResult
     public func encode(
         series: SeriesKey,
         timestamp: Timestamp?,
         into buffer: inout [UInt8],
-        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64? = { $1 },
+        fields writeFields: (inout FieldWriter) -> Void
+    ) throws(LineProtocolError) -> Repairs {
+        try encode(series: series, timestamp: timestamp, into: &buffer, claimingTimestamp: { $1 }, fields: writeFields)
+    }
+
+    /// Appends one line for a prerendered series, letting `adjust` change the timestamp.
+    @available(
+        *,
+        deprecated,
+        message:
+            "use encode(series:timestamp:into:fields:): choosing a point's timestamp is the agent's rule, not the encoder's"
+    )
+    @discardableResult
+    public func encode(
+        series: SeriesKey,
+        timestamp: Timestamp?,
+        into buffer: inout [UInt8],
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?,
+        fields writeFields: (inout FieldWriter) -> Void
+    ) throws(LineProtocolError) -> Repairs {
+        try encode(series: series, timestamp: timestamp, into: &buffer, claimingTimestamp: adjust, fields: writeFields)
+    }
+
+    /// ``encode(series:timestamp:into:fields:)``, letting `adjust` change the timestamp (or decline the
+    /// line): it is called once, when the fields are written and only the timestamp is left, and not
+    /// at all for a line that fails otherwise. The agent uses it to keep two points of one series off
+    /// the same instant.
+    @discardableResult
+    package func encode(
+        series: SeriesKey,
+        timestamp: Timestamp?,
+        into buffer: inout [UInt8],
+        claimingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?,
         fields writeFields: (inout FieldWriter) -> Void
     ) throws(LineProtocolError) -> Repairs {
         var value: Int64?
@@ -333,19 +360,19 @@ extension LineEncoder {
             series: series,
             timestampValue: value,
             into: &buffer,
-            adjustingTimestamp: adjust,
+            claimingTimestamp: adjust,
             fields: writeFields
         )
     }
 
-    /// ``encode(series:timestamp:into:adjustingTimestamp:fields:)`` for a timestamp already converted
+    /// ``encode(series:timestamp:into:claimingTimestamp:fields:)`` for a timestamp already converted
     /// to this encoder's precision (and checked to be in range), for a caller that needed the value
     /// before the line.
     package func encode(
         series: SeriesKey,
         timestampValue value: Int64?,
         into buffer: inout [UInt8],
-        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?,
+        claimingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?,
         fields writeFields: (inout FieldWriter) -> Void
     ) throws(LineProtocolError) -> Repairs {
         // Short lines are written on the stack and copied once; a longer one gets the room it measured.

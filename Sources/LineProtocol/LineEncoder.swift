@@ -111,7 +111,22 @@ public struct LineEncoder: Sendable {
     /// - Throws: ``LineProtocolError`` when the point cannot be written at all.
     @discardableResult
     public func encode(_ point: Point, into buffer: inout [UInt8]) throws(LineProtocolError) -> Repairs {
-        try encode(point, into: &buffer, adjustingTimestamp: { _, timestamp in timestamp })
+        try encode(point, into: &buffer, claimingTimestamp: { _, timestamp in timestamp })
+    }
+
+    /// Appends `point` as one line, letting `adjust` change the timestamp once the series is known.
+    @available(
+        *,
+        deprecated,
+        message: "use encode(_:into:): choosing a point's timestamp is the agent's rule, not the encoder's"
+    )
+    @discardableResult
+    public func encode(
+        _ point: Point,
+        into buffer: inout [UInt8],
+        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
+    ) throws(LineProtocolError) -> Repairs {
+        try encode(point, into: &buffer, claimingTimestamp: adjust)
     }
 
     /// Appends `point` as one line, letting `adjust` change the timestamp once the series is known.
@@ -121,22 +136,17 @@ public struct LineEncoder: Sendable {
     /// (nothing is written and ``LineProtocolError/timestampDeclined`` is thrown). It is not called for
     /// a point without a timestamp. The agent uses it to keep two points of one series off the same
     /// instant.
-    ///
-    /// - Parameters:
-    ///   - point: The point to write.
-    ///   - buffer: The bytes the line is appended to.
-    ///   - adjust: Given the series key and the timestamp, returns the timestamp to write, or `nil`.
-    /// - Returns: What was repaired or left out (all zero for a point written as given).
-    /// - Throws: ``LineProtocolError`` when the point cannot be written, or `adjust` declined it.
     @discardableResult
-    public func encode(
+    package func encode(
         _ point: Point,
         into buffer: inout [UInt8],
-        adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
+        claimingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
     ) throws(LineProtocolError) -> Repairs {
         // A timestamp out of range is the careful path's to report, after the measurement's errors.
         let timestamp = point.timestamp.map { $0.value(in: precision) }
-        if timestamp != .some(nil), appendDirectly(point, timestamp: timestamp ?? nil, to: &buffer, adjustingTimestamp: adjust) {
+        if timestamp != .some(nil),
+            appendDirectly(point, timestamp: timestamp ?? nil, to: &buffer, adjustingTimestamp: adjust)
+        {
             return Repairs()
         }
         return try encodeCarefully(point, into: &buffer, adjustingTimestamp: adjust)
@@ -160,12 +170,21 @@ public struct LineEncoder: Sendable {
             Self.appendTags(point.tags, into: &writer, repairs: &repairs)
             let seriesEnd = writer.count
             writer.append(UInt8(ascii: " "))
-            if let failure = appendFields(point.fields, seriesBytes: seriesEnd - lineStart, into: &writer, repairs: &repairs) {
+            if let failure = appendFields(
+                point.fields,
+                seriesBytes: seriesEnd - lineStart,
+                into: &writer,
+                repairs: &repairs
+            ) {
                 writer.rewind(to: lineStart)
                 return failure
             }
             if let timestamp {
-                guard let adjusted = adjust(UnsafeBufferPointer(start: writer.base + lineStart, count: seriesEnd - lineStart), timestamp)
+                guard
+                    let adjusted = adjust(
+                        UnsafeBufferPointer(start: writer.base + lineStart, count: seriesEnd - lineStart),
+                        timestamp
+                    )
                 else {
                     writer.rewind(to: lineStart)
                     return .timestampDeclined
@@ -201,20 +220,22 @@ public struct LineEncoder: Sendable {
         series: SeriesKey,
         into buffer: inout [UInt8]
     ) throws(LineProtocolError) -> Repairs {
-        try encode(fields: fields, timestamp: timestamp, series: series, into: &buffer, adjustingTimestamp: { _, value in value })
+        try encode(
+            fields: fields,
+            timestamp: timestamp,
+            series: series,
+            into: &buffer,
+            claimingTimestamp: { _, value in value }
+        )
     }
 
-    /// Appends one line for a prerendered series, letting `adjust` change the timestamp first, as
-    /// ``encode(_:into:adjustingTimestamp:)`` does (here it is called before the fields are checked).
-    ///
-    /// - Parameters:
-    ///   - fields: The fields, written in this order.
-    ///   - timestamp: When the point happened, or `nil` for the server's time.
-    ///   - series: The measurement and tags, rendered once.
-    ///   - buffer: The bytes the line is appended to.
-    ///   - adjust: Given the series key and the timestamp, returns the timestamp to write, or `nil`.
-    /// - Returns: What was repaired or left out (the series key's own repairs included).
-    /// - Throws: ``LineProtocolError`` when no field can be written, or `adjust` declined the point.
+    /// Appends one line for a prerendered series, letting `adjust` change the timestamp first.
+    @available(
+        *,
+        deprecated,
+        message:
+            "use encode(fields:timestamp:series:into:): choosing a point's timestamp is the agent's rule, not the encoder's"
+    )
     @discardableResult
     public func encode(
         fields: [Point.Field],
@@ -223,9 +244,24 @@ public struct LineEncoder: Sendable {
         into buffer: inout [UInt8],
         adjustingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
     ) throws(LineProtocolError) -> Repairs {
+        try encode(fields: fields, timestamp: timestamp, series: series, into: &buffer, claimingTimestamp: adjust)
+    }
+
+    /// Appends one line for a prerendered series, letting `adjust` change the timestamp first, as
+    /// ``encode(_:into:claimingTimestamp:)`` does (here it is called before the fields are checked).
+    @discardableResult
+    package func encode(
+        fields: [Point.Field],
+        timestamp: Timestamp?,
+        series: SeriesKey,
+        into buffer: inout [UInt8],
+        claimingTimestamp adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?
+    ) throws(LineProtocolError) -> Repairs {
         var value: Int64?
         if let given = try timestampValue(timestamp) {
-            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, given) }) else { throw .timestampDeclined }
+            guard let adjusted = series.bytes.withUnsafeBufferPointer({ adjust($0, given) }) else {
+                throw .timestampDeclined
+            }
             value = adjusted
         }
         if appendDirectly(fields: fields, timestamp: value, series: series, to: &buffer) { return series.repairs }
@@ -298,7 +334,8 @@ public struct LineEncoder: Sendable {
             guard let first = bytes.first, first != UInt8(ascii: "_") else { return false }
             for byte in bytes where byte == UInt8(ascii: "\\") || isControl(byte) { return nil }
             // "time" is the timestamp column: InfluxDB refuses it as a tag or field key.
-            return !(bytes.count == 4 && bytes[0] == UInt8(ascii: "t") && bytes[1] == UInt8(ascii: "i")
+            return
+                !(bytes.count == 4 && bytes[0] == UInt8(ascii: "t") && bytes[1] == UInt8(ascii: "i")
                 && bytes[2] == UInt8(ascii: "m") && bytes[3] == UInt8(ascii: "e"))
         }
         if let plain { return plain }
@@ -339,7 +376,10 @@ public struct LineEncoder: Sendable {
     /// Appends the written fields after a series of `seriesBytes`, dropping (and counting) those whose
     /// key is too long to follow it. Returns ``LineProtocolError/keyTooLong(_:)`` when none is left.
     private func appendFields(
-        _ fields: [Point.Field], seriesBytes: Int, into buffer: inout ByteWriter, repairs: inout Repairs
+        _ fields: [Point.Field],
+        seriesBytes: Int,
+        into buffer: inout ByteWriter,
+        repairs: inout Repairs
     ) -> LineProtocolError? {
         var first = true
         var shortestTooLong = Int.max
@@ -481,7 +521,9 @@ public struct LineEncoder: Sendable {
         var repaired: [UInt8] = []
         var index = 0
         while index < escaped.count {
-            if escaped[index] == UInt8(ascii: "\\") && index + 1 < escaped.count && position.needsEscape(escaped[index + 1]) {
+            if escaped[index] == UInt8(ascii: "\\") && index + 1 < escaped.count
+                && position.needsEscape(escaped[index + 1])
+            {
                 index += 1
             }
             repaired.append(escaped[index])

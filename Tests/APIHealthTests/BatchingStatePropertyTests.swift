@@ -40,12 +40,10 @@ import Testing
 
     /// Records one line numbered `number` (`m n=<number>i`); whether the state took it.
     static func record(_ number: Int, into state: inout BatchingState, now: Duration) -> Bool {
-        let action = state.record(now: now) { bytes, _ throws(LineProtocolError) in
+        state.record(now: now) { bytes, _ throws(LineProtocolError) in
             bytes += Array("m n=\(number)i\n".utf8)
             return LineEncoder.Repairs()
-        }
-        guard case .recorded(let accepted) = action.work else { return false }
-        return accepted
+        }.accepted
     }
 
     /// The spool work a round takes out (none when the action asks for nothing).

@@ -97,7 +97,7 @@ import Testing
         let learner = HostLearner(
             threshold: 4,
             rules: ["*.service.com", "*.Static.example.org:8443"],
-            generation: .init()
+            renderedSeries: .init()
         )
         #expect(learner.fold("my.app.service.com") == "*.service.com")
         #expect(learner.tag(name: "cdn.static.example.org", port: 8443) == "*.static.example.org:8443")

@@ -95,6 +95,33 @@ struct User: Decodable {
         #expect(agent.pendingPoints().map { $0.tag("host") } == ["other.example.com:9443", "other.example.com"])
     }
 
+    /// A request whose start no instant can hold (a clock gone wrong, a decoded date of 1e300 seconds)
+    /// is refused and counted as invalid, never a crash; the interval aggregate still counts it.
+    @Test func aStartNoInstantCanHoldIsRefusedAndCounted() throws {
+        let agent = try Self.agent()
+        for seconds in [1e300, -1e300, .infinity, .nan, 0x1p63, -0x1p63] {
+            agent.record(Self.sample("https://api.example.com/x", startedAt: Date(timeIntervalSince1970: seconds)))
+        }
+        agent.record(Self.sample("https://api.example.com/x", startedAt: Date(timeIntervalSince1970: 1_700_000_000)))
+        #expect(agent.metrics.pointsInvalid == 6)
+        #expect(agent.pendingPoints().count == 1)
+    }
+
+    /// Whole seconds round toward negative infinity and the rest to the nearest nanosecond, before
+    /// the epoch as after it.
+    @Test func aStartIsTheNearestNanosecondOfItsDate() {
+        #expect(
+            Timestamp(date: Date(timeIntervalSince1970: 1_700_000_000.25))
+                == Timestamp(seconds: 1_700_000_000, nanoseconds: 250_000_000)
+        )
+        #expect(Timestamp(date: Date(timeIntervalSince1970: -1.25)) == Timestamp(seconds: -2, nanoseconds: 750_000_000))
+        #expect(Timestamp(date: Date(timeIntervalSince1970: -3)) == Timestamp(seconds: -3))
+        #expect(Timestamp(date: Date(timeIntervalSince1970: 0)) == Timestamp(seconds: 0))
+        let date = Date(timeIntervalSince1970: 1_700_000_000.123456)
+        let microseconds = Timestamp(date: date).value(in: .us)
+        #expect(microseconds == 1_700_000_000_123_456)
+    }
+
     @Test func twoPointsOfOneSeriesNeverShareATimestamp() throws {
         let agent = try Self.agent { $0.precision = .ms }
         let instant = Date(timeIntervalSince1970: 1_700_000_000.123)

@@ -17,7 +17,8 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
         )
         #expect(
             try line(point)
-                == "req,host=api.example.com,path=/users/{id} d=12.5,n=-3i,b=7u,s=\"ok\",ok=true 1700000000123456789\n")
+                == "req,host=api.example.com,path=/users/{id} d=12.5,n=-3i,b=7u,s=\"ok\",ok=true 1700000000123456789\n"
+        )
         #expect(try line(point, precision: .ms).hasSuffix(" 1700000000123\n"))
         #expect(try line(point, precision: .s).hasSuffix(" 1700000000\n"))
     }
@@ -52,7 +53,10 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
             try encoder.encode(Point(measurement: "m", fields: []), into: &buffer)
         }
         #expect(throws: LineProtocolError.noFields) {
-            try encoder.encode(Point(measurement: "m", fields: ["v": .float(.nan), "w": .float(-.infinity)]), into: &buffer)
+            try encoder.encode(
+                Point(measurement: "m", fields: ["v": .float(.nan), "w": .float(-.infinity)]),
+                into: &buffer
+            )
         }
         let farFuture = Timestamp(seconds: 10_000_000_000)
         #expect(throws: LineProtocolError.timestampOutOfRange(farFuture, .ns)) {
@@ -60,7 +64,10 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
         }
         #expect(buffer == Array("kept\n".utf8), "a refused point must leave the buffer as it was")
         #expect(throws: LineProtocolError.timestampOutOfRange(farFuture, .s), "past 2262 even in seconds") {
-            try LineEncoder(precision: .s).encode(Point(measurement: "m", fields: ["v": 1], timestamp: farFuture), into: &buffer)
+            try LineEncoder(precision: .s).encode(
+                Point(measurement: "m", fields: ["v": 1], timestamp: farFuture),
+                into: &buffer
+            )
         }
     }
 
@@ -69,17 +76,22 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
         let point = Point(
             measurement: "m\n",
             tags: [
-                Point.Tag("empty", ""), Point.Tag("_reserved", "x"), Point.Tag("time", "x"), Point.Tag("", "x"), Point.Tag("dup", "first"),
+                Point.Tag("empty", ""), Point.Tag("_reserved", "x"), Point.Tag("time", "x"), Point.Tag("", "x"),
+                Point.Tag("dup", "first"),
                 Point.Tag("dup", "second"), Point.Tag("trail\\", "v\\\\"), Point.Tag("ctl", "a\tb"),
             ],
             fields: [
-                Point.Field("nan", .float(.nan)), Point.Field("time", 1), Point.Field("_f", 1), Point.Field("v", 1), Point.Field("v", 2),
+                Point.Field("nan", .float(.nan)), Point.Field("time", 1), Point.Field("_f", 1), Point.Field("v", 1),
+                Point.Field("v", 2),
                 Point.Field("big", .string(String(repeating: "é", count: 40_000))),
             ]
         )
         let repairs = try LineEncoder().encode(point, into: &buffer)
         let text = String(decoding: buffer, as: UTF8.self)
-        #expect(text.hasPrefix("m\u{FFFD},ctl=a\tb,dup=second,trail=v v=2i,big=\""), "a tab is stored by InfluxDB: kept")
+        #expect(
+            text.hasPrefix("m\u{FFFD},ctl=a\tb,dup=second,trail=v v=2i,big=\""),
+            "a tab is stored by InfluxDB: kept"
+        )
         #expect(repairs.droppedTags == 5)
         #expect(repairs.droppedFields == 4)
         #expect(repairs.truncatedStrings == 1)
@@ -95,7 +107,10 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
 
     @Test func repairedTagKeysThatCollideKeepTheLast() throws {
         var buffer: [UInt8] = []
-        try LineEncoder().encode(Point(measurement: "m", tags: ["a\\": "1", "a": "2"], fields: ["v": 1]), into: &buffer)
+        try LineEncoder().encode(
+            Point(measurement: "m", tags: ["a\\": "1", "a": "2"], fields: ["v": 1]),
+            into: &buffer
+        )
         #expect(String(decoding: buffer, as: UTF8.self) == "m,a=2 v=1i\n")
     }
 
@@ -107,18 +122,26 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
         var fromKey: [UInt8] = []
         var fromPoint: [UInt8] = []
         try LineEncoder().encode(fields: fields, timestamp: timestamp, series: series, into: &fromKey)
-        try LineEncoder().encode(Point(measurement: "m", tags: tags, fields: fields, timestamp: timestamp), into: &fromPoint)
+        try LineEncoder().encode(
+            Point(measurement: "m", tags: tags, fields: fields, timestamp: timestamp),
+            into: &fromPoint
+        )
         #expect(fromKey == fromPoint)
         #expect(String(decoding: fromKey, as: UTF8.self) == "m,a=1\\ x,b=2 d=1.25,ok=false 42\n")
     }
 
-    @Test func adjustingTimestampSeesTheSeriesKey() throws {
+    @Test func claimingTimestampSeesTheSeriesKey() throws {
         var buffer: [UInt8] = []
         var seen = ""
         try LineEncoder().encode(
-            Point(measurement: "m", tags: ["z": "1", "a": "2"], fields: ["v": 1], timestamp: Timestamp(nanosecondsSinceEpoch: 5)),
+            Point(
+                measurement: "m",
+                tags: ["z": "1", "a": "2"],
+                fields: ["v": 1],
+                timestamp: Timestamp(nanosecondsSinceEpoch: 5)
+            ),
             into: &buffer,
-            adjustingTimestamp: { key, value in
+            claimingTimestamp: { key, value in
                 seen = String(decoding: key, as: UTF8.self)
                 return value + 1
             }
@@ -135,6 +158,8 @@ private func line(_ point: Point, precision: Precision = .ns) throws -> String {
         #expect(Timestamp(nanosecondsSinceEpoch: Int64.max).value(in: .ns) == nil)
         #expect(Timestamp(nanosecondsSinceEpoch: Int64.max - 1).value(in: .ns) == Int64.max - 1)
         #expect(Timestamp(nanosecondsSinceEpoch: Int64.max).value(in: .s) == Int64.max / 1_000_000_000)
-        #expect(Timestamp(1_700_000_000_123, precision: .ms) == Timestamp(seconds: 1_700_000_000, nanoseconds: 123_000_000))
+        #expect(
+            Timestamp(1_700_000_000_123, precision: .ms) == Timestamp(seconds: 1_700_000_000, nanoseconds: 123_000_000)
+        )
     }
 }

@@ -192,18 +192,18 @@ import Testing
             calls += 1
             return timestamp + 1
         }
-        try LineEncoder().encode(series: series, timestamp: instant(5), into: &buffer, adjustingTimestamp: claim) {
+        try LineEncoder().encode(series: series, timestamp: instant(5), into: &buffer, claimingTimestamp: claim) {
             $0.add(key, Int64(1))
         }
         #expect(calls == 1)
         let long = String(repeating: "x", count: 3_000)
-        try LineEncoder().encode(series: series, timestamp: instant(7), into: &buffer, adjustingTimestamp: claim) {
+        try LineEncoder().encode(series: series, timestamp: instant(7), into: &buffer, claimingTimestamp: claim) {
             $0.add(key, long)
         }
         #expect(calls == 2, "a line longer than the first attempt's room is claimed once")
         #expect(String(decoding: buffer, as: UTF8.self) == "m v=1i 6\nm v=\"\(long)\" 8\n")
         #expect(throws: LineProtocolError.noFields) {
-            try LineEncoder().encode(series: series, timestamp: instant(9), into: &buffer, adjustingTimestamp: claim) {
+            try LineEncoder().encode(series: series, timestamp: instant(9), into: &buffer, claimingTimestamp: claim) {
                 $0.add(key, Double.nan)
             }
         }

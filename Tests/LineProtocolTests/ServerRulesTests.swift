@@ -47,7 +47,10 @@ import Testing
 
     @Test func lineBreaksInStringValuesAreReplacedAndCounted() throws {
         var buffer: [UInt8] = []
-        let point = Point(measurement: "m", fields: [Point.Field("s", .string("one\ntwo\r\nthree\tfour")), Point.Field("t", .string("ok"))])
+        let point = Point(
+            measurement: "m",
+            fields: [Point.Field("s", .string("one\ntwo\r\nthree\tfour")), Point.Field("t", .string("ok"))]
+        )
         let repairs = try LineEncoder().encode(point, into: &buffer)
         #expect(Self.text(buffer) == "m s=\"one\u{FFFD}two\u{FFFD}\u{FFFD}three\tfour\",t=\"ok\"\n")
         #expect(repairs.replacedLineBreaks == 1)
@@ -64,20 +67,28 @@ import Testing
             let leadingBlank = byte == 0x00 || byte == 0x09
             var buffer: [UInt8] = []
             let point = Point(
-                measurement: character + "m" + character, tags: [Point.Tag(character + "k" + character, character + "v")],
-                fields: [Point.Field(character + "f" + character, 1)])
+                measurement: character + "m" + character,
+                tags: [Point.Tag(character + "k" + character, character + "v")],
+                fields: [Point.Field(character + "f" + character, 1)]
+            )
             let repairs = try LineEncoder().encode(point, into: &buffer)
             let r = "\u{FFFD}"
             let first = lineBreak || leadingBlank ? r : character
             let inner = lineBreak ? r : character
-            #expect(Self.text(buffer) == "\(first)m\(inner),\(inner)k\(inner)=\(inner)v \(first)f\(inner)=1i\n", "byte \(byte)")
+            #expect(
+                Self.text(buffer) == "\(first)m\(inner),\(inner)k\(inner)=\(inner)v \(first)f\(inner)=1i\n",
+                "byte \(byte)"
+            )
             #expect(repairs.repairedNames == (lineBreak ? 4 : leadingBlank ? 2 : 0), "byte \(byte)")
         }
     }
 
     @Test func unsignedValuesClampedForInfluxDB1AreCounted() throws {
         var buffer: [UInt8] = []
-        let point = Point(measurement: "m", fields: [Point.Field("big", .uint(.max)), Point.Field("fits", .uint(UInt64(Int64.max)))])
+        let point = Point(
+            measurement: "m",
+            fields: [Point.Field("big", .uint(.max)), Point.Field("fits", .uint(UInt64(Int64.max)))]
+        )
         let repairs = try LineEncoder(writesUnsignedAsSigned: true).encode(point, into: &buffer)
         #expect(Self.text(buffer) == "m big=9223372036854775807i,fits=9223372036854775807i\n")
         #expect(repairs.clampedUnsigned == 1)
@@ -89,15 +100,21 @@ import Testing
         var buffer: [UInt8] = Array("kept\n".utf8)
         let point = Point(measurement: "m", fields: ["v": 1], timestamp: Timestamp(seconds: 1))
         #expect(throws: LineProtocolError.timestampDeclined) {
-            try LineEncoder().encode(point, into: &buffer, adjustingTimestamp: { _, _ in nil })
+            try LineEncoder().encode(point, into: &buffer, claimingTimestamp: { _, _ in nil })
         }
         let series = try SeriesKey(measurement: "m")
         #expect(throws: LineProtocolError.timestampDeclined) {
-            try LineEncoder().encode(fields: point.fields, timestamp: point.timestamp, series: series, into: &buffer) { _, _ in nil }
+            try LineEncoder().encode(
+                fields: point.fields,
+                timestamp: point.timestamp,
+                series: series,
+                into: &buffer,
+                claimingTimestamp: { _, _ in nil }
+            )
         }
         let careful = Point(measurement: "m\\", fields: ["v": 1], timestamp: Timestamp(seconds: 1))
         #expect(throws: LineProtocolError.timestampDeclined) {
-            try LineEncoder().encode(careful, into: &buffer, adjustingTimestamp: { _, _ in nil })
+            try LineEncoder().encode(careful, into: &buffer, claimingTimestamp: { _, _ in nil })
         }
         #expect(buffer == Array("kept\n".utf8))
     }
@@ -129,8 +146,10 @@ import Testing
     @Test func rewritingLeavesStringsNamesAndTornLinesAlone() {
         let lines = "m\\ 1u,k=2u f=\"3u\",g=4u,h=\"a\\\"5u\nb\",i=18446744073709551615u 7\nm 8u\ntorn 9u"
         let rewrite = LineEncoder.rewritingUnsignedAsSigned(Array(lines.utf8))
-        #expect(String(decoding: rewrite.lines, as: UTF8.self)
-            == "m\\ 1u,k=2u f=\"3u\",g=4i,h=\"a\\\"5u\nb\",i=9223372036854775807i 7\nm 8u\ntorn 9u")
+        #expect(
+            String(decoding: rewrite.lines, as: UTF8.self)
+                == "m\\ 1u,k=2u f=\"3u\",g=4i,h=\"a\\\"5u\nb\",i=9223372036854775807i 7\nm 8u\ntorn 9u"
+        )
         #expect(rewrite.rewrittenFields == 2 && rewrite.clampedFields == 1 && rewrite.clampedLines == 1)
     }
 }

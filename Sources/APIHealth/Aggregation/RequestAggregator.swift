@@ -15,7 +15,8 @@ final class RequestAggregator: Sendable {
     private let objectives: ObjectiveOptions
     /// Whole intervals without a request after which an aggregate is evicted.
     private let idleIntervals: Int
-    private let generation: SchemaGeneration
+    /// Invalidated when an aggregate is evicted (its series point at the aggregate).
+    private let renderedSeries: RenderedSeries
 
     private struct Registry {
         var byTags: [[Point.Tag]: EndpointInterval] = [:]
@@ -41,14 +42,14 @@ final class RequestAggregator: Sendable {
         rawPoints: RawPoints,
         objectives: ObjectiveOptions = ObjectiveOptions(),
         overflowTags: [Point.Tag] = [],
-        generation: SchemaGeneration = SchemaGeneration()
+        renderedSeries: RenderedSeries = RenderedSeries()
     ) {
         self.options = options
         self.objectives = objectives
         self.histogram = DurationBuckets(options.durationBoundaries)
         self.policy = RawPointPolicy(rawPoints, interval: options.interval)
         self.overflowTags = overflowTags
-        self.generation = generation
+        self.renderedSeries = renderedSeries
         let interval = max(Double(RequestSchema.wholeNanoseconds(options.interval) ?? .max), 1)
         let idle = (Double(RequestSchema.wholeNanoseconds(options.idleEviction) ?? .max) / interval).rounded(.up)
         self.idleIntervals = idle < Double(Int.max) ? max(Int(idle), 1) : .max
@@ -176,7 +177,7 @@ final class RequestAggregator: Sendable {
             registry.evicted += UInt64(evicted.count)
             return evicted
         }
-        if !evicted.isEmpty { generation.bump() }
+        if !evicted.isEmpty { renderedSeries.invalidate() }
     }
 
     private func point(

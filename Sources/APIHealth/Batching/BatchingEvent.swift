@@ -105,8 +105,6 @@ struct BatchingAction {
     /// The work, done by ``PendingBatches`` after it releases the lock.
     enum Work {
         case none
-        /// The line was taken (`true`), or refused or dropped (counted).
-        case recorded(accepted: Bool)
         /// Send batch `segment` to the destination: its body if made already.
         case send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int)
         /// Nothing to do before `deadline` (`nil`: until something happens).
@@ -157,4 +155,14 @@ struct BatchingAction {
         self.work = work
         self.wakeups = wakeups
     }
+}
+
+/// What recording one line did: the one event with its own entry point
+/// (``BatchingState/record(now:afterClose:_:)``) returns this instead of a ``BatchingAction``, a
+/// trivial value the record path copies and drops without a switch over the work's payloads.
+struct LineRecorded {
+    /// The line was taken (`true`), or refused or dropped (counted).
+    var accepted = false
+    /// The loops the line gave work to.
+    var wakeups: BatchingAction.Wakeups = []
 }

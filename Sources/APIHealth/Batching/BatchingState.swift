@@ -179,7 +179,7 @@ struct BatchingState {
         now: Duration,
         afterClose: Bool = false,
         _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
-    ) -> BatchingAction {
+    ) -> LineRecorded {
         guard afterClose else { return append(now: now, encode) }
         isClosed = false
         var action = append(now: now, encode)
@@ -192,8 +192,8 @@ struct BatchingState {
     private mutating func append(
         now: Duration,
         _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
-    ) -> BatchingAction {
-        var action = BatchingAction(.recorded(accepted: false))
+    ) -> LineRecorded {
+        var action = LineRecorded()
         if isClosed {
             countDroppedAfterClose()
             return action
@@ -231,7 +231,7 @@ struct BatchingState {
             }
             return action
         }
-        action.work = .recorded(accepted: true)
+        action.accepted = true
         if !repairs.isEmpty { metrics.pointsRepaired += 1 }
         batches[last].lineCount += 1
         batches[last].lastLineAt = now

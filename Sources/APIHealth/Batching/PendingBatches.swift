@@ -78,7 +78,7 @@ final class PendingBatches: Sendable {
     /// (the rest is the caller's: a send, a wait, a body, a split, a report).
     private func run(_ work: BatchingAction.Work) -> BatchingEvent? {
         switch work {
-        case .none, .recorded, .send, .wait, .useBody, .split, .reportSpoolFailure, .lost:
+        case .none, .send, .wait, .useBody, .split, .reportSpoolFailure, .lost:
             return nil
         case .join(let plan):
             return join(plan)
@@ -153,9 +153,13 @@ final class PendingBatches: Sendable {
     @discardableResult
     func record(_ point: Point, now: Duration) -> Bool {
         append(now: now) { bytes, instants throws(LineProtocolError) in
-            try encoder.encode(point, into: &bytes) { seriesKey, timestamp in
-                instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
-            }
+            try encoder.encode(
+                point,
+                into: &bytes,
+                claimingTimestamp: { seriesKey, timestamp in
+                    instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
+                }
+            )
         }
     }
 
@@ -164,9 +168,13 @@ final class PendingBatches: Sendable {
     @discardableResult
     func recordAfterClose(_ point: Point, now: Duration) -> Bool {
         append(now: now, afterClose: true) { bytes, instants throws(LineProtocolError) in
-            try encoder.encode(point, into: &bytes) { seriesKey, timestamp in
-                instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
-            }
+            try encoder.encode(
+                point,
+                into: &bytes,
+                claimingTimestamp: { seriesKey, timestamp in
+                    instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
+                }
+            )
         }
     }
 
@@ -184,12 +192,14 @@ final class PendingBatches: Sendable {
             guard let value = timestamp.value(in: encoder.precision) else {
                 throw .timestampOutOfRange(timestamp, encoder.precision)
             }
-            instants.prefetch(series: series.id, timestamp: value)
+            let latest = instants.prefetch(series: series.id, timestamp: value)
             return try encoder.encode(
                 series: series.key,
                 timestampValue: value,
                 into: &bytes,
-                adjustingTimestamp: { _, timestamp in instants.claim(series: series.id, timestamp: timestamp) },
+                claimingTimestamp: { _, timestamp in
+                    instants.claim(series: series.id, timestamp: timestamp, latest: latest)
+                },
                 fields: writeFields
             )
         }
@@ -205,8 +215,7 @@ final class PendingBatches: Sendable {
     ) -> Bool {
         let action = state.withLock { $0.record(now: now, afterClose: afterClose, encode) }
         if !action.wakeups.isEmpty { wake(action.wakeups) }
-        if case .recorded(let accepted) = action.work { return accepted }
-        return false
+        return action.accepted
     }
 
     /// Counts a point or request that became no line: `event` is one of the counting events.

@@ -44,14 +44,19 @@ struct RecentInstants {
         return hasher.finalize()
     }
 
-    /// Starts loading the table slots ``claim(series:timestamp:)`` will look at first for a point of
-    /// `series` at `timestamp`, so that the claim, made once the point's fields are written, does not
-    /// wait for memory: the tables are too large to stay in the processor's cache beside the batches.
-    func prefetch(series: Int, timestamp: Int64) {
+    /// Starts loading the table slots ``claim(series:timestamp:latest:)`` will look at first for a
+    /// point of `series` at `timestamp`, so that the claim, made once the point's fields are written,
+    /// does not wait for memory: the tables are too large to stay in the processor's cache beside the
+    /// batches. Returns the series' latest instant, for that claim (made under the same lock, with
+    /// nothing claimed between them).
+    mutating func prefetch(series: Int, timestamp: Int64) -> Int64? {
+        if current.count >= Self.generationSize { startGeneration() }
         let fingerprint = InstantTable.fingerprint(series, timestamp)
         current.prefetch(fingerprint)
+        let last = latest.value(for: series)
         // A point earlier than its series' latest is looked up in both generations.
-        if !latestIsComplete || timestamp <= latest.value(for: series) ?? Int64.min { previous.prefetch(fingerprint) }
+        if !latestIsComplete || timestamp <= last ?? Int64.min { previous.prefetch(fingerprint) }
+        return last
     }
 
     private func isTaken(_ series: Int, _ timestamp: Int64) -> Bool {
@@ -63,9 +68,14 @@ struct RecentInstants {
     /// (claiming nothing) when that instant would be more than ``maximumNudge`` units past `timestamp`.
     mutating func claim(series: Int, timestamp: Int64) -> Int64? {
         if current.count >= Self.generationSize { startGeneration() }
+        return claim(series: series, timestamp: timestamp, latest: latest.value(for: series))
+    }
+
+    /// ``claim(series:timestamp:)`` right after ``prefetch(series:timestamp:)`` of the same point:
+    /// `last` is what the prefetch returned.
+    mutating func claim(series: Int, timestamp: Int64, latest last: Int64?) -> Int64? {
         let limit = timestamp.addingReportingOverflow(maximumNudge).overflow ? Int64.max : timestamp + maximumNudge
         var candidate = timestamp
-        let last = latest.value(for: series)
         if !latestIsComplete || candidate <= last ?? Int64.min {
             var steps = 0
             while isTaken(series, candidate) {

@@ -65,7 +65,8 @@ final class EndpointLearner: Sendable {
     private let maximumNodes: Int
     private let maximumTemplates: Int
     private let overflowPath: String
-    private let generation: SchemaGeneration
+    /// Invalidated when a position is learned.
+    private let renderedSeries: RenderedSeries
     /// Guards the trees and the templates in use; all of it is only ever read and changed under it.
     private let state: Locked<State>
 
@@ -73,10 +74,10 @@ final class EndpointLearner: Sendable {
     ///   - threshold: Distinct literal values at one position under one prefix past which it
     ///     becomes a parameter.
     ///   - maximumTemplates: Distinct (host, template) values before new ones become `overflowPath`.
-    ///   - generation: Bumped on every position learned.
-    init(threshold: Int, maximumTemplates: Int, overflowPath: String, generation: SchemaGeneration = SchemaGeneration())
+    ///   - renderedSeries: Invalidated on every position learned.
+    init(threshold: Int, maximumTemplates: Int, overflowPath: String, renderedSeries: RenderedSeries = RenderedSeries())
     {
-        self.generation = generation
+        self.renderedSeries = renderedSeries
         self.threshold = max(threshold, 1)
         self.maximumSingletons = max(threshold / 4, 1)
         self.maximumTemplates = maximumTemplates
@@ -224,7 +225,7 @@ final class EndpointLearner: Sendable {
         }
         state.learned += 1
         learnedCount.withLock { $0 += 1 }
-        generation.bump()
+        renderedSeries.invalidate()
         return parameter
     }
 

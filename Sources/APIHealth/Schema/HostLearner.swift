@@ -46,8 +46,8 @@ final class HostLearner: Sendable {
     private let threshold: Int
     private let maximumNodes: Int
     private let rules: [Rule]
-    /// Bumped when a position is learned (the series caches hold templates made before it).
-    private let generation: SchemaGeneration
+    /// Invalidated when a position is learned (it holds series rendered with the templates before it).
+    private let renderedSeries: RenderedSeries
     /// Guards the tree; it is only ever read and changed under it.
     private let state = Locked(State())
 
@@ -56,11 +56,11 @@ final class HostLearner: Sendable {
     ///   - rules: Host patterns (`*.service.com`) written as themselves; invalid ones are left out
     ///     (``APIHealthConfiguration/validate()`` refuses them first).
     ///   - maximumNodes: Labels remembered at most.
-    ///   - generation: Bumped on every position learned.
-    init(threshold: Int, rules: [String], maximumNodes: Int = 20_000, generation: SchemaGeneration) {
+    ///   - renderedSeries: Invalidated on every position learned.
+    init(threshold: Int, rules: [String], maximumNodes: Int = 20_000, renderedSeries: RenderedSeries) {
         self.threshold = max(threshold, 1)
         self.maximumNodes = max(maximumNodes, 1)
-        self.generation = generation
+        self.renderedSeries = renderedSeries
         self.rules = rules.compactMap { text in
             guard let pattern = HostPattern(text) else { return nil }
             return Rule(pattern: pattern, template: HostPattern.name(of: text))
@@ -144,7 +144,7 @@ final class HostLearner: Sendable {
         if literals.contains(name) { return name }
         guard literals.count < threshold else {
             seen = nil
-            generation.bump()
+            renderedSeries.invalidate()
             return placeholder
         }
         literals.insert(name)
@@ -170,7 +170,7 @@ final class HostLearner: Sendable {
             node.any = Node()
             state.nodes += 1
         }
-        generation.bump()
+        renderedSeries.invalidate()
     }
 
     private static func count(_ node: Node) -> Int {
@@ -216,15 +216,4 @@ final class HostLearner: Sendable {
         }
         return parts == 3 && digits > 0
     }
-}
-
-/// A counter the schema's caches of rendered series compare against: bumped whenever something that
-/// changes the series of a URL happens (a position learned, an endpoint's aggregate evicted).
-final class SchemaGeneration: Sendable {
-    /// Guards the count.
-    private let value = Locked<UInt64>(0)
-
-    var current: UInt64 { value.withLock { $0 } }
-
-    func bump() { value.withLock { $0 &+= 1 } }
 }

@@ -36,29 +36,30 @@ final class RequestRecorder: Sendable {
     /// Counts `sample` in its endpoint's aggregate and, when it is written raw, encodes its line.
     @inline(__always)
     private func encode(_ sample: RequestSample, now: Duration) -> Bool {
-        guard let series = schema.series(for: sample) else { return false }
-        switch series {
-        case .success(let series):
-            if let interval = series.interval {
-                switch interval.add(
-                    duration: sample.duration,
-                    failed: RequestSchema.isFailure(sample, series: series),
-                    requestBytes: sample.requestBytes,
-                    responseBytes: sample.responseBytes
-                ) {
-                case .counted: break
-                case .countedOnly: return true
-                case .closed:
-                    pending.count(.pointDroppedAfterClose)
-                    return false
-                }
-            }
-            return pending.record(series: series, timestamp: Timestamp(date: sample.startedAt), now: now) { fields in
-                schema.writeFields(of: sample, series: series, to: &fields)
-            }
-        case .failure:
+        let series: RequestSeries
+        do {
+            guard let found = try schema.series(for: sample) else { return false }
+            series = found
+        } catch {
             pending.count(.pointInvalid)
             return false
+        }
+        if let interval = series.interval {
+            switch interval.add(
+                duration: sample.duration,
+                failed: RequestSchema.isFailure(sample, series: series),
+                requestBytes: sample.requestBytes,
+                responseBytes: sample.responseBytes
+            ) {
+            case .counted: break
+            case .countedOnly: return true
+            case .closed:
+                pending.count(.pointDroppedAfterClose)
+                return false
+            }
+        }
+        return pending.record(series: series, timestamp: Timestamp(date: sample.startedAt), now: now) { fields in
+            schema.writeFields(of: sample, series: series, to: &fields)
         }
     }
 

@@ -8,9 +8,6 @@ final class RequestSchema: Sendable {
     private let learner: EndpointLearner
     /// Folds the host names of the `host` tag.
     let hostLearner: HostLearner
-    /// Bumped whenever the series of some URL changes (a path or host position learned, an endpoint's
-    /// aggregate evicted): the cache of rendered series starts again.
-    private let generation = SchemaGeneration()
     private let excludedHosts: Set<String>
     /// The host names of `excludedHosts` (each entry whole, and without a `:port` suffix): a request
     /// whose host is not among them is not excluded, which most requests learn without their host tag.
@@ -21,8 +18,9 @@ final class RequestSchema: Sendable {
     let filter: (@Sendable (RequestSample, SentRequest) -> RequestSample?)?
     /// Rendered series by URL, method, module and status: parsing a URL, templating its path and
     /// rendering the tags is most of the cost of a sample, and services call the same URLs again and
-    /// again. Emptied when ``generation`` moves.
-    private let rendered = Locked(SeriesCache())
+    /// again. Emptied whenever the series of some URL changes (a path or host position learned, an
+    /// endpoint's aggregate evicted).
+    private let rendered = RenderedSeries()
     /// The request fields' keys, checked and escaped once.
     private let keys = RequestFieldKeys()
     /// `service`, `instance` and the global tags, on every point.
@@ -41,12 +39,12 @@ final class RequestSchema: Sendable {
             threshold: configuration.capture.learningThreshold,
             maximumTemplates: configuration.capture.maximumDistinctPaths,
             overflowPath: configuration.capture.overflowPath,
-            generation: generation
+            renderedSeries: rendered
         )
         self.hostLearner = HostLearner(
             threshold: configuration.capture.learningThreshold,
             rules: configuration.capture.hostRules,
-            generation: generation
+            renderedSeries: rendered
         )
         var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
         // The destination is excluded by host and port, so other services on its host are still seen.
@@ -66,14 +64,14 @@ final class RequestSchema: Sendable {
         self.successPolicy = SuccessPolicy(configuration.capture.successRules)
         self.filter = configuration.capture.filter
         self.everyPointTags = configuration.everyPointTags
-        let generation = self.generation
+        let rendered = self.rendered
         self.aggregator = configuration.aggregation.map {
             RequestAggregator(
                 options: $0,
                 rawPoints: configuration.capture.rawPoints,
                 objectives: configuration.objectives,
                 overflowTags: Self.overflowIntervalTags(configuration),
-                generation: generation
+                renderedSeries: rendered
             )
         }
     }
@@ -119,45 +117,40 @@ final class RequestSchema: Sendable {
         return knownMethods.contains(upper) ? upper : "OTHER"
     }
 
-    /// The rendered series of `sample`: `nil` for an excluded host, a failure when the configured
-    /// measurement cannot be written.
-    func series(for sample: RequestSample) -> Result<RequestSeries, LineProtocolError>? {
-        let learned = generation.current
+    /// The rendered series of `sample`: `nil` for an excluded host; throws when the configured
+    /// measurement cannot be written. (A typed throw rather than a `Result`: the record path returns
+    /// one reference, with no copy of the error's payload to make and drop.)
+    func series(for sample: RequestSample) throws(LineProtocolError) -> RequestSeries? {
         let url = sample.url.absoluteString
         let hash = SeriesCache.hash(url, statusCode: sample.statusCode)
-        let cached = rendered.withLock { cache in cache.series(for: sample, url: url, hash: hash, learned: learned) }
-        if let cached { return .success(cached) }
+        let (cached, generation) = rendered.series(for: sample, url: url, hash: hash)
+        if let cached { return cached }
         guard !isExcluded(sample.url) else { return nil }
         let host = foldedHostTag(sample.url)
         let path = pathTag(host: host, method: sample.method, url: sample.url)
-        let series: RequestSeries
-        do {
-            let endpoint = aggregator?.interval(for: intervalTags(for: sample, host: host, path: path))
-            let tags =
-                endpoint?.overflowed == true
-                ? overflowTags(for: sample) : tags(for: sample, host: host, path: path)
-            series = RequestSeries(
-                try SeriesKey(measurement: configuration.measurement, tags: tags),
-                method: sample.method,
-                module: sample.module,
-                statusCode: sample.statusCode,
-                succeeds: successPolicy.succeeds(
-                    url: sample.url,
-                    path: path,
-                    method: Self.methodTag(sample.method),
-                    statusCode: sample.statusCode
-                ),
-                interval: endpoint?.interval
-            )
-        } catch {
-            return .failure(error)
-        }
+        let endpoint = aggregator?.interval(for: intervalTags(for: sample, host: host, path: path))
+        let tags =
+            endpoint?.overflowed == true
+            ? overflowTags(for: sample) : tags(for: sample, host: host, path: path)
+        let series = RequestSeries(
+            try SeriesKey(measurement: configuration.measurement, tags: tags),
+            method: sample.method,
+            module: sample.module,
+            statusCode: sample.statusCode,
+            succeeds: successPolicy.succeeds(
+                url: sample.url,
+                path: path,
+                method: Self.methodTag(sample.method),
+                statusCode: sample.statusCode
+            ),
+            interval: endpoint?.interval
+        )
         // An overflowed path is not cached: it is counted each time; nor a path held back as new,
         // which has its template once its values are seen again.
         if path != configuration.capture.overflowPath && path != EndpointLearner.newPath {
-            rendered.withLock { cache in cache.insert(series, url: url, hash: hash, learned: learned) }
+            rendered.insert(series, url: url, hash: hash, generation: generation)
         }
-        return .success(series)
+        return series
     }
 
     /// The tags of a request whose endpoint is past ``AggregationOptions/maximumEndpoints``: the

@@ -7,7 +7,7 @@ import LineProtocol
 struct SeriesCache {
     static let sets = 1_024
     static let ways = 4
-    /// The learner's count of learned positions the entries were rendered under.
+    /// Bumped by every ``removeAll()``: the generation the entries were rendered under.
     private var learned: UInt64 = 0
     /// Each entry's hash (0: empty), apart from the entries so a lookup reads one cache line.
     private var hashes: [UInt64] = []
@@ -25,8 +25,12 @@ struct SeriesCache {
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
             var offset = 0
+            // A multiply and a rotation per word, and one full mix at the end: the table needs well
+            // spread low bits and few collisions, not a hash an adversary cannot steer (an entry is
+            // only used when its URL is equal too).
             while offset + 8 <= bytes.count {
-                hash = mix64(hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                let mixed = (hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* 0x9E37_79B9_7F4A_7C15
+                hash = (mixed << 29) | (mixed >> 35)
                 offset += 8
             }
             var tail: UInt64 = 0
@@ -41,11 +45,11 @@ struct SeriesCache {
         return hash == 0 ? 1 : hash
     }
 
-    mutating func series(for sample: RequestSample, url: String, hash: UInt64, learned: UInt64) -> RequestSeries? {
-        guard learned == self.learned, !hashes.isEmpty else {
-            if learned != self.learned { removeAll(learned: learned) }
-            return nil
-        }
+    /// The generation the entries were rendered under: what an entry rendered after a miss is inserted with.
+    var generation: UInt64 { learned }
+
+    mutating func series(for sample: RequestSample, url: String, hash: UInt64) -> RequestSeries? {
+        guard !hashes.isEmpty else { return nil }
         let first = (Int(truncatingIfNeeded: hash) & (Self.sets - 1)) * Self.ways
         for slot in first..<(first + Self.ways) where hashes[slot] == hash {
             if let entry = entries[slot], entry.url == url, entry.series.isSeries(of: sample) { return entry.series }
@@ -70,9 +74,40 @@ struct SeriesCache {
         entries[slot] = (url, series)
     }
 
-    private mutating func removeAll(learned: UInt64) {
-        self.learned = learned
+    /// Forgets every entry, and refuses the ones rendered before.
+    mutating func removeAll() {
+        learned &+= 1
         hashes = []
         entries = []
+    }
+}
+
+/// The schema's cache of rendered series, under one lock (a leaf: nothing else is taken under it).
+/// Whatever changes the series of a URL (a path or host position learned, an endpoint's aggregate
+/// evicted) calls ``invalidate()``; a series rendered before that is not inserted.
+///
+/// ```swift
+/// let rendered = RenderedSeries()
+/// let (cached, generation) = rendered.series(for: sample, url: url, hash: hash)
+/// if cached == nil { rendered.insert(render(sample), url: url, hash: hash, generation: generation) }
+/// ```
+final class RenderedSeries: Sendable {
+    private let cache = Locked(SeriesCache())
+
+    /// The cached series of `sample` (`url` its URL's text, `hash` their ``SeriesCache/hash(_:statusCode:)``),
+    /// and the generation to insert a series rendered on a miss with.
+    @inline(__always)
+    func series(for sample: RequestSample, url: String, hash: UInt64) -> (RequestSeries?, generation: UInt64) {
+        cache.withLock { cache in (cache.series(for: sample, url: url, hash: hash), cache.generation) }
+    }
+
+    /// Caches `series`, unless the cache was invalidated since `generation`.
+    func insert(_ series: RequestSeries, url: String, hash: UInt64, generation: UInt64) {
+        cache.withLock { cache in cache.insert(series, url: url, hash: hash, learned: generation) }
+    }
+
+    /// Forgets every series: the series of some URL changed.
+    func invalidate() {
+        cache.withLock { $0.removeAll() }
     }
 }

@@ -1,4 +1,12 @@
-import Foundation
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Android)
+import Android
+#endif
 
 /// The package's one lock: a value that is only read or changed while holding it.
 ///
@@ -12,15 +20,23 @@ import Foundation
 /// macOS 15 / iOS 18), and at `package` access so every target of the package uses this one. A lock
 /// around code rather than a value is a `Locked<Void>`; a counter is a `Locked<UInt64>`.
 ///
+/// The lock is the platform's own (`os_unfair_lock` on Apple platforms, a `pthread_mutex_t`
+/// elsewhere), called directly: `NSLock` would add an object and a dynamic call to every lock taken,
+/// and the record path takes a few per request.
+///
 /// `@unchecked Sendable` because the lock, not the type system, serialises every access to `state`.
 package final class Locked<State>: @unchecked Sendable {
-    @usableFromInline let lock = NSLock()
+    @usableFromInline let lock = PlatformLock()
     /// Exclusive access is the lock's to enforce: the runtime's own check would only repeat it on
     /// every access.
     @usableFromInline @exclusivity(unchecked) var state: State
 
     package init(_ state: State) {
         self.state = state
+    }
+
+    deinit {
+        lock.destroy()
     }
 
     /// Runs `body` with the state, holding the lock; never call back into the same lock from `body`.
@@ -62,4 +78,66 @@ extension Locked where State == Void {
     /// Lets go of the lock taken with ``acquire()``.
     @inline(__always)
     func release() { lock.unlock() }
+}
+
+/// A platform lock at a fixed address, allocated once and never moved (a lock must not be copied).
+@usableFromInline
+struct PlatformLock {
+    #if canImport(Darwin)
+    @usableFromInline typealias Primitive = os_unfair_lock
+    #else
+    @usableFromInline typealias Primitive = pthread_mutex_t
+    #endif
+
+    @usableFromInline let primitive: UnsafeMutablePointer<Primitive>
+
+    init() {
+        primitive = .allocate(capacity: 1)
+        #if canImport(Darwin)
+        primitive.initialize(to: os_unfair_lock())
+        #else
+        primitive.initialize(to: pthread_mutex_t())
+        let created = pthread_mutex_init(primitive, nil)
+        precondition(created == 0, "pthread_mutex_init failed: \(created)")
+        #endif
+    }
+
+    /// Frees the lock; it must not be held.
+    func destroy() {
+        #if !canImport(Darwin)
+        pthread_mutex_destroy(primitive)
+        #endif
+        primitive.deinitialize(count: 1)
+        primitive.deallocate()
+    }
+
+    @inlinable @inline(__always)
+    func lock() {
+        #if canImport(Darwin)
+        os_unfair_lock_lock(primitive)
+        #else
+        let locked = pthread_mutex_lock(primitive)
+        assert(locked == 0, "pthread_mutex_lock failed: \(locked)")
+        #endif
+    }
+
+    @inlinable @inline(__always)
+    func unlock() {
+        #if canImport(Darwin)
+        os_unfair_lock_unlock(primitive)
+        #else
+        let unlocked = pthread_mutex_unlock(primitive)
+        assert(unlocked == 0, "pthread_mutex_unlock failed: \(unlocked)")
+        #endif
+    }
+
+    /// Takes the lock if it is free; `false` without waiting if another thread holds it.
+    @inline(__always)
+    func `try`() -> Bool {
+        #if canImport(Darwin)
+        os_unfair_lock_trylock(primitive)
+        #else
+        pthread_mutex_trylock(primitive) == 0
+        #endif
+    }
 }
