@@ -58,9 +58,9 @@ extension RequestSample {
 
 /// Finds the first configured correlation header on the request, then on the response.
 package enum CorrelationID {
-    /// Each header of the request and then of the response is looked at once, and matched against the
-    /// configured names without making a lowercased copy of either (Foundation's
-    /// `value(forHTTPHeaderField:)` lowercases both for every name it is asked).
+    /// Each header of the request is looked at once, and matched against the configured names without
+    /// making a lowercased copy of either (`URLRequest.value(forHTTPHeaderField:)` lowercases both for
+    /// every name it is asked); then the response is asked for each name in turn.
     static func find(in request: URLRequest, response: HTTPURLResponse?, headers: [String]) -> String? {
         if let fields = request.allHTTPHeaderFields, !fields.isEmpty,
             let found = first(of: headers, in: fields.lazy.map { ($0.key, $0.value) })
@@ -68,13 +68,14 @@ package enum CorrelationID {
             return found
         }
         guard let response else { return nil }
-        return first(
-            of: headers,
-            in: response.allHeaderFields.lazy.compactMap { field -> (String, String)? in
-                guard let name = field.key.base as? String, let value = field.value as? String else { return nil }
-                return (name, value)
+        // The response's own case-insensitive lookup, name by name: `allHeaderFields` would build a
+        // dictionary of `AnyHashable` and `Any` and cast every header back (several times the cost).
+        for name in headers {
+            if let value = response.value(forHTTPHeaderField: name), !value.isEmpty {
+                return Self.value(value, of: name)
             }
-        )
+        }
+        return nil
     }
 
     /// The value of the earliest of `names` among `fields` (any case), non-empty.
