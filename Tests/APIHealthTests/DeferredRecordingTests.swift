@@ -44,6 +44,50 @@ extension APIHealthAgent {
         )
     }
 
+    /// The capture filter is the user's code: a drain holds no lock while it runs, so a filter that
+    /// reads the agent (whose metrics drain first) deadlocks neither that drain nor shutdown's last one.
+    /// Each is run off the test's thread and waited for, so a deadlock fails the test.
+    @Test func aFilterThatReadsTheAgentDeadlocksNeitherADrainNorShutdown() async throws {
+        let agentBox = Locked<APIHealthAgent?>(nil)
+        let seen = Locked<[UInt64]>([])
+        var configuration = APIHealthConfiguration(serviceName: "deferred")
+        configuration.spool = nil
+        configuration.selfMetricsInterval = .seconds(3_600)
+        configuration.capture.filter = { sample, _ in
+            if let agent = agentBox.withLock({ $0 }) {
+                let recorded = agent.metrics.pointsRecorded
+                seen.withLock { $0.append(recorded) }
+            }
+            return sample
+        }
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "deferred"))
+        agentBox.withLock { $0 = agent }
+        agent.recordLater { sample(1) }
+        agent.recordLater { sample(2) }
+
+        let recorded = Locked<UInt64?>(nil)
+        Thread.detachNewThread { recorded.withLock { $0 = agent.metrics.pointsRecorded } }
+        #expect(await waitUntil { recorded.withLock { $0 } != nil }, "the drain deadlocked on its own filter")
+        #expect(recorded.withLock { $0 } == 2)
+        #expect(seen.withLock { $0 } == [0, 1], "the filter sees what was recorded before it")
+
+        agent.recordLater { sample(3) }
+        let shutDown = Locked(false)
+        Thread.detachNewThread {
+            let ended = DispatchSemaphore(value: 0)
+            Task {
+                await agent.shutdown(deadline: .seconds(5))
+                ended.signal()
+            }
+            ended.wait()
+            shutDown.withLock { $0 = true }
+        }
+        #expect(await waitUntil { shutDown.withLock { $0 } }, "shutdown deadlocked on the filter")
+        #expect(seen.withLock { $0.count } == 3, "the last drain ran the filter")
+        #expect(agent.metrics.pointsDropped == 0)
+        agentBox.withLock { $0 = nil }
+    }
+
     @Test func aSampleIsBuiltAtTheDrainAndEveryReaderSeesIt() throws {
         let agent = try makeAgent()
         let built = Locked(0)

@@ -294,7 +294,7 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
             if index % 200 == 0 { agent.flush() }
         }
         #expect(
-            try await waitUntil(timeout: Self.serverTimeout) {
+            await waitUntil(timeout: Self.serverTimeout) {
                 !logs.warnings(containing: "refused the agent's credentials").isEmpty
                     && !logs.warnings(containing: "dropping points").isEmpty
             }

@@ -149,6 +149,8 @@ extension APIHealthAgent {
     /// - Parameter deadline: How long to keep sending what is pending.
     public func shutdown(deadline: Duration = APIHealthConfiguration.defaultShutdownDeadline) async {
         beginShutdown(deadline: deadline)
+        // Another caller may be closing intake: everything below needs it closed.
+        await intakeClosed.wait()
         let previous = lifecycle.withLock { state -> Lifecycle.Phase in
             let previous = state.phase
             if state.phase == .idle { state.phase = .finished }
@@ -194,10 +196,13 @@ extension APIHealthAgent {
         guard let hooks else { return }
         for body in hooks { body() }
         lifecycle.withLock { state in
+            // No interval or health point is recorded after this: the last ones are recorded next.
             state.intakeOpen = false
             state.shutdownDeadline = deadline
-            recorder.close { recordLastIntervals() }
         }
+        // Outside the lock: the last drain runs the capture filter, which is the user's code.
+        recorder.close { recordLastIntervals() }
+        intakeClosed.open()
         handLastIntervalPointsToObservers()
         for shipper in shippers { shipper.startDraining() }
         shutdownBegan.continuation.yield()
@@ -213,7 +218,8 @@ extension APIHealthAgent {
                     ? "APIHealth exits with points it could not deliver; without a spool they are lost"
                     : "APIHealth exits with points that are neither delivered nor in the spool",
                 metadata: [
-                    "apihealth.points.lost": "\(lost)", "apihealth.spool.errors": "\(pending.currentMetrics.spoolWriteErrors)",
+                    "apihealth.points.lost": "\(lost)",
+                    "apihealth.spool.errors": "\(pending.currentMetrics.spoolWriteErrors)",
                 ]
             )
         }

@@ -59,9 +59,11 @@ public final class APIHealthAgent: Sendable, Service {
     ///
     /// The agent's lock order, written once: while holding a lock of this list, only locks further down
     /// it are taken.
-    /// 1. `lifecycle` (here): interval points, the health point and the close of intake are recorded
-    ///    under it, so nothing follows the last of them. The `onShutdown` bodies run after it is released.
-    /// 2. `CaptureQueue.drainInProgress`, then `CaptureQueue.waiting`: a drain records what it takes.
+    /// 1. `lifecycle` (here): interval points and the health point are recorded under it, and intake
+    ///    is marked closed under it, so none of them follows the last ones (recorded once it is
+    ///    released). The `onShutdown` bodies and the capture filter never run under it.
+    /// 2. `CaptureQueue.state`, taken alone: a drain holds no lock while it records what it took (the
+    ///    capture filter is the user's code), and waits for another drain on `CaptureQueue.drainEnded`.
     /// 3. `PendingBatches.spoolRound` (the spool worker's round), then `PendingBatches.spoolDirectory`
     ///    and `SpoolDirectory`'s own.
     /// 4. The record path's, each taken alone and released before the next: the series cache
@@ -70,11 +72,13 @@ public final class APIHealthAgent: Sendable, Service {
     /// 5. Leaves, under which nothing is taken: `IntervalClock.jobs`, `LossReporter.reported`, the
     ///    shipper's, `uncaptured` and `metricsOverflowed`, and those inside `Wakeup` and `Broadcast`.
     ///
-    /// A captured request's own thread takes one lock (`CaptureQueue.waiting`) unless it fills the queue.
+    /// A captured request's own thread takes one lock (`CaptureQueue.state`) unless it fills the queue.
     let lifecycle = Locked(Lifecycle())
     /// Yields once, when shutdown begins.
     let shutdownBegan = AsyncStream<Void>.makeStream()
     let runEnded = Latch()
+    /// Opens once intake has closed and the last interval points are recorded.
+    let intakeClosed = Latch()
     /// Requests the hook let through unrecorded.
     let uncaptured = Locked<UInt64>(0)
     /// Metrics handlers a metrics backend sent to its overflow series (see ``countMetricsOverflowed()``).
@@ -184,7 +188,9 @@ public final class APIHealthAgent: Sendable, Service {
     /// - Parameter sample: What the request did.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        if !recorder.record(sample, request: SentRequest(), now: clock.coarseNow) { lossReporter.noticeIfStopped(pending) }
+        if !recorder.record(sample, request: SentRequest(), now: clock.coarseNow) {
+            lossReporter.noticeIfStopped(pending)
+        }
     }
 
     /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within
@@ -213,7 +219,9 @@ public final class APIHealthAgent: Sendable, Service {
     /// does: for the URLSession hook, which ends a sample on the way to the app's completion.
     func recordLater(_ sample: RequestSample, request: URLRequest) {
         guard configuration.isEnabled else { return }
-        if !recorder.recordLater(now: clock.coarseNow, .sample(sample, request)) { lossReporter.noticeIfStopped(pending) }
+        if !recorder.recordLater(now: clock.coarseNow, .sample(sample, request)) {
+            lossReporter.noticeIfStopped(pending)
+        }
     }
 
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).

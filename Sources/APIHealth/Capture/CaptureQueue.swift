@@ -46,59 +46,92 @@ package protocol EndedRequestSource: AnyObject, Sendable {
 /// The capture queue: ended requests wait here, off the request's own path, until they are recorded.
 /// Queuing takes one short lock and allocates nothing; a drain takes them all, in the order they came.
 ///
+/// One drain runs at a time, so samples are recorded in the order they were queued, and no lock is
+/// held while a drain records them: recording runs the capture filter, which is the user's code and
+/// may read the agent (a drain it starts on the same thread returns at once: the drain under way
+/// records what waits).
+///
 /// ```swift
 /// let queue = CaptureQueue()
 /// _ = queue.enqueue(DeferredSample(now: clock.coarseNow, source: .request(observation)))
 /// queue.drain { deferred in recorder.record(deferred) }
 /// ```
 final class CaptureQueue: Sendable {
-    /// Guards the samples waiting, and whether the queue has closed (later samples are refused).
-    private let waiting = Locked((samples: [DeferredSample](), isClosed: false))
-    /// Held while a drain runs, so drains keep the samples' order and a reader waits for a drain under
-    /// way; a recording thread never waits for it (it leaves the drain to the one running). Guards the
-    /// number of drains run. (A value, not `Void`: ThreadSanitizer takes a `Void` state's address,
-    /// which is the object's own, for a write.) The lock order is on `APIHealthAgent.lifecycle`.
-    private let drainInProgress = Locked<UInt64>(0)
+    private struct State {
+        var samples: [DeferredSample] = []
+        /// Later samples are refused.
+        var isClosed = false
+        /// The thread of the drain under way, if one is.
+        var drainer: pthread_t?
+    }
+
+    /// Guards the samples waiting, whether the queue has closed and which thread drains. The lock
+    /// order is on `APIHealthAgent.lifecycle`.
+    private let state = Locked(State())
+    /// Signalled when a drain ends, for a reader waiting for the one under way (the only ones to take it).
+    private let drainEnded = NSCondition()
     /// Samples waiting at most: the caller that queues the last one drains them all on its own thread.
     static let maximumWaiting = 512
 
     /// Queues `sample`. Returns how many wait now, or `nil` once the queue has closed.
     func enqueue(_ sample: DeferredSample) -> Int? {
-        waiting.withLock { queue -> Int? in
-            if queue.isClosed { return nil }
-            queue.samples.append(sample)
-            return queue.samples.count
+        state.withLock { state -> Int? in
+            if state.isClosed { return nil }
+            state.samples.append(sample)
+            return state.samples.count
         }
+    }
+
+    private enum Turn {
+        case drain([DeferredSample])
+        case waitForTheDrainUnderWay
+        case leave
     }
 
     /// Hands every waiting sample to `record`, in the order they were queued. With
     /// `waitingForOneUnderWay` false, returns at once when another drain is under way (it, or the
-    /// next, takes these samples).
+    /// next, takes these samples); with it true, waits for that drain to end, then drains what waits.
     func drain(waitingForOneUnderWay: Bool = true, _ record: (DeferredSample) -> Void) {
-        let drain = { (drains: inout UInt64) in
-            drains &+= 1
-            let samples = self.waiting.withLock { queue -> [DeferredSample] in
-                guard !queue.samples.isEmpty else { return [] }
+        let thread = pthread_self()
+        while true {
+            let turn = state.withLock { state -> Turn in
+                if let drainer = state.drainer {
+                    // A drain started from within the one under way on this thread (its filter read
+                    // the agent) leaves the samples to it.
+                    if !waitingForOneUnderWay || pthread_equal(drainer, thread) != 0 { return .leave }
+                    return .waitForTheDrainUnderWay
+                }
+                guard !state.samples.isEmpty else { return .leave }
+                state.drainer = thread
                 // The next queue starts with room for as many as this one held.
                 var taken: [DeferredSample] = []
-                taken.reserveCapacity(queue.samples.count)
-                swap(&taken, &queue.samples)
-                return taken
+                taken.reserveCapacity(state.samples.count)
+                swap(&taken, &state.samples)
+                return .drain(taken)
             }
-            for sample in samples { record(sample) }
-        }
-        if waitingForOneUnderWay {
-            drainInProgress.withLock(drain)
-        } else {
-            drainInProgress.withLockIfAvailable(drain)
+            switch turn {
+            case .leave:
+                return
+            case .waitForTheDrainUnderWay:
+                drainEnded.lock()
+                while state.withLock({ $0.drainer != nil }) { drainEnded.wait() }
+                drainEnded.unlock()
+            case .drain(let samples):
+                for sample in samples { record(sample) }
+                state.withLock { $0.drainer = nil }
+                drainEnded.lock()
+                drainEnded.broadcast()
+                drainEnded.unlock()
+                return
+            }
         }
     }
 
     /// Whether no sample waits.
-    var isEmpty: Bool { waiting.withLock { $0.samples.isEmpty } }
+    var isEmpty: Bool { state.withLock { $0.samples.isEmpty } }
 
     /// Refuses later samples.
     func close() {
-        waiting.withLock { $0.isClosed = true }
+        state.withLock { $0.isClosed = true }
     }
 }
