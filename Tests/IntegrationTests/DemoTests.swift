@@ -157,6 +157,69 @@ import Testing
         #expect((stored.first?.rows.first?["count"] as? NSNumber)?.intValue == requests)
     }
 
+    /// Shipping to a real VictoriaMetrics that goes away for part of the run and comes back on the same
+    /// port and data: the closing table shows exactly the requests the demo made (lines delivered and
+    /// removed from the spool before the demo read them included), and VictoriaMetrics ends up holding
+    /// exactly them too. The run is ended with SIGTERM once delivery has resumed, so the outage sits inside
+    /// it however slow the machine is; the count checked is the one the demo says it made.
+    @Test func throughAnOutageTheClosingTableAndVictoriaMetricsHoldExactlyTheRequestsMade() async throws {
+        let victoria = try await VictoriaProcess.victoriaMetrics()
+        let stored = VictoriaMetrics(base: victoria.url)
+        let spool = temporaryDirectory("demo-outage")
+        // 10 requests a second and a 50 ms debounce: batches go out as the traffic pauses, not at 30 s.
+        let demo = try Child(
+            "apihealth-demo",
+            ["--duration", "120", "--rate", "10"],
+            environment: [
+                "INFLUX_URL": victoria.url.absoluteString, "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
+                "INFLUX_TOKEN": "t", "APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_FLUSH_DELAY_MS": "50",
+                "APIHEALTH_SHUTDOWN_DEADLINE_MS": "30000", "COLUMNS": "300",
+            ]
+        )
+        defer { if demo.process.isRunning { demo.signal(SIGKILL) } }
+        /// Raw request points VictoriaMetrics holds (0 while it is down).
+        func storedRequestPoints() async -> Int {
+            ((try? await stored.export(namePattern: "apihealth_request_duration_ms")) ?? []).reduce(0) {
+                $0 + $1.values.count
+            }
+        }
+        func pendingRequestLines() -> Int {
+            ((try? SpoolReader(directory: spool).segments().flatMap(\.lines)) ?? []).filter {
+                $0.starts(with: Array("apihealth_request,".utf8))
+            }.count
+        }
+        #expect(await waitUntil { await storedRequestPoints() > 0 }, "shipping before the outage: \(demo.stderr)")
+        let beforeOutage = await storedRequestPoints()
+        victoria.stop()
+        // The outage lasts until 2 s of requests more wait in the spool.
+        let pendingAtStop = pendingRequestLines()
+        #expect(await waitUntil { pendingRequestLines() >= pendingAtStop + 20 }, "lines pile up while it is down")
+        try await victoria.start()
+        #expect(
+            await waitUntil { await storedRequestPoints() >= beforeOutage + 20 },
+            "delivery resumes: what piled up is delivered"
+        )
+        demo.signal(SIGTERM)
+        #expect(await demo.wait() == 0, "\(demo.stderr)")
+        let requests = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
+        #expect(requests > 40)
+        #expect(number("points pending", in: demo.stdout) == 0, "\(demo.stdout)")
+        #expect(number("points lost", in: demo.stdout) == 0 && number("points dropped", in: demo.stdout) == 0)
+        let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
+        #expect(tableRequests(table) == requests, "\(requests) requests made: \(table)")
+        // Every request is in exactly one interval point.
+        func storedIntervalRequests() async -> Int? {
+            guard let series = try? await stored.export(namePattern: "apihealth_request_interval_count") else {
+                return nil
+            }
+            return Int(series.flatMap(\.values).reduce(0, +))
+        }
+        let delivered = await waitUntil { await storedIntervalRequests() == requests }
+        let held = await storedIntervalRequests()
+        #expect(delivered, "VictoriaMetrics holds \(String(describing: held)) of \(requests) requests")
+        #expect(try await stored.invalidRows() == 0)
+    }
+
     /// The demo sets objectives unless the environment does: its table shows, per endpoint, each
     /// objective, the budget used and the burn rate of the interval points it wrote (all within the last 5
     /// minutes, so both are the same share), and marks the endpoints burning fastest.
