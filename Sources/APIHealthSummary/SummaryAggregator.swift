@@ -8,7 +8,9 @@ import LineProtocol
 /// An endpoint's requests, errors and percentiles come from its raw points when every request has one,
 /// and from its interval points (``PointSchema/Measurement/requestInterval``) when they count more
 /// requests than its raw points (raw points sampled, budgeted or off): then the counts are exact and each
-/// percentile is the upper bound of the histogram bucket that holds it (``SummaryRow/source``).
+/// percentile is the upper bound of the histogram bucket that holds it (``SummaryRow/source``). The
+/// objectives interval points carry give each row its budget used and current burn rate
+/// (``SummaryRow/availability``, ``SummaryRow/latency``).
 ///
 /// ```swift
 /// var summary = SummaryAggregator(precision: reader.precision)
@@ -25,6 +27,10 @@ package struct SummaryAggregator: Sendable {
     /// Time slots of the p95 sparkline. The slots share one time axis for every row: a slot starts one
     /// second wide and doubles (merging pairs) whenever the time covered would need more slots.
     package static let sparklineSlots = 16
+    /// How far back from the newest interval point the current burn rate looks: 5 minutes (nanoseconds),
+    /// the short window of the fastest burn-rate alert. A point is in it when stamped after the newest
+    /// point's timestamp minus this (points are stamped at their interval's end).
+    package static let burnWindow: Int64 = 300_000_000_000
     /// Series remembered with their verdict; past this the memo starts again (lines still count).
     private static let seriesMemoLimit = 65_536
 
@@ -45,6 +51,8 @@ package struct SummaryAggregator: Sendable {
     package internal(set) var counts = SummaryCounts()
     /// Tag keys seen on any line: a `--where` naming a key outside this set matches nothing.
     package private(set) var tagKeysSeen: Set<String> = []
+    /// The newest interval point's timestamp (nanoseconds since the epoch), where the burn-rate window ends.
+    package internal(set) var newestInterval: Int64?
     /// Width of one sparkline slot in nanoseconds.
     package private(set) var slotWidth: Int64 = 1_000_000_000
     /// Absolute index (timestamp / slotWidth) of the oldest and newest slots holding a request.
@@ -282,6 +290,7 @@ package struct SummaryAggregator: Sendable {
     /// One row per endpoint with at least one request or parse failure, in no particular order.
     package func rows() -> [SummaryRow] {
         let slotRange: ClosedRange<Int64>? = lastSlot.map { ($0 - Int64(Self.sparklineSlots) + 1)...$0 }
+        let windowStart = newestInterval.map { $0 &- Self.burnWindow }
         return endpoints.compactMap { endpoint in
             guard endpoint.requests > 0 || endpoint.parseFailures > 0 || endpoint.intervals.requests > 0 else {
                 return nil
@@ -296,6 +305,7 @@ package struct SummaryAggregator: Sendable {
             let overTime: [Double?] =
                 slotRange.map { range in range.map { endpoint.slots[$0]?.quantile(0.95) } }
                 ?? Array(repeating: nil, count: Self.sparklineSlots)
+            let objectives = endpoint.intervals.objectives(after: windowStart)
             return SummaryRow(
                 host: endpoint.key.host,
                 path: endpoint.key.path,
@@ -309,7 +319,9 @@ package struct SummaryAggregator: Sendable {
                 percentilesExact: !fromIntervals && endpoint.durations.isExact,
                 lastStatus: endpoint.lastStatus,
                 p95OverTime: overTime,
-                source: fromIntervals ? .intervalPoints : .rawPoints
+                source: fromIntervals ? .intervalPoints : .rawPoints,
+                availability: objectives.availability,
+                latency: objectives.latency
             )
         }
     }

@@ -10,6 +10,12 @@ import Foundation
 /// Every line of the table fits in `width` columns: with less room, the least important columns are
 /// left out (sparkline, parse failures, p50, last status, errors, p95, in that order) and the endpoint
 /// is shortened with an ellipsis after its first third.
+///
+/// When a row has an objective (its interval points carry `objective_availability` or
+/// `objective_latency`), the table shows per objective the objective, the budget used over the points
+/// read and the burn rate over the last 5 minutes of them, and marks the endpoints burning fastest
+/// (``BurnMark``); without objectives it has none of these columns. Narrow, the objectives go after the
+/// parse failures, the budget used after errors, the burn rates and the mark last of all.
 package struct SummaryTable: Sendable {
     package var width: Int
     package var colors: Bool
@@ -21,6 +27,12 @@ package struct SummaryTable: Sendable {
     package static let p99Alarm = 1_000.0
     /// The narrowest table: method, a shortened endpoint, requests, error % and p99.
     package static let minimumWidth = 32
+    /// Burn rates at or above which an endpoint is marked `!!` (the page alert's rate over 1 h) and `!`
+    /// (its rate over 6 h): ``BurnMark``.
+    package static let burnRatePage = 14.4
+    package static let burnRateWarning = 6.0
+    /// The burn-rate window's length in minutes, as the column titles show it.
+    package static let burnWindowMinutes = SummaryAggregator.burnWindow / 60_000_000_000
 
     package init(width: Int, colors: Bool) {
         self.width = max(width, Self.minimumWidth)
@@ -28,7 +40,9 @@ package struct SummaryTable: Sendable {
     }
 
     private enum Column: CaseIterable {
-        case method, endpoint, requests, errors, errorPercent, p50, p95, p99, last, parse, sparkline
+        case method, endpoint, requests, errors, errorPercent, p50, p95, p99
+        case availabilityObjective, availabilityUsed, availabilityBurn, latencyObjective, latencyUsed, latencyBurn
+        case burnMark, last, parse, sparkline
 
         var title: String {
             switch self {
@@ -43,23 +57,46 @@ package struct SummaryTable: Sendable {
             case .last: return "LAST"
             case .parse: return "PARSE"
             case .sparkline: return "P95 OVER TIME"
+            case .availabilityObjective: return "AVAIL"
+            case .availabilityUsed: return "A.USED"
+            case .availabilityBurn: return "A.BURN\(SummaryTable.burnWindowMinutes)m"
+            case .latencyObjective: return "LATENCY"
+            case .latencyUsed: return "L.USED"
+            case .latencyBurn: return "L.BURN\(SummaryTable.burnWindowMinutes)m"
+            case .burnMark: return "!"
             }
         }
 
         /// Left out first when the width is short: higher goes first.
         var dropOrder: Int? {
             switch self {
-            case .sparkline: return 6
-            case .parse: return 5
-            case .p50: return 4
-            case .last: return 3
-            case .errors: return 2
-            case .p95: return 1
+            case .sparkline: return 12
+            case .parse: return 11
+            case .latencyObjective: return 10
+            case .availabilityObjective: return 9
+            case .p50: return 8
+            case .last: return 7
+            case .errors: return 6
+            case .latencyUsed: return 5
+            case .availabilityUsed: return 4
+            case .p95: return 3
+            case .latencyBurn: return 2
+            case .availabilityBurn: return 1
+            case .burnMark: return 0
             case .method, .endpoint, .requests, .errorPercent, .p99: return nil
             }
         }
 
-        var alignsRight: Bool { self != .method && self != .endpoint && self != .sparkline && self != .last }
+        var alignsRight: Bool {
+            switch self {
+            case .method, .endpoint, .sparkline, .last, .burnMark: return false
+            default: return true
+            }
+        }
+
+        /// The objective columns: shown only when a row has that objective.
+        static let availabilityColumns: [Column] = [.availabilityObjective, .availabilityUsed, .availabilityBurn]
+        static let latencyColumns: [Column] = [.latencyObjective, .latencyUsed, .latencyBurn]
     }
 
     /// The shortest the endpoint column gets before columns are left out.
@@ -76,14 +113,28 @@ package struct SummaryTable: Sendable {
                 .p99: Self.percentile(row.p99, row),
                 .last: row.lastStatus.map(Terminal.visible) ?? "-", .parse: String(row.parseFailures),
                 .sparkline: Self.sparkline(row.p95OverTime),
+                .availabilityObjective: row.availability.map { Self.objectivePercent($0.objective) } ?? "-",
+                .availabilityUsed: Self.budget(row.availability?.budgetUsed),
+                .availabilityBurn: Self.burnRate(row.availability?.burnRate),
+                .latencyObjective: row.latency.map(Self.latencyObjective) ?? "-",
+                .latencyUsed: Self.budget(row.latency?.budgetUsed),
+                .latencyBurn: Self.burnRate(row.latency?.burnRate),
+                .burnMark: row.burnMark?.rawValue ?? "",
             ]
         }
+        let hasAvailability = rows.contains { $0.availability != nil }
+        let hasLatency = rows.contains { $0.latency != nil }
         var widths: [Column: Int] = [:]
         for column in Column.allCases {
             widths[column] = cells.reduce(column.title.count) { max($0, $1[column]?.count ?? 0) }
         }
         widths[.sparkline] = max(SummaryAggregator.sparklineSlots, Column.sparkline.title.count)
-        var shown = Column.allCases
+        var shown = Column.allCases.filter { column in
+            if Column.availabilityColumns.contains(column) { return hasAvailability }
+            if Column.latencyColumns.contains(column) { return hasLatency }
+            if column == .burnMark { return hasAvailability || hasLatency }
+            return true
+        }
         func total(_ columns: [Column], endpoint: Int) -> Int {
             columns.reduce(0) { $0 + ($1 == .endpoint ? endpoint : widths[$1] ?? 0) } + 2 * (columns.count - 1)
         }
@@ -103,7 +154,13 @@ package struct SummaryTable: Sendable {
         }
         if rows.isEmpty { out += Self.fit("(no apihealth_request lines to summarise)", width) + "\n" }
         let fromIntervals = rows.filter { $0.source == .intervalPoints }.count
-        for footer in Self.footer(counts, width: width, endpointsFromIntervals: fromIntervals, of: rows.count) {
+        for footer in Self.footer(
+            counts,
+            width: width,
+            endpointsFromIntervals: fromIntervals,
+            of: rows.count,
+            objectives: hasAvailability || hasLatency
+        ) {
             out += paint(footer, .dim) + "\n"
         }
         return out
@@ -132,6 +189,22 @@ package struct SummaryTable: Sendable {
         case .p99:
             if let p99 = row.p99, p99 >= Self.p99Alarm { return paint(cell, .boldRed) }
             if let p99 = row.p99, p99 >= Self.p99Warning { return paint(cell, .yellow) }
+        case .availabilityBurn, .latencyBurn:
+            let rate = column == .availabilityBurn ? row.availability?.burnRate : row.latency?.burnRate
+            switch rate.flatMap(BurnMark.init(burnRate:)) {
+            case .page: return paint(cell, .boldRed)
+            case .warning: return paint(cell, .yellow)
+            case nil: break
+            }
+        case .availabilityUsed, .latencyUsed:
+            let used = column == .availabilityUsed ? row.availability?.budgetUsed : row.latency?.budgetUsed
+            if let used, used >= 1 { return paint(cell, .boldRed) }
+        case .burnMark:
+            switch row.burnMark {
+            case .page: return paint(cell, .boldRed)
+            case .warning: return paint(cell, .yellow)
+            case nil: break
+            }
         case .sparkline: return paint(cell, .cyan)
         case .method: return paint(cell, .dim)
         default: break
@@ -174,6 +247,35 @@ package struct SummaryTable: Sendable {
         return String(format: "%.1f", value)
     }
 
+    /// An objective as a percentage without trailing zeros: 0.999 is `99.9%`, 0.99 `99%`.
+    static func objectivePercent(_ share: Double) -> String {
+        var text = String(format: "%.4f", share * 100)
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+        return text + "%"
+    }
+
+    /// A latency objective: `99%≤300ms`.
+    static func latencyObjective(_ objective: ObjectiveSummary) -> String {
+        let threshold = objective.thresholdMilliseconds.map { "≤" + milliseconds($0) + "ms" } ?? ""
+        return objectivePercent(objective.objective) + threshold
+    }
+
+    /// A share of the budget as a percentage: `0%`, `2.5%`, `40%`, `1000%`; `-` without requests.
+    static func budget(_ used: Double?) -> String {
+        guard let used, used.isFinite else { return "-" }
+        let percent = used * 100
+        if percent == 0 { return "0%" }
+        return String(format: percent < 10 ? "%.1f%%" : "%.0f%%", percent)
+    }
+
+    /// A burn rate: `0`, `0.04`, `2.5`, `14.4`; `-` without requests in the window.
+    static func burnRate(_ rate: Double?) -> String {
+        guard let rate, rate.isFinite else { return "-" }
+        if rate == 0 { return "0" }
+        return String(format: rate < 0.1 ? "%.2f" : "%.1f", rate)
+    }
+
     static let blocks: [Character] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
 
     /// One block per slot, scaled from zero to the row's highest p95; a space where there was no request.
@@ -194,7 +296,8 @@ package struct SummaryTable: Sendable {
         _ counts: SummaryCounts,
         width: Int,
         endpointsFromIntervals: Int = 0,
-        of endpoints: Int = 0
+        of endpoints: Int = 0,
+        objectives: Bool = false
     ) -> [String] {
         var items = [
             "\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures",
@@ -206,6 +309,13 @@ package struct SummaryTable: Sendable {
             )
         } else if endpoints > 0 {
             items.append("read from raw points")
+        }
+        if objectives {
+            items += [
+                "A. availability, L. latency objective", "USED: budget spent over the points read",
+                "BURN\(burnWindowMinutes)m: burn rate over their last \(burnWindowMinutes) min",
+                "!! burn ≥ \(number(burnRatePage)), ! ≥ \(number(burnRateWarning))",
+            ]
         }
         if counts.otherMeasurements > 0 { items.append("\(counts.otherMeasurements) other measurements") }
         if counts.filteredOut > 0 { items.append("\(counts.filteredOut) filtered out") }
@@ -243,9 +353,35 @@ package struct SummaryTable: Sendable {
                 + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.source == .intervalPoints ? "\"bucket_bounds\"" : row.percentilesExact ? "\"exact\"" : "\"sketch\""),"
                 + "\"source\":\"\(row.source.rawValue)\","
                 + "\"last_status\":\(row.lastStatus.map(string) ?? "null"),\"parse_failures\":\(row.parseFailures),"
-                + "\"p95_over_time_ms\":[\(series)],\"slot_seconds\":\(slotWidth.map { number(Double($0) / 1e9) } ?? "null")}\n"
+                + "\"p95_over_time_ms\":[\(series)],\"slot_seconds\":\(slotWidth.map { number(Double($0) / 1e9) } ?? "null")"
+                + objectiveFields(row) + "}\n"
         }
         return out
+    }
+
+    /// The row's objectives as JSON members (each with a leading comma), none without an objective.
+    static func objectiveFields(_ row: SummaryRow) -> String {
+        var out = ""
+        for (name, objective) in [("availability", row.availability), ("latency", row.latency)] {
+            guard let objective else { continue }
+            out += ",\"\(name)_objective\":\(number(objective.objective))"
+            if let threshold = objective.thresholdMilliseconds {
+                out += ",\"\(name)_objective_ms\":\(number(threshold))"
+            }
+            out += ",\"\(name)_budget_used\":\(objective.budgetUsed.map(share) ?? "null")"
+            out += ",\"\(name)_burn_rate\":\(objective.burnRate.map(share) ?? "null")"
+        }
+        if !out.isEmpty {
+            out += ",\"burn_window_seconds\":\(SummaryAggregator.burnWindow / 1_000_000_000)"
+            out += ",\"burn_mark\":\(row.burnMark.map { string($0.rawValue) } ?? "null")"
+        }
+        return out
+    }
+
+    /// A budget share or burn rate to nine decimals: `1 - 0.999` is not exactly 0.001 in binary, and
+    /// 20 failed of 1,000 should read 20, not 19.999999999999982.
+    static func share(_ value: Double) -> String {
+        number(abs(value) < 1e9 ? (value * 1e9).rounded() / 1e9 : value)
     }
 
     static func number(_ value: Double) -> String {

@@ -40,6 +40,11 @@ struct Demo: AsyncParsableCommand {
               INFLUX_DATABASE      v1: the database
               APIHEALTH_SPOOL_DIR  the spool directory (none: pending lines in memory)
               APIHEALTH_ENABLED    0 turns the agent off: the service runs, nothing is recorded
+              APIHEALTH_OBJECTIVE_AVAILABILITY, APIHEALTH_OBJECTIVE_LATENCY, APIHEALTH_OBJECTIVE_LATENCY_MS
+                                   the endpoints' objectives (default: \(Self.defaultObjectivesText))
+
+            With objectives, the table shows per endpoint each objective, the budget used and the burn rate \
+            over the last 5 minutes, and marks the endpoints burning fastest (see influx-tail --help).
 
             SIGTERM and Ctrl-C stop the traffic and flush what is pending before exit.
             """
@@ -53,6 +58,21 @@ struct Demo: AsyncParsableCommand {
 
     @Option(help: "Comma-separated modules to exercise (catalog, checkout, accounts).")
     var modules: String = "catalog,checkout,accounts"
+
+    @Flag(
+        inversion: .prefixedNo,
+        help: """
+            Give every endpoint the demo's objectives (\(Self.defaultObjectivesText)) when APIHEALTH_OBJECTIVE_* \
+            set none.
+            """
+    )
+    var defaultObjectives = true
+
+    /// The objectives the demo sets when the environment sets none: the examples the documentation uses.
+    static let demoObjectives = ObjectiveOptions(
+        default: .init(availability: 0.999, latency: .init(target: 0.99, threshold: .milliseconds(300)))
+    )
+    static let defaultObjectivesText = "availability 99.9 %, latency 99 % within 300 ms"
 
     func validate() throws {
         if duration <= 0 { throw ValidationError("--duration must be positive") }
@@ -72,6 +92,7 @@ struct Demo: AsyncParsableCommand {
         do {
             var loaded = try APIHealthConfiguration.fromEnvironment(serviceName: "apihealth-demo")
             loaded.batching.flushDelay = min(loaded.batching.flushDelay, .seconds(5))
+            if defaultObjectives && loaded.objectives == ObjectiveOptions() { loaded.objectives = Self.demoObjectives }
             configuration = loaded
         } catch {
             throw ValidationError("configuration: \(error)")

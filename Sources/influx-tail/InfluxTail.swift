@@ -37,6 +37,20 @@ struct InfluxTail: ParsableCommand {
             the summary is redrawn every second (appended as a new snapshot when something changed, if stdout is \
             not a terminal) until Ctrl-C or SIGTERM.
 
+            Objectives (APIHEALTH_OBJECTIVE_AVAILABILITY, APIHEALTH_OBJECTIVE_LATENCY with \
+            APIHEALTH_OBJECTIVE_LATENCY_MS) travel on the interval points; when an endpoint's points carry one, \
+            the table adds per objective (A. availability, L. latency) the objective, USED (the budget spent over \
+            the interval points read: bad requests / ((1 - objective) x requests); 40% is 40 % of the budget, above \
+            100% the objective was missed) and BURN\(SummaryTable.burnWindowMinutes)m (the burn rate, bad share / \
+            (1 - objective), over the interval points of the last \(SummaryTable.burnWindowMinutes) minutes before \
+            the newest one read, all of them when the spool spans less; - without requests then). Bad is failed \
+            (errors) for availability and slower than the threshold (count - requests_within_latency_objective) \
+            for latency, as the shipped burn-rate alerts count them. The ! column marks the endpoints burning \
+            fastest: !! at a burn rate of \(SummaryTable.burnRatePage) or more (the rate that pages over 1 hour), ! \
+            at \(Int(SummaryTable.burnRateWarning)) or more (the rate that pages over 6 hours); on a terminal they \
+            and their burn rates are red and yellow, and a budget used past 100% is red. --sort burn puts the \
+            fastest first. Without objectives the table has none of these columns.
+
             Examples:
               influx-tail --spool ~/.local/state/apihealth/checkout
               influx-tail --service checkout -n 20 --format table
@@ -44,6 +58,7 @@ struct InfluxTail: ParsableCommand {
               influx-tail --service checkout --format json | jq '.fields.duration_ms'
               influx-tail --service checkout --summary -f
               influx-tail --service checkout --summary --format json | jq .p99_ms
+              influx-tail --service checkout --summary --sort burn
               influx-tail --service checkout --stats
               influx-tail --service checkout --rejected
 
@@ -82,7 +97,12 @@ struct InfluxTail: ParsableCommand {
     @Flag(help: "One row per endpoint: requests, errors, percentiles, latest status, parse failures, p95 over time.")
     var summary = false
 
-    @Option(help: "Summary order: worst (error %, then p99), requests, errors, p50, p95, p99 or endpoint.")
+    @Option(
+        help: """
+            Summary order: worst (error %, then p99), burn (current burn rate), requests, errors, p50, p95, p99 \
+            or endpoint.
+            """
+    )
     var sort: SummaryOrder = .worst
 
     @Option(help: "Summary width in columns (default: the terminal's, else $COLUMNS, else 120).")

@@ -1,5 +1,6 @@
 import Foundation
 import APIHealth
+import LineProtocol
 import TestSupport
 import Testing
 
@@ -81,7 +82,12 @@ import Testing
         let tail = try await Child.run("influx-tail", ["--spool", spool.path, "--summary"], environment: environment)
         #expect(tail.status == 0)
         #expect(table == tail.stdout)
-        #expect(table.split(separator: "\n").count == 1 + 5 + 1, "header, the five endpoints, the footer")
+        let lines = table.split(separator: "\n")
+        #expect(lines.dropFirst().prefix(5).allSatisfy { $0.hasPrefix("GET ") || $0.hasPrefix("POST ") }, "\(table)")
+        #expect(
+            lines.dropFirst(6).allSatisfy { !$0.hasPrefix("GET ") && !$0.hasPrefix("POST ") },
+            "header, the five endpoints, the footer: \(table)"
+        )
         let requests = try #require(number("requests", in: demo.stdout))
         #expect(table.contains("\(requests) requests"), "every request is a row's request: \(table)")
 
@@ -149,6 +155,168 @@ import Testing
         #expect(tableRequests(table) == requests, "\(requests) requests made: \(table)")
         let stored = try await influx.query("SELECT count(duration_ms) FROM apihealth_request")
         #expect((stored.first?.rows.first?["count"] as? NSNumber)?.intValue == requests)
+    }
+
+    /// Shipping to a real VictoriaMetrics that goes away for part of the run and comes back on the same
+    /// port and data: the closing table shows exactly the requests the demo made (lines delivered and
+    /// removed from the spool before the demo read them included), and VictoriaMetrics ends up holding
+    /// exactly them too. The run is ended with SIGTERM once delivery has resumed, so the outage sits inside
+    /// it however slow the machine is; the count checked is the one the demo says it made.
+    @Test func throughAnOutageTheClosingTableAndVictoriaMetricsHoldExactlyTheRequestsMade() async throws {
+        let victoria = try await VictoriaProcess.victoriaMetrics()
+        let stored = VictoriaMetrics(base: victoria.url)
+        let spool = temporaryDirectory("demo-outage")
+        // 10 requests a second and a 50 ms debounce: batches go out as the traffic pauses, not at 30 s.
+        let demo = try Child(
+            "apihealth-demo",
+            ["--duration", "120", "--rate", "10"],
+            environment: [
+                "INFLUX_URL": victoria.url.absoluteString, "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
+                "INFLUX_TOKEN": "t", "APIHEALTH_SPOOL_DIR": spool.path, "APIHEALTH_FLUSH_DELAY_MS": "50",
+                "APIHEALTH_SHUTDOWN_DEADLINE_MS": "30000", "COLUMNS": "300",
+            ]
+        )
+        defer { if demo.process.isRunning { demo.signal(SIGKILL) } }
+        /// Raw request points VictoriaMetrics holds (0 while it is down).
+        func storedRequestPoints() async -> Int {
+            ((try? await stored.export(namePattern: "apihealth_request_duration_ms")) ?? []).reduce(0) {
+                $0 + $1.values.count
+            }
+        }
+        func pendingRequestLines() -> Int {
+            ((try? SpoolReader(directory: spool).segments().flatMap(\.lines)) ?? []).filter {
+                $0.starts(with: Array("apihealth_request,".utf8))
+            }.count
+        }
+        #expect(await waitUntil { await storedRequestPoints() > 0 }, "shipping before the outage: \(demo.stderr)")
+        let beforeOutage = await storedRequestPoints()
+        victoria.stop()
+        // The outage lasts until 2 s of requests more wait in the spool.
+        let pendingAtStop = pendingRequestLines()
+        #expect(await waitUntil { pendingRequestLines() >= pendingAtStop + 20 }, "lines pile up while it is down")
+        try await victoria.start()
+        #expect(
+            await waitUntil { await storedRequestPoints() >= beforeOutage + 20 },
+            "delivery resumes: what piled up is delivered"
+        )
+        demo.signal(SIGTERM)
+        #expect(await demo.wait() == 0, "\(demo.stderr)")
+        let requests = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
+        #expect(requests > 40)
+        #expect(number("points pending", in: demo.stdout) == 0, "\(demo.stdout)")
+        #expect(number("points lost", in: demo.stdout) == 0 && number("points dropped", in: demo.stdout) == 0)
+        let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
+        #expect(tableRequests(table) == requests, "\(requests) requests made: \(table)")
+        // Every request is in exactly one interval point.
+        func storedIntervalRequests() async -> Int? {
+            guard let series = try? await stored.export(namePattern: "apihealth_request_interval_count") else {
+                return nil
+            }
+            return Int(series.flatMap(\.values).reduce(0, +))
+        }
+        let delivered = await waitUntil { await storedIntervalRequests() == requests }
+        let held = await storedIntervalRequests()
+        #expect(delivered, "VictoriaMetrics holds \(String(describing: held)) of \(requests) requests")
+        #expect(try await stored.invalidRows() == 0)
+    }
+
+    /// The demo sets objectives unless the environment does: its table shows, per endpoint, each
+    /// objective, the budget used and the burn rate of the interval points it wrote (all within the last 5
+    /// minutes, so both are the same share), and marks the endpoints burning fastest.
+    @Test func theClosingTableShowsTheObjectivesBudgetsAndBurnRatesOfItsIntervalPoints() async throws {
+        let spool = temporaryDirectory("demo-objectives")
+        let demo = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "2", "--rate", "40"],
+            environment: ["APIHEALTH_SPOOL_DIR": spool.path, "COLUMNS": "300", "INFLUX_URL": ""]
+        )
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
+        let header = table.prefix { $0 != "\n" }.split(separator: " ").map(String.init)
+        let first = try #require(header.firstIndex(of: "AVAIL"), "\(table)")
+        #expect(
+            Array(header[first...].prefix(7)) == ["AVAIL", "A.USED", "A.BURN5m", "LATENCY", "L.USED", "L.BURN5m", "!"]
+        )
+        // What the interval points say, per endpoint (method and host + path).
+        var totals: [String: (count: Double, errors: Double, within: Double)] = [:]
+        for line in try SpoolReader(directory: spool).segments().flatMap(\.lines) {
+            guard let point = try LineParser().parseLine(line), point.measurement == "apihealth_request_interval"
+            else { continue }
+            func field(_ key: String) -> Double {
+                switch point.fields.first(where: { $0.key == key })?.value {
+                case .int(let value)?: return Double(value)
+                case .float(let value)?: return value
+                default: return -1
+                }
+            }
+            #expect(field("objective_availability") == 0.999 && field("objective_latency") == 0.99)
+            #expect(field("objective_latency_ms") == 300)
+            let key = "\(point.tag("method") ?? "") \(point.tag("host") ?? "")\(point.tag("path") ?? "")"
+            var sum = totals[key] ?? (0, 0, 0)
+            sum.count += field("count")
+            sum.errors += field("errors")
+            sum.within += field("requests_within_latency_objective")
+            totals[key] = sum
+        }
+        #expect(totals.count == 5, "\(totals)")
+        /// Whether `cell` shows `value` (a share; a percentage when `percent`) as the table rounds it.
+        func shows(_ cell: String, _ value: Double, percent: Bool) -> Bool {
+            guard let shown = Double(cell.replacingOccurrences(of: "%", with: "")) else { return false }
+            let expected = percent ? value * 100 : value
+            let step = percent ? (expected < 10 ? 0.1 : 1) : (expected < 0.1 ? 0.01 : 0.1)
+            return abs(shown - expected) <= step / 2 + 1e-9
+        }
+        for (endpoint, sum) in totals {
+            let row = try #require(
+                table.split(separator: "\n").first {
+                    $0.hasPrefix(endpoint.split(separator: " ")[0] + " ")
+                        && $0.contains(" \(endpoint.split(separator: " ")[1]) ")
+                },
+                "\(endpoint): \(table)"
+            )
+            let cells = row.split(separator: " ").map(String.init)
+            let objectives = Array(cells[first...].prefix(7))
+            let availability = sum.errors / (0.001 * sum.count)
+            let latency = (sum.count - sum.within) / (0.01 * sum.count)
+            #expect(objectives[0] == "99.9%" && objectives[3] == "99%≤300ms", "\(row)")
+            #expect(shows(objectives[1], availability, percent: true), "\(endpoint) \(sum): \(row)")
+            #expect(shows(objectives[2], availability, percent: false), "\(endpoint) \(sum): \(row)")
+            #expect(shows(objectives[4], latency, percent: true), "\(endpoint) \(sum): \(row)")
+            #expect(shows(objectives[5], latency, percent: false), "\(endpoint) \(sum): \(row)")
+            let burn = max(availability, latency)
+            let mark = burn >= 14.4 ? "!!" : burn >= 6 ? "!" : nil
+            #expect(
+                (objectives.count > 6 && ["!", "!!"].contains(objectives[6]) ? objectives[6] : nil) == mark,
+                "\(row)"
+            )
+        }
+
+        // Objectives from the environment replace the demo's; without any, the table has no objective column.
+        let fromEnvironment = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "1", "--rate", "20"],
+            environment: [
+                "APIHEALTH_SPOOL_DIR": temporaryDirectory("demo-objectives-env").path, "COLUMNS": "300",
+                "INFLUX_URL": "", "APIHEALTH_OBJECTIVE_AVAILABILITY": "99",
+            ]
+        )
+        #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
+        let ownTable = try #require(closingTable(fromEnvironment.stdout), "\(fromEnvironment.stdout)")
+        #expect(
+            ownTable.contains("AVAIL") && !ownTable.contains("LATENCY") && ownTable.contains(" 99% "),
+            "\(ownTable)"
+        )
+        let none = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "1", "--rate", "20", "--no-default-objectives"],
+            environment: [
+                "APIHEALTH_SPOOL_DIR": temporaryDirectory("demo-objectives-none").path, "COLUMNS": "300",
+                "INFLUX_URL": "",
+            ]
+        )
+        #expect(none.status == 0, "\(none.stderr)")
+        let plain = try #require(closingTable(none.stdout), "\(none.stdout)")
+        #expect(!plain.contains("AVAIL") && !plain.contains("BURN") && !plain.contains("USED"), "\(plain)")
     }
 
     /// With `APIHEALTH_ENABLED=0` the demo runs as the enabled one does, with or without a spool
