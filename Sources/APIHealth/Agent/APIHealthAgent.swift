@@ -66,9 +66,11 @@ public final class APIHealthAgent: Sendable, Service {
     ///    capture filter is the user's code), and waits for another drain on `CaptureQueue.drainEnded`.
     /// 3. `PendingBatches.spoolRound` (the spool worker's round), then `PendingBatches.spoolDirectory`
     ///    and `SpoolDirectory`'s own.
-    /// 4. The record path's, each taken alone and released before the next: the series cache
-    ///    (`RequestSchema`), the endpoint aggregate (`EndpointInterval`, `RequestAggregator`), the
-    ///    batches (`PendingBatches.state`).
+    /// 4. `RequestAggregator.registry` (an aggregate made, found again or evicted) and the learners'
+    ///    (`HostLearner`, `EndpointLearner`: a position learned invalidates the rendered series), then
+    ///    the record path's two, each taken alone and released before the next: the rendered series
+    ///    (`RenderedSeries`: a request's series is found and counted in its endpoint's aggregate under
+    ///    it, and nothing is taken under it), then the batches (`PendingBatches.state`).
     /// 5. Leaves, under which nothing is taken: `IntervalClock.jobs`, `LossReporter.reported`, the
     ///    shipper's, `uncaptured` and `metricsOverflowed`, and those inside `Wakeup` and `Broadcast`.
     ///

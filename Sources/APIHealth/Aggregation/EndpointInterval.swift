@@ -88,13 +88,16 @@ struct RawPointPolicy: Sendable {
 }
 
 /// One endpoint's interval aggregate: host, templated path, method, module, status class and the global
-/// tags. Requests add to it under its own lock (no allocation); the aggregator takes its counts at the
-/// end of each interval.
+/// tags. Its counts are guarded by the lock of the schema's rendered series (``RenderedSeries``), so a
+/// request finds its series and is counted under one acquisition (no allocation); the aggregator takes
+/// its counts at the end of each interval.
 ///
 /// An aggregate idle for long enough is evicted by its aggregator; a request that still reaches it (through a
 /// series rendered before) readmits it, or goes to the aggregate that took its place (see
 /// ``RequestAggregator/readmit(_:)``), so no request is lost to an eviction.
-final class EndpointInterval: Sendable {
+///
+/// `@unchecked Sendable` because `lock`, not the type system, serialises every access to `state`.
+final class EndpointInterval: @unchecked Sendable {
     /// The interval point's tags, sorted by key.
     let tags: [Point.Tag]
     private let histogram: DurationBuckets
@@ -135,8 +138,14 @@ final class EndpointInterval: Sendable {
         case countedOnly
         /// Not counted: the aggregates are closed (the agent is shutting down).
         case closed
+        /// Not counted: the aggregator evicted it (``add(duration:failed:requestBytes:responseBytes:)``
+        /// takes the request to the aggregate in its place).
+        case evicted
     }
-    private let state: Locked<State>
+    /// Guards `state` (see the type's documentation).
+    private let lock: RenderedSeries
+    /// Read and changed only while holding `lock`.
+    @exclusivity(unchecked) private var state: State
 
     /// Requests an interval needs before its p99 is trusted as the endpoint's.
     static let quantileMinimum: UInt64 = 100
@@ -147,6 +156,7 @@ final class EndpointInterval: Sendable {
         policy: RawPointPolicy,
         objective: EndpointObjective,
         seed: UInt64,
+        guardedBy lock: RenderedSeries,
         aggregator: RequestAggregator? = nil
     ) {
         self.tags = tags
@@ -154,65 +164,75 @@ final class EndpointInterval: Sendable {
         self.policy = policy
         self.objective = objective
         self.aggregator = aggregator
-        self.state = Locked(
-            State(
-                counts: IntervalCounts(bucketCount: histogram.bounds.count + 1),
-                random: seed == 0 ? 1 : seed,
-                rawLeft: policy.budget
-            )
+        self.lock = lock
+        self.state = State(
+            counts: IntervalCounts(bucketCount: histogram.bounds.count + 1),
+            random: seed == 0 ? 1 : seed,
+            rawLeft: policy.budget
         )
     }
 
     /// Adds one request, and says whether it is also written as a point of its own.
-    @inline(__always)
     func add(duration: Duration, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
         let nanoseconds = RequestSchema.wholeNanoseconds(duration) ?? .max
-        let bucket = histogram.index(of: nanoseconds)
-        let withinLatencyObjective: UInt64 = nanoseconds <= objective.latencyThreshold ? 1 : 0
-        let added = state.withLock { state -> Added? in
-            if state.isClosed { return .closed }
-            if state.isEvicted { return nil }
-            state.total &+= 1
-            state.counts.count &+= 1
-            if failed { state.counts.errors &+= 1 }
-            let (sum, overflow) = state.counts.durationSum.addingReportingOverflow(nanoseconds)
-            state.counts.durationSum = overflow ? (nanoseconds < 0 ? .min : .max) : sum
-            if nanoseconds < state.counts.minimum { state.counts.minimum = nanoseconds }
-            if nanoseconds > state.counts.maximum { state.counts.maximum = nanoseconds }
-            state.counts.requestBytes &+= requestBytes
-            state.counts.responseBytes &+= responseBytes
-            state.counts.buckets[bucket] &+= 1
-            state.counts.withinLatencyObjective &+= withinLatencyObjective
-            switch policy.mode {
-            case .all: return .counted
-            case .none:
-                state.onlyAggregated &+= 1
-                return .countedOnly
-            case .errorsAndSlow:
-                if failed || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove {
-                    // Failed and slow requests, within the endpoint's budget for the interval.
-                    if state.rawLeft > 0 {
-                        state.rawLeft -= 1
-                        return .counted
-                    }
-                } else {
-                    state.random ^= state.random << 13
-                    state.random ^= state.random >> 7
-                    state.random ^= state.random << 17
-                    if state.random < policy.sampleBelow { return .counted }
-                }
-                state.onlyAggregated &+= 1
-                return .countedOnly
-            }
+        let added = lock.withLock {
+            addHoldingLock(
+                nanoseconds: nanoseconds,
+                failed: failed,
+                requestBytes: requestBytes,
+                responseBytes: responseBytes
+            )
         }
-        if let added { return added }
+        guard added == .evicted else { return added }
         return moved(duration: duration, failed: failed, requestBytes: requestBytes, responseBytes: responseBytes)
+    }
+
+    /// ``add(duration:failed:requestBytes:responseBytes:)`` for a caller that holds the lock already
+    /// (the record path, which found the request's series under it); `.evicted` is the caller's to
+    /// take to ``add(duration:failed:requestBytes:responseBytes:)`` once it has released the lock.
+    @inline(__always)
+    func addHoldingLock(nanoseconds: Int64, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
+        if state.isClosed { return .closed }
+        if state.isEvicted { return .evicted }
+        let bucket = histogram.index(of: nanoseconds)
+        state.total &+= 1
+        state.counts.count &+= 1
+        if failed { state.counts.errors &+= 1 }
+        let (sum, overflow) = state.counts.durationSum.addingReportingOverflow(nanoseconds)
+        state.counts.durationSum = overflow ? (nanoseconds < 0 ? .min : .max) : sum
+        if nanoseconds < state.counts.minimum { state.counts.minimum = nanoseconds }
+        if nanoseconds > state.counts.maximum { state.counts.maximum = nanoseconds }
+        state.counts.requestBytes &+= requestBytes
+        state.counts.responseBytes &+= responseBytes
+        state.counts.buckets[bucket] &+= 1
+        if nanoseconds <= objective.latencyThreshold { state.counts.withinLatencyObjective &+= 1 }
+        switch policy.mode {
+        case .all: return .counted
+        case .none:
+            state.onlyAggregated &+= 1
+            return .countedOnly
+        case .errorsAndSlow:
+            if failed || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove {
+                // Failed and slow requests, within the endpoint's budget for the interval.
+                if state.rawLeft > 0 {
+                    state.rawLeft -= 1
+                    return .counted
+                }
+            } else {
+                state.random ^= state.random << 13
+                state.random ^= state.random >> 7
+                state.random ^= state.random << 17
+                if state.random < policy.sampleBelow { return .counted }
+            }
+            state.onlyAggregated &+= 1
+            return .countedOnly
+        }
     }
 
     /// Adds a request that reached this aggregate after it was evicted: to the aggregate now in its place.
     @inline(never)
     private func moved(duration: Duration, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
-        let target = state.withLock { $0.forward } ?? aggregator?.readmit(self)
+        let target = lock.withLock { state.forward } ?? aggregator?.readmit(self)
         guard let target, target !== self else {
             // Readmitted itself (or closed): add here, once.
             if target === self {
@@ -224,12 +244,12 @@ final class EndpointInterval: Sendable {
     }
 
     /// Requests counted here since the start.
-    var total: UInt64 { state.withLock { $0.total } }
+    var total: UInt64 { lock.withLock { state.total } }
 
     /// Evicts it if it was idle for `intervals` whole intervals and nothing came since; the aggregator
     /// calls it under its registry's lock.
     func evictIfIdle(for intervals: Int) -> Bool {
-        state.withLock { state in
+        lock.withLock {
             guard !state.isEvicted, state.idleIntervals >= intervals, state.counts.count == 0 else { return false }
             state.isEvicted = true
             return true
@@ -239,7 +259,7 @@ final class EndpointInterval: Sendable {
     /// Takes an evicted aggregate back (`to` itself), or sends its requests `to` another; under the
     /// registry's lock.
     func readmitted(to target: EndpointInterval) {
-        state.withLock { state in
+        lock.withLock {
             if target === self {
                 state.isEvicted = false
                 state.idleIntervals = 0
@@ -250,12 +270,12 @@ final class EndpointInterval: Sendable {
     }
 
     /// Requests counted here and not written as a point of their own, since the start.
-    var onlyAggregated: UInt64 { state.withLock { $0.onlyAggregated } }
+    var onlyAggregated: UInt64 { lock.withLock { state.onlyAggregated } }
 
     /// This interval's counts (`nil` if no request came), starting the next interval empty; with
     /// `closing`, the last: later requests are refused (``Added/closed``).
     func take(closing: Bool = false) -> IntervalCounts? {
-        state.withLock { state -> IntervalCounts? in
+        lock.withLock { () -> IntervalCounts? in
             if closing { state.isClosed = true }
             state.rawLeft = policy.budget
             guard state.counts.count > 0 else {

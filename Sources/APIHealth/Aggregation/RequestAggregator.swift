@@ -30,7 +30,8 @@ final class RequestAggregator: Sendable {
         var onlyAggregatedByEvicted: UInt64 = 0
     }
 
-    /// Guards the aggregates by their tags. The lock order: the registry before an aggregate's own lock.
+    /// Guards the aggregates by their tags. The lock order: the registry before the aggregates' lock
+    /// (``RenderedSeries``), which is never held while the registry's is taken.
     private let registry = Locked(Registry())
     /// Guards how many interval points were taken.
     private let taken = Locked<UInt64>(0)
@@ -77,6 +78,7 @@ final class RequestAggregator: Sendable {
             policy: policy,
             objective: objectives.isEmpty ? .none : EndpointObjective(objectives, tags: tags),
             seed: Self.seed(tags),
+            guardedBy: renderedSeries,
             aggregator: self
         )
         if isClosed { _ = made.take(closing: true) }

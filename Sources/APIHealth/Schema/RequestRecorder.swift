@@ -33,27 +33,40 @@ final class RequestRecorder: Sendable {
         return encode(kept, now: now)
     }
 
-    /// Counts `sample` in its endpoint's aggregate and, when it is written raw, encodes its line.
+    /// Counts `sample` in its endpoint's aggregate and, when it is written raw, encodes its line: the
+    /// series is found and the request counted under one lock, the line encoded under the batches'.
     @inline(__always)
     private func encode(_ sample: RequestSample, now: Duration) -> Bool {
-        let series: RequestSeries
+        let nanoseconds = RequestSchema.wholeNanoseconds(sample.duration) ?? .max
+        let found: (RequestSeries, EndpointInterval.Added?)?
         do {
-            guard let found = try schema.series(for: sample) else { return false }
-            series = found
+            found = try schema.series(for: sample) { series in
+                series.interval?.addHoldingLock(
+                    nanoseconds: nanoseconds,
+                    failed: RequestSchema.isFailure(sample, series: series),
+                    requestBytes: sample.requestBytes,
+                    responseBytes: sample.responseBytes
+                )
+            }
         } catch {
             pending.count(.pointInvalid)
             return false
         }
-        if let interval = series.interval {
-            switch interval.add(
-                duration: sample.duration,
-                failed: RequestSchema.isFailure(sample, series: series),
-                requestBytes: sample.requestBytes,
-                responseBytes: sample.responseBytes
-            ) {
+        guard let (series, counted) = found else { return false }
+        if var added = counted {
+            if added == .evicted, let interval = series.interval {
+                // Outside the lock: the aggregate in its place is found under the registry's.
+                added = interval.add(
+                    duration: sample.duration,
+                    failed: RequestSchema.isFailure(sample, series: series),
+                    requestBytes: sample.requestBytes,
+                    responseBytes: sample.responseBytes
+                )
+            }
+            switch added {
             case .counted: break
             case .countedOnly: return true
-            case .closed:
+            case .closed, .evicted:
                 pending.count(.pointDroppedAfterClose)
                 return false
             }

@@ -117,14 +117,31 @@ final class RequestSchema: Sendable {
         return knownMethods.contains(upper) ? upper : "OTHER"
     }
 
-    /// The rendered series of `sample`: `nil` for an excluded host; throws when the configured
-    /// measurement cannot be written. (A typed throw rather than a `Result`: the record path returns
-    /// one reference, with no copy of the error's payload to make and drop.)
-    func series(for sample: RequestSample) throws(LineProtocolError) -> RequestSeries? {
+    /// The rendered series of `sample` and what `count` made of it, under the lock of the rendered
+    /// series (which guards the endpoint aggregates too: see ``RenderedSeries``); `nil` for an excluded
+    /// host; throws when the configured measurement cannot be written. (A typed throw rather than a
+    /// `Result`: the record path returns one reference, with no copy of the error's payload to make
+    /// and drop.)
+    @inline(__always)
+    func series<Counted>(
+        for sample: RequestSample,
+        counting count: (RequestSeries) -> Counted
+    ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
         let url = sample.url.absoluteString
         let hash = SeriesCache.hash(url, statusCode: sample.statusCode)
-        let (cached, generation) = rendered.series(for: sample, url: url, hash: hash)
-        if let cached { return cached }
+        let (found, generation) = rendered.series(for: sample, url: url, hash: hash, counting: count)
+        if let found { return found }
+        return try renderSeries(of: sample, url: url, hash: hash, generation: generation, counting: count)
+    }
+
+    /// A sample whose series is not cached: rendered, cached, and counted.
+    private func renderSeries<Counted>(
+        of sample: RequestSample,
+        url: String,
+        hash: UInt64,
+        generation: UInt64,
+        counting count: (RequestSeries) -> Counted
+    ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
         guard !isExcluded(sample.url) else { return nil }
         let host = foldedHostTag(sample.url)
         let path = pathTag(host: host, method: sample.method, url: sample.url)
@@ -147,10 +164,16 @@ final class RequestSchema: Sendable {
         )
         // An overflowed path is not cached: it is counted each time; nor a path held back as new,
         // which has its template once its values are seen again.
-        if path != configuration.capture.overflowPath && path != EndpointLearner.newPath {
-            rendered.insert(series, url: url, hash: hash, generation: generation)
-        }
-        return series
+        let caches = path != configuration.capture.overflowPath && path != EndpointLearner.newPath
+        let counted = rendered.insert(
+            series,
+            url: url,
+            hash: hash,
+            generation: generation,
+            caches: caches,
+            counting: count
+        )
+        return (series, counted)
     }
 
     /// The tags of a request whose endpoint is past ``AggregationOptions/maximumEndpoints``: the

@@ -82,28 +82,58 @@ struct SeriesCache {
     }
 }
 
-/// The schema's cache of rendered series, under one lock (a leaf: nothing else is taken under it).
+/// The schema's cache of rendered series, under the record path's first lock: it guards the cache and
+/// the counts of every endpoint aggregate (``EndpointInterval``), so a request finds its series and is
+/// counted in its aggregate under one acquisition. Nothing else is taken under it.
+///
 /// Whatever changes the series of a URL (a path or host position learned, an endpoint's aggregate
 /// evicted) calls ``invalidate()``; a series rendered before that is not inserted.
 ///
 /// ```swift
 /// let rendered = RenderedSeries()
-/// let (cached, generation) = rendered.series(for: sample, url: url, hash: hash)
-/// if cached == nil { rendered.insert(render(sample), url: url, hash: hash, generation: generation) }
+/// let (found, generation) = rendered.series(for: sample, url: url, hash: hash) { series in count(series) }
+/// if found == nil { rendered.insert(render(sample), url: url, hash: hash, generation: generation) { count($0) } }
 /// ```
 final class RenderedSeries: Sendable {
     private let cache = Locked(SeriesCache())
 
-    /// The cached series of `sample` (`url` its URL's text, `hash` their ``SeriesCache/hash(_:statusCode:)``),
-    /// and the generation to insert a series rendered on a miss with.
+    /// The cached series of `sample` (`url` its URL's text, `hash` their ``SeriesCache/hash(_:statusCode:)``)
+    /// with what `count` made of it, both under the lock; and the generation to insert a series rendered
+    /// on a miss with.
     @inline(__always)
-    func series(for sample: RequestSample, url: String, hash: UInt64) -> (RequestSeries?, generation: UInt64) {
-        cache.withLock { cache in (cache.series(for: sample, url: url, hash: hash), cache.generation) }
+    func series<Counted>(
+        for sample: RequestSample,
+        url: String,
+        hash: UInt64,
+        counting count: (RequestSeries) -> Counted
+    ) -> (found: (RequestSeries, Counted)?, generation: UInt64) {
+        cache.withLock { cache in
+            guard let series = cache.series(for: sample, url: url, hash: hash) else { return (nil, cache.generation) }
+            return ((series, count(series)), cache.generation)
+        }
     }
 
-    /// Caches `series`, unless the cache was invalidated since `generation`.
-    func insert(_ series: RequestSeries, url: String, hash: UInt64, generation: UInt64) {
-        cache.withLock { cache in cache.insert(series, url: url, hash: hash, learned: generation) }
+    /// Caches `series`, unless the cache was invalidated since `generation` (or `caches` is false),
+    /// and returns what `count` made of it, under the lock.
+    @inline(__always)
+    func insert<Counted>(
+        _ series: RequestSeries,
+        url: String,
+        hash: UInt64,
+        generation: UInt64,
+        caches: Bool = true,
+        counting count: (RequestSeries) -> Counted
+    ) -> Counted {
+        cache.withLock { cache in
+            if caches { cache.insert(series, url: url, hash: hash, learned: generation) }
+            return count(series)
+        }
+    }
+
+    /// Runs `body` holding the lock: an endpoint aggregate's reads and changes outside the record path.
+    @inline(__always)
+    func withLock<Result>(_ body: () -> Result) -> Result {
+        cache.withLock { _ in body() }
     }
 
     /// Forgets every series: the series of some URL changed.
