@@ -149,7 +149,7 @@ private struct StopsSoon: Service {
 
     /// Lines reach the spool on the configured beat: with an hour between write-throughs, a point recorded
     /// after the first round stays in memory (where the 20 ms default would have written it) until
-    /// shutdown writes it.
+    /// shutdown writes it, at once.
     @Test func linesReachTheSpoolOnTheConfiguredWriteThroughInterval() async throws {
         // On a manual clock that stays put, no batch is sealed by its age: only a spool worker round
         // writes a line through.
@@ -189,7 +189,15 @@ private struct StopsSoon: Service {
             #expect(await waitUntil { spooled(controlSpool).contains { $0.hasPrefix("round\(round) ") } })
         }
         #expect(!spooled(spool).contains { $0.hasPrefix("second ") }, "not written through before the next round")
-        await agent.shutdown()
+        // Closing intake wakes the spool worker for its last round: shutdown neither waits out the hour
+        // between rounds nor its own deadline (an hour too).
+        let shutDown = Task { await agent.shutdown(deadline: .seconds(3_600)) }
+        let finished = Locked(false)
+        Task {
+            await shutDown.value
+            finished.withLock { $0 = true }
+        }
+        #expect(await waitUntil { finished.withLock { $0 } }, "shutdown waited for the next round")
         await control.shutdown()
         #expect(spooled(spool).contains { $0.hasPrefix("second ") }, "written at shutdown")
         try? FileManager.default.removeItem(at: controlSpool)

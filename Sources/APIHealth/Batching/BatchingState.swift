@@ -107,7 +107,8 @@ struct BatchingState {
             return BatchingAction(wakeups: .shippers)
         case .intakeClosed:
             close()
-            return BatchingAction(wakeups: .shippers)
+            // The spool worker's last round writes what is left through at once, whatever its beat.
+            return BatchingAction(wakeups: [.shippers, .spoolWorker])
         case .sendWanted(let destination, let now, let openDeadline):
             return nextSend(for: destination, now: now, openDeadline: openDeadline)
         case .joined(let plan, let lines, let written, let failure):
