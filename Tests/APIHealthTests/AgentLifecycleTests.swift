@@ -158,7 +158,10 @@ private struct StopsSoon: Service {
             configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: writeThroughInterval)
             configuration.selfMetricsInterval = .seconds(86_400)
             return try APIHealthAgent(
-                configuration: configuration, logger: Logger(label: "write-through"), clock: ManualClock())
+                configuration: configuration,
+                logger: Logger(label: "write-through"),
+                clock: ManualClock()
+            )
         }
         func spooled(_ spool: URL) -> [String] {
             ((try? SpoolReader(directory: spool).segments()) ?? []).flatMap(\.lines).map {
