@@ -24,7 +24,9 @@ func matches(_ word: UInt64, plain: UInt64) -> UInt64 {
 /// `bytes.count`.
 @inline(__always)
 func firstIndex(
-    in bytes: UnsafeBufferPointer<UInt8>, from start: Int, where flags: (UInt64) -> UInt64
+    in bytes: UnsafeBufferPointer<UInt8>,
+    from start: Int,
+    where flags: (UInt64) -> UInt64
 ) -> Int {
     guard let base = bytes.baseAddress else { return bytes.count }
     let raw = UnsafeRawPointer(base)

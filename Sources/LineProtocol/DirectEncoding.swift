@@ -20,7 +20,8 @@ extension LineEncoder {
         adjustingTimestamp adjust: (UnsafeBufferPointer<UInt8>, Int64) -> Int64?
     ) -> Bool {
         Self.appendDirectly(
-            to: &buffer, bound: Self.directBound(measurement: point.measurement, tags: point.tags, fields: point.fields)
+            to: &buffer,
+            bound: Self.directBound(measurement: point.measurement, tags: point.tags, fields: point.fields)
         ) { writer in
             encodeDirectly(point, timestamp: timestamp, into: &writer, adjustingTimestamp: adjust)
         }
@@ -37,7 +38,9 @@ extension LineEncoder {
     /// `buffer`; the bound is only computed for lines longer than the stack room.
     @inline(__always)
     private static func appendDirectly(
-        to buffer: inout [UInt8], bound: @autoclosure () -> Int, _ write: (inout ByteWriter) -> Bool
+        to buffer: inout [UInt8],
+        bound: @autoclosure () -> Int,
+        _ write: (inout ByteWriter) -> Bool
     ) -> Bool {
         let fitted = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: stackLineBytes) { scratch in
             var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: stackLineBytes)
@@ -93,7 +96,12 @@ extension LineEncoder {
     }
 
     /// Writes a line of `fields` after `series`, or returns `false` with `writer` back where it started.
-    func encodeDirectly(fields: [Point.Field], timestamp: Int64?, series: SeriesKey, into writer: inout ByteWriter) -> Bool {
+    func encodeDirectly(
+        fields: [Point.Field],
+        timestamp: Int64?,
+        series: SeriesKey,
+        into writer: inout ByteWriter
+    ) -> Bool {
         let lineStart = writer.count
         let copied = series.bytes.withUnsafeBufferPointer { bytes in
             guard writer.hasRoom(bytes.count + 1) else { return false }
@@ -107,7 +115,10 @@ extension LineEncoder {
     /// written, and answers `nil` to decline the line, `.some(nil)` for a line without one. On `false`,
     /// `writer` is back at `lineStart`.
     private func finishLineDirectly(
-        _ fields: [Point.Field], from lineStart: Int, into writer: inout ByteWriter, timestamp: () -> Int64??
+        _ fields: [Point.Field],
+        from lineStart: Int,
+        into writer: inout ByteWriter,
+        timestamp: () -> Int64??
     ) -> Bool {
         // The series may have filled the room exactly (512 commas escape to the 1,024 bytes of stack).
         guard writer.hasRoom(1) else {
@@ -204,7 +215,8 @@ extension LineEncoder {
     func writeFieldsDirectly(_ fields: [Point.Field], seriesBytes: Int, into writer: inout ByteWriter) -> Bool {
         let count = fields.count
         if count == 0 { return false }
-        return withUnsafeTemporaryAllocation(of: (prefix: UInt64, start: Int, count: Int).self, capacity: count) { keys in
+        return withUnsafeTemporaryAllocation(of: (prefix: UInt64, start: Int, count: Int).self, capacity: count) {
+            keys in
             for index in 0..<count {
                 if index > 0 {
                     guard writer.hasRoom(1) else { return false }
@@ -275,7 +287,8 @@ private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
     let low7 = word & repeatedLowBits
     // At least 0x21: not a control character or space.
     var plain = low7 &+ (repeatedOnes &* (0x80 - 0x21))
-    plain &= differs(low7, from: UInt8(ascii: ",")) & differs(low7, from: UInt8(ascii: "\\")) & differs(low7, from: 0x7F)
+    plain &=
+        differs(low7, from: UInt8(ascii: ",")) & differs(low7, from: UInt8(ascii: "\\")) & differs(low7, from: 0x7F)
     if position != .measurement { plain &= differs(low7, from: UInt8(ascii: "=")) }
     if position == .fieldKey { plain &= differs(low7, from: UInt8(ascii: "\"")) }
     return matches(word, plain: plain)
@@ -286,7 +299,8 @@ private func nameSpecials(in word: UInt64, _ position: NamePosition) -> UInt64 {
 @inline(__always)
 private func stringSpecials(in word: UInt64) -> UInt64 {
     let low7 = word & repeatedLowBits
-    let plain = differs(low7, from: UInt8(ascii: "\"")) & differs(low7, from: UInt8(ascii: "\\"))
+    let plain =
+        differs(low7, from: UInt8(ascii: "\"")) & differs(low7, from: UInt8(ascii: "\\"))
         & differs(low7, from: 0x0A) & differs(low7, from: 0x0D)
     return matches(word, plain: plain)
 }
@@ -296,7 +310,9 @@ private func stringSpecials(in word: UInt64) -> UInt64 {
 /// byte is checked once or twice and copied without a loop over bytes.
 @inline(__always)
 private func copyChecking(
-    _ bytes: UnsafeBufferPointer<UInt8>, to writer: ByteWriter, _ specials: (UInt64) -> UInt64
+    _ bytes: UnsafeBufferPointer<UInt8>,
+    to writer: ByteWriter,
+    _ specials: (UInt64) -> UInt64
 ) -> Bool {
     let count = bytes.count
     guard let base = bytes.baseAddress, count > 0 else { return true }
@@ -334,7 +350,11 @@ private func copyChecking(
 /// when the name holds a backslash or a control character InfluxDB cannot store there, which the
 /// careful path repairs. The caller has checked there is room for twice its bytes.
 @inline(__always)
-private func copyName(_ bytes: UnsafeBufferPointer<UInt8>, _ position: NamePosition, into writer: inout ByteWriter) -> Bool {
+private func copyName(
+    _ bytes: UnsafeBufferPointer<UInt8>,
+    _ position: NamePosition,
+    into writer: inout ByteWriter
+) -> Bool {
     if copyChecking(bytes, to: writer, { nameSpecials(in: $0, position) }) {
         writer.advance(by: bytes.count)
         return true

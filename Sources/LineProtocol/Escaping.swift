@@ -163,7 +163,11 @@ func appendName(_ string: String, _ position: NamePosition, into buffer: inout B
 /// on a scalar boundary, with each line feed and carriage return written as U+FFFD (so a point is one
 /// line for every reader). Returns whether it was cut and whether a line break was replaced.
 @inline(__always)
-func appendStringValue(_ string: String, limit: Int, into buffer: inout ByteWriter) -> (truncated: Bool, replacedLineBreaks: Bool) {
+func appendStringValue(
+    _ string: String,
+    limit: Int,
+    into buffer: inout ByteWriter
+) -> (truncated: Bool, replacedLineBreaks: Bool) {
     buffer.append(UInt8(ascii: "\""))
     let outcome = withUTF8Bytes(string) { bytes -> (Bool, Bool) in
         var end = bytes.count
@@ -239,7 +243,8 @@ func appendDecimal(_ value: UInt64, into buffer: inout ByteWriter) {
 }
 
 /// "00" through "99", for writing two digits at once.
-private let digitPairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+private let digitPairs: StaticString =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 
 @inline(__always)
 func appendDecimal(_ value: Int64, into buffer: inout ByteWriter) {
@@ -378,7 +383,10 @@ struct ByteWriter {
     /// Whether the `count` bytes written at `first` equal those at `second`.
     @inline(__always)
     func sameBytes(at first: Int, _ second: Int, count: Int) -> Bool {
-        memcmpEqual(UnsafeBufferPointer(start: base + first, count: count), UnsafeBufferPointer(start: base + second, count: count))
+        memcmpEqual(
+            UnsafeBufferPointer(start: base + first, count: count),
+            UnsafeBufferPointer(start: base + second, count: count)
+        )
     }
 
     @inline(__always)
@@ -394,7 +402,9 @@ struct ByteWriter {
     /// only what was written.
     @inline(__always)
     static func writing<Result>(
-        into buffer: inout [UInt8], bound: Int, _ body: (inout ByteWriter) -> Result
+        into buffer: inout [UInt8],
+        bound: Int,
+        _ body: (inout ByteWriter) -> Result
     ) -> Result {
         let start = buffer.count
         // Growing by appending keeps the array's geometric growth (reserveCapacity would reallocate to

@@ -108,7 +108,11 @@ public struct LineParser: Sendable {
         try parseLine(line, lineNumber: lineNumber, collects: false) != nil
     }
 
-    private func parseLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int, collects: Bool) throws(LineParseError) -> Point? {
+    private func parseLine(
+        _ line: UnsafeBufferPointer<UInt8>,
+        lineNumber: Int,
+        collects: Bool
+    ) throws(LineParseError) -> Point? {
         var cursor = Cursor(bytes: line, lineNumber: lineNumber, collects: collects)
         var end = line.count
         if end > 0 && line[end - 1] == UInt8(ascii: "\r") { end -= 1 }
@@ -117,7 +121,10 @@ public struct LineParser: Sendable {
         if isBlank(line, end: end) { return nil }
 
         let measurement = try cursor.name(
-            stoppingAt: .measurementStops, escapable: .measurementEscapes, what: "measurement")
+            stoppingAt: .measurementStops,
+            escapable: .measurementEscapes,
+            what: "measurement"
+        )
         var tags: [Point.Tag] = []
         // Keys are compared as written: unescaping maps distinct written keys to distinct keys.
         var tagKeys: [Range<Int>] = []
@@ -131,7 +138,9 @@ public struct LineParser: Sendable {
             let value = try cursor.name(stoppingAt: .keyStops, escapable: .tagEscapes, what: "tag value")
             if cursor.peek == .equals { throw cursor.error("unescaped '=' in tag value") }
             if tagKeys.contains(where: { line[$0].elementsEqual(line[keyRange]) }) {
-                throw cursor.error("duplicate tag key \"\(String(decoding: UnsafeBufferPointer(rebasing: line[keyRange]), as: UTF8.self))\"")
+                throw cursor.error(
+                    "duplicate tag key \"\(String(decoding: UnsafeBufferPointer(rebasing: line[keyRange]), as: UTF8.self))\""
+                )
             }
             tagKeys.append(keyRange)
             if cursor.collects { tags.append(Point.Tag(key, value)) }
@@ -229,7 +238,8 @@ package struct LineSplitter: Sequence, IteratorProtocol {
                     continue
                 case UInt8(ascii: " "): spaces += 1
                 default:
-                    if spaces == 1 && index > start && bytes[index - 1] == UInt8(ascii: "=") && index - 1 != escapedByte {
+                    if spaces == 1 && index > start && bytes[index - 1] == UInt8(ascii: "=") && index - 1 != escapedByte
+                    {
                         inString = true
                     }
                 }
@@ -407,7 +417,12 @@ private struct Cursor {
             return negative ? value <= UInt64(Int64.max) + 1 : value <= UInt64(Int64.max)
         }
         switch token.count {
-        case 1: if token[0] == UInt8(ascii: "t") || token[0] == UInt8(ascii: "T") || token[0] == UInt8(ascii: "f") || token[0] == UInt8(ascii: "F") { return true }
+        case 1:
+            if token[0] == UInt8(ascii: "t") || token[0] == UInt8(ascii: "T") || token[0] == UInt8(ascii: "f")
+                || token[0] == UInt8(ascii: "F")
+            {
+                return true
+            }
         case 4, 5: return false
         default: break
         }
@@ -455,7 +470,9 @@ private struct Cursor {
             var value: [UInt8] = []
             while index < end {
                 let byte = bytes[index]
-                if byte == .backslash && index + 1 < end && (bytes[index + 1] == .quote || bytes[index + 1] == .backslash) {
+                if byte == .backslash && index + 1 < end
+                    && (bytes[index + 1] == .quote || bytes[index + 1] == .backslash)
+                {
                     if collects { value.append(bytes[index + 1]) }
                     index += 2
                     continue

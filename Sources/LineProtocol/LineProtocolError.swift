@@ -30,7 +30,8 @@ extension LineProtocolError: CustomStringConvertible {
         case .timestampOutOfRange(let t, let p):
             return "the timestamp \(t.seconds)s+\(t.nanoseconds)ns does not fit precision \(p.rawValue)"
         case .keyTooLong(let length):
-            return "series key, field key and 4 bytes take \(length) bytes, over InfluxDB's \(LineEncoder.maximumKeyLength)"
+            return
+                "series key, field key and 4 bytes take \(length) bytes, over InfluxDB's \(LineEncoder.maximumKeyLength)"
         case .timestampDeclined: return "no timestamp was given for the point's series (its instants are taken)"
         case .unwritableFieldKey(let name): return "the field key \"\(name)\" is empty, reserved or needs repair"
         }

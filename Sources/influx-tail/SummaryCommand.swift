@@ -44,7 +44,11 @@ struct SummaryCommand {
     }
 
     /// Reads what was added since the last poll into `aggregator`, one segment at a time.
-    private func poll(_ follower: inout SpoolFollower, into aggregator: inout SummaryAggregator, tornTails: Bool) throws
+    private func poll(
+        _ follower: inout SpoolFollower,
+        into aggregator: inout SummaryAggregator,
+        tornTails: Bool
+    ) throws
         -> (lines: Int, problems: Int)
     {
         var seen = (lines: 0, problems: 0)
@@ -86,7 +90,10 @@ struct SummaryCommand {
     /// Redraws every second (in place on a terminal; appended when something changed otherwise) until
     /// SIGINT or SIGTERM, then restores the terminal.
     private func followLoop(
-        waiter: SignalWaiter, follower: inout SpoolFollower, aggregator: inout SummaryAggregator, warned: Bool
+        waiter: SignalWaiter,
+        follower: inout SpoolFollower,
+        aggregator: inout SummaryAggregator,
+        warned: Bool
     ) throws {
         let screen = Terminal.isTerminal && !json ? LiveScreen() : nil
         var warned = warned
@@ -104,7 +111,9 @@ struct SummaryCommand {
         var next = ContinuousClock.now + .seconds(1)
         while true {
             let remaining = next - ContinuousClock.now
-            switch waiter.wait(seconds: max(0, Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18)) {
+            switch waiter.wait(
+                seconds: max(0, Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18)
+            ) {
             case .stop:
                 screen?.restore()
                 if !json { Terminal.write(table(aggregator, title: nil, height: nil)) }

@@ -65,7 +65,9 @@ extension InfluxDestination {
         let api: WriteAPI
         switch environment[key(.writeAPI)] ?? "v2" {
         case "v2":
-            guard let org = environment[key(.organization)], !org.isEmpty else { throw .missingSetting(key(.organization)) }
+            guard let org = environment[key(.organization)], !org.isEmpty else {
+                throw .missingSetting(key(.organization))
+            }
             guard let bucket = environment[key(.bucket)], !bucket.isEmpty else {
                 throw .missingSetting(key(.bucket))
             }

@@ -182,7 +182,9 @@ enum SafeRead {
         defer { close(descriptor) }
         guard let status = EntryStatus.of(descriptor: descriptor) else { return .failed(systemError()) }
         guard status.isRegularFile else { return .skipped(status.kindDescription) }
-        if let owner, status.owner != owner { return .skipped("owned by uid \(status.owner), not by the spool's owner") }
+        if let owner, status.owner != owner {
+            return .skipped("owned by uid \(status.owner), not by the spool's owner")
+        }
         guard offset < status.size else { return .bytes([], status) }
         var bytes = [UInt8](repeating: 0, count: status.size - offset)
         var filled = 0

@@ -24,7 +24,6 @@ public struct SpoolReader: Sendable {
     /// Only regular files of this user are read: the directory's owner.
     private let owner: uid_t
 
-
     /// Opens the spool directory for reading. A symbolic link at `directory` is refused, not followed.
     ///
     /// - Parameter directory: the spool directory.
@@ -305,7 +304,9 @@ public struct SpoolReader: Sendable {
         let folder = DirectoryHandle(descriptor: descriptor)
         guard let names = directoryEntries(folder.descriptor) else { return [] }
         return names.filter { SegmentName.parse(fileName: $0)?.isOpen == false }.sorted().compactMap { name in
-            guard case .bytes(let bytes, let status) = SafeRead.read(name, in: folder.descriptor, owner: owner) else { return nil }
+            guard case .bytes(let bytes, let status) = SafeRead.read(name, in: folder.descriptor, owner: owner) else {
+                return nil
+            }
             let stem = String(name.dropLast(SegmentName.sealedSuffix.count))
             var reason = ""
             if case .bytes(let text, _) = SafeRead.read(stem + ".reason", in: folder.descriptor, owner: owner) {
