@@ -186,33 +186,50 @@ import Testing
         #expect(throws: APIHealthConfiguration.Error.self) {
             _ = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "maybe"], serviceName: "s")
         }
-        #expect(try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "off"], serviceName: "s").isEnabled == false)
+        #expect(
+            try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "off"], serviceName: "s").isEnabled
+                == false
+        )
         #expect(try APIHealthConfiguration.fromEnvironment(["APIHEALTH_ENABLED": "TRUE"], serviceName: "s").isEnabled)
 
         let folder = temporaryDirectory("token")
         let empty = folder.appendingPathComponent("empty")
         try Data("\n".utf8).write(to: empty)
         #expect(throws: APIHealthConfiguration.Error.self) {
-            _ = try APIHealthConfiguration.fromEnvironment(base.merging(["INFLUX_TOKEN_FILE": empty.path]) { $1 }, serviceName: "s")
+            _ = try APIHealthConfiguration.fromEnvironment(
+                base.merging(["INFLUX_TOKEN_FILE": empty.path]) { $1 },
+                serviceName: "s"
+            )
         }
         let broken = folder.appendingPathComponent("broken")
         try Data("abc\r\ndef\n".utf8).write(to: broken)
         #expect(throws: APIHealthConfiguration.Error.self) {
-            _ = try APIHealthConfiguration.fromEnvironment(base.merging(["INFLUX_TOKEN_FILE": broken.path]) { $1 }, serviceName: "s")
+            _ = try APIHealthConfiguration.fromEnvironment(
+                base.merging(["INFLUX_TOKEN_FILE": broken.path]) { $1 },
+                serviceName: "s"
+            )
         }
         #expect(throws: APIHealthConfiguration.Error.self) {
-            _ = try APIHealthConfiguration.fromEnvironment(base.merging(["INFLUX_TOKEN": "abc\ndef"]) { $1 }, serviceName: "s")
+            _ = try APIHealthConfiguration.fromEnvironment(
+                base.merging(["INFLUX_TOKEN": "abc\ndef"]) { $1 },
+                serviceName: "s"
+            )
         }
         let readable = folder.appendingPathComponent("readable")
         try Data("s3cr3t\n".utf8).write(to: readable)
         chmod(readable.path, 0o644)
         let configuration = try APIHealthConfiguration.fromEnvironment(
-            base.merging(["INFLUX_TOKEN_FILE": readable.path]) { $1 }, serviceName: "s")
+            base.merging(["INFLUX_TOKEN_FILE": readable.path]) { $1 },
+            serviceName: "s"
+        )
         #expect(configuration.notices.count == 1 && configuration.notices[0].contains("can be read by other users"))
 
         #expect(configuration.destination?.redactedURL == "http://<redacted>@localhost:8086")
         do {
-            _ = try APIHealthConfiguration.fromEnvironment(["INFLUX_URL": "ftp://user:secret@host/x", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b"], serviceName: "s")
+            _ = try APIHealthConfiguration.fromEnvironment(
+                ["INFLUX_URL": "ftp://user:secret@host/x", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b"],
+                serviceName: "s"
+            )
             Issue.record("an ftp URL was accepted")
         } catch {
             #expect(!"\(error)".contains("secret"), "\(error)")

@@ -17,7 +17,6 @@ import Testing
         )
     }
 
-
     private static func smallBatches(lines: Int = 5_000) -> APIHealthConfiguration.Batching {
         var batching = APIHealthConfiguration.Batching()
         batching.maximumLines = lines
@@ -30,12 +29,21 @@ import Testing
     /// and whether its body was made before it was sent.
     private static func sendAll(_ pending: PendingBatches) throws -> [(lines: [UInt8], madeAhead: Bool)] {
         var sent: [(lines: [UInt8], madeAhead: Bool)] = []
-        while case .send(let segment, let kept, _, let lineBytes) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) {
+        while case .send(let segment, let kept, _, let lineBytes) = pending.next(
+            now: .zero,
+            openDeadline: nil,
+            for: DestinationID(index: 0)
+        ) {
             let body = try #require(kept ?? pending.body(of: segment))
             let lines = try Gzip.decompress(body)
             #expect(lines.count == lineBytes)
             sent.append((lines, kept != nil))
-            pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count, for: DestinationID(index: 0))
+            pending.acknowledge(
+                segment,
+                sentBytes: lineBytes,
+                compressedBytes: body.count,
+                for: DestinationID(index: 0)
+            )
         }
         return sent
     }
@@ -69,7 +77,10 @@ import Testing
         let directory = temporaryDirectory("compressed").appendingPathComponent("spool")
         let spool = try SpoolDirectory(options: SpoolOptions(directory: directory), precision: .ns)
         let pending = PendingBatches(
-            batching: Self.smallBatches(lines: 10), encoder: LineEncoder(precision: .ns), spool: spool)
+            batching: Self.smallBatches(lines: 10),
+            encoder: LineEncoder(precision: .ns),
+            spool: spool
+        )
         for index in 0..<35 { pending.record(Self.point(index), now: .zero) }
         let lines = pending.pendingBytes()
 
@@ -89,12 +100,16 @@ import Testing
 
     @Test func aBatchHeldAsItsBodySplitsAfterA413() throws {
         let pending = PendingBatches(
-            batching: Self.smallBatches(lines: 100), encoder: LineEncoder(precision: .ns), spool: nil)
+            batching: Self.smallBatches(lines: 100),
+            encoder: LineEncoder(precision: .ns),
+            spool: nil
+        )
         for index in 0..<300 { pending.record(Self.point(index), now: .zero) }
         pending.sealOpenBatch()
         let lines = pending.pendingBytes()
         pending.makeWaitingBodies()
-        guard case .send(let head, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
+        guard case .send(let head, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0))
+        else {
             Issue.record("nothing to send")
             return
         }

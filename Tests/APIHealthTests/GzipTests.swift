@@ -9,10 +9,14 @@ import Testing
         var lines: [UInt8] = []
         for index in 0..<count {
             try LineEncoder().encode(
-                Point(measurement: "apihealth_request", tags: ["host": "api\(index % 7).example.com", "status": "200"],
+                Point(
+                    measurement: "apihealth_request",
+                    tags: ["host": "api\(index % 7).example.com", "status": "200"],
                     fields: ["duration_ms": .float(Double(index) / 7), "bytes": .uint(UInt64(index))],
-                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000 + Int64(index))),
-                into: &lines)
+                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000 + Int64(index))
+                ),
+                into: &lines
+            )
         }
         return lines
     }

@@ -6,7 +6,9 @@ import Testing
 @Suite struct RetryPolicyTests {
     @Test func delaysDoubleUpToTheCapWithBoundedJitter() {
         let policy = RetryPolicy()
-        #expect((1...7).map { policy.baseDelay(afterAttempt: $0) } == [5, 10, 20, 40, 80, 125, 125].map { .seconds($0) })
+        #expect(
+            (1...7).map { policy.baseDelay(afterAttempt: $0) } == [5, 10, 20, 40, 80, 125, 125].map { .seconds($0) }
+        )
         var random = SystemRandomNumberGenerator()
         for attempt in 1...10 {
             let delay = policy.delay(afterAttempt: attempt, using: &random)

@@ -42,23 +42,31 @@ struct ShipperHarness {
         spool = temporaryDirectory("shipper")
         var configuration = APIHealthConfiguration(
             serviceName: "shipper-tests",
-            destination: InfluxDestination(url: url ?? fault.url, api: api, token: InfluxToken("t0ken-value")))
+            destination: InfluxDestination(url: url ?? fault.url, api: api, token: InfluxToken("t0ken-value"))
+        )
         configuration.spool = SpoolOptions(directory: spool)
         configuration.retry.jitter = 0
         configuration.selfMetricsInterval = .seconds(86_400)
         configure(&configuration)
         let label = self.label
         agent = try APIHealthAgent(
-            configuration: configuration, logger: Logger(label: label, factory: { CollectingLogHandler(label: $0) }),
-            clock: clock)
+            configuration: configuration,
+            logger: Logger(label: label, factory: { CollectingLogHandler(label: $0) }),
+            clock: clock
+        )
         agent.start()
     }
 
     func write(_ count: Int, from start: Int = 0) {
         for index in start..<(start + count) {
             agent.write(
-                Point(measurement: "test", tags: [Point.Tag("n", "\(index)")], fields: [Point.Field("v", .int(Int64(index)))],
-                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000 + Int64(index))))
+                Point(
+                    measurement: "test",
+                    tags: [Point.Tag("n", "\(index)")],
+                    fields: [Point.Field("v", .int(Int64(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000 + Int64(index))
+                )
+            )
         }
     }
 
@@ -170,7 +178,8 @@ struct ShipperHarness {
     }
 
     @Test func tooLargeBatchesAreSplitDownToWhatTheServerTakes() async throws {
-        let fault = try await FaultServer.start { _, lines in lines.count > 2 ? .text(413, "too large") : .text(204, "") }
+        let fault = try await FaultServer.start { _, lines in lines.count > 2 ? .text(413, "too large") : .text(204, "")
+        }
         let harness = try ShipperHarness(fault: fault)
         harness.write(10)
         harness.agent.flush()
@@ -300,7 +309,10 @@ struct ShipperHarness {
         #expect(metrics.pendingBytes <= 64 * 1_024 + 16 * 1_024)
         #expect(metrics.pointsDropped > 10_000)
         #expect(metrics.pointsRecorded == 20_000)
-        #expect(UInt64(metrics.pendingLines) + metrics.pointsDropped == 20_000, "every point is pending or counted dropped")
+        #expect(
+            UInt64(metrics.pendingLines) + metrics.pointsDropped == 20_000,
+            "every point is pending or counted dropped"
+        )
         await harness.finish()
     }
 

@@ -79,14 +79,24 @@ final class FailingFileSystem: SpoolFileSystem {
 }
 
 private func point(_ index: Int) -> Point {
-    Point(measurement: "m", fields: [Point.Field("n", .int(Int64(index)))], timestamp: Timestamp(nanosecondsSinceEpoch: Int64(index)))
+    Point(
+        measurement: "m",
+        fields: [Point.Field("n", .int(Int64(index)))],
+        timestamp: Timestamp(nanosecondsSinceEpoch: Int64(index))
+    )
 }
 
 private func makeStore(
-    _ directory: URL, fileSystem: FailingFileSystem, fsync: Bool = false,
+    _ directory: URL,
+    fileSystem: FailingFileSystem,
+    fsync: Bool = false,
     batching: APIHealthConfiguration.Batching = APIHealthConfiguration.Batching()
 ) throws -> (PendingBatches, SpoolDirectory) {
-    let spool = try SpoolDirectory(options: SpoolOptions(directory: directory, fsync: fsync), precision: .ns, fileSystem: fileSystem)
+    let spool = try SpoolDirectory(
+        options: SpoolOptions(directory: directory, fsync: fsync),
+        precision: .ns,
+        fileSystem: fileSystem
+    )
     return (PendingBatches(batching: batching, encoder: LineEncoder(precision: .ns), spool: spool), spool)
 }
 
@@ -119,7 +129,10 @@ private func spoolText(_ directory: URL) throws -> String {
             #expect(pending.currentMetrics.spoolWriteErrors == 2)
             #expect(logged.count == 1, "the first failure is reported once")
             let afterFailure = try spoolText(directory)
-            #expect(afterFailure == before || afterFailure.isEmpty, "no half line on disk: \(afterFailure.debugDescription)")
+            #expect(
+                afterFailure == before || afterFailure.isEmpty,
+                "no half line on disk: \(afterFailure.debugDescription)"
+            )
 
             fileSystem.rules.withLock { $0.bytesBeforeFull = nil }
             pending.writeThrough { logged.append($0) }
@@ -167,7 +180,9 @@ private func spoolText(_ directory: URL) throws -> String {
         pending.record(point(1), now: .zero)
         pending.sealOpenBatch()
         pending.writeThrough { _ in }
-        guard case .send(let segment, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
+        guard
+            case .send(let segment, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0))
+        else {
             Issue.record("nothing to send")
             return
         }
@@ -175,14 +190,19 @@ private func spoolText(_ directory: URL) throws -> String {
         pending.reject(segment, reason: "HTTP 400: bad", refused: .all, for: DestinationID(index: 0))
         #expect(pending.currentMetrics.spoolWriteErrors == 1)
         #expect(pending.currentMetrics.pointsRejected == 1)
-        #expect(try spoolText(directory) == "m n=1i 1\n", "the batch stays in the spool when its copy cannot be written")
+        #expect(
+            try spoolText(directory) == "m n=1i 1\n",
+            "the batch stays in the spool when its copy cannot be written"
+        )
         #expect(try SpoolReader(directory: directory).rejected().isEmpty)
 
         fileSystem.rules.withLock { $0.failRenames = false }
         pending.record(point(2), now: .zero)
         pending.sealOpenBatch()
         pending.writeThrough { _ in }
-        guard case .send(let second, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
+        guard
+            case .send(let second, _, _, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0))
+        else {
             Issue.record("nothing to send")
             return
         }
@@ -230,12 +250,21 @@ private func spoolText(_ directory: URL) throws -> String {
 
     @Test func aBacklogOfSmallBatchesGoesOutInFewRequests() throws {
         let pending = PendingBatches(
-            batching: APIHealthConfiguration.Batching(), encoder: LineEncoder(precision: .ns), spool: nil)
+            batching: APIHealthConfiguration.Batching(),
+            encoder: LineEncoder(precision: .ns),
+            spool: nil
+        )
         for index in 0..<30 {
             pending.record(point(index), now: .zero)
             pending.sealOpenBatch()
         }
-        guard case .send(let segment, _, let lines, _) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) else {
+        guard
+            case .send(let segment, _, let lines, _) = pending.next(
+                now: .zero,
+                openDeadline: nil,
+                for: DestinationID(index: 0)
+            )
+        else {
             Issue.record("nothing to send")
             return
         }
@@ -249,17 +278,25 @@ private func spoolText(_ directory: URL) throws -> String {
         try Data().write(to: directory.appendingPathComponent(SpoolDirectory.markerName))
         for index in 1...30 {
             try Data("small n=\(index)i \(index)\n".utf8).write(
-                to: directory.appendingPathComponent(String(format: "%020d.lp", index)))
+                to: directory.appendingPathComponent(String(format: "%020d.lp", index))
+            )
         }
         let big = (0..<12_000).map { "big n=\($0)i \($0)\n" }.joined()
         try Data(big.utf8).write(to: directory.appendingPathComponent(String(format: "%020d.lp", 31)))
         let spool = try SpoolDirectory(options: SpoolOptions(directory: directory), precision: .ns)
         let pending = PendingBatches(
-            batching: APIHealthConfiguration.Batching(), encoder: LineEncoder(precision: .ns), spool: spool)
+            batching: APIHealthConfiguration.Batching(),
+            encoder: LineEncoder(precision: .ns),
+            spool: spool
+        )
         _ = try pending.restore(from: spool.reader())
         var sizes: [Int] = []
         var order: [String] = []
-        while case .send(let segment, _, let lines, let lineBytes) = pending.next(now: .zero, openDeadline: nil, for: DestinationID(index: 0)) {
+        while case .send(let segment, _, let lines, let lineBytes) = pending.next(
+            now: .zero,
+            openDeadline: nil,
+            for: DestinationID(index: 0)
+        ) {
             let body = try #require(pending.body(of: segment))
             let bytes = try Gzip.decompress(body)
             #expect(lines <= 5_000 && bytes.count <= 1 << 20 && bytes.count == lineBytes)
@@ -268,9 +305,15 @@ private func spoolText(_ directory: URL) throws -> String {
             pending.acknowledge(segment, sentBytes: bytes.count, compressedBytes: 0, for: DestinationID(index: 0))
         }
         #expect(sizes == [5_000, 5_000, 2_030], "\(sizes)")
-        #expect(order == (1...30).map { "small n=\($0)i \($0)" } + (0..<12_000).map { "big n=\($0)i \($0)" }, "in order")
+        #expect(
+            order == (1...30).map { "small n=\($0)i \($0)" } + (0..<12_000).map { "big n=\($0)i \($0)" },
+            "in order"
+        )
         // The spool worker removes the files of delivered batches at its next round, off the lock.
         pending.writeThrough { _ in }
-        #expect(try SpoolReader(directory: directory).segments().allSatisfy { $0.lines.isEmpty }, "acknowledged batches leave the spool")
+        #expect(
+            try SpoolReader(directory: directory).segments().allSatisfy { $0.lines.isEmpty },
+            "acknowledged batches leave the spool"
+        )
     }
 }

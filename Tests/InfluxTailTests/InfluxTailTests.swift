@@ -201,12 +201,23 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
     @Test func influxTailShowsControlBytesVisibly() async throws {
         let spool = temporaryDirectory("escapes")
         try markAsSpool(spool)
-        try Data("m,host=a s=\"\u{1B}[2J\u{7}\" 1\n".utf8).write(to: spool.appendingPathComponent("00000000000000000001.lp"))
+        try Data("m,host=a s=\"\u{1B}[2J\u{7}\" 1\n".utf8).write(
+            to: spool.appendingPathComponent("00000000000000000001.lp")
+        )
         for format in ["line", "table"] {
-            let tail = try await Child.run("influx-tail", ["--spool", spool.path, "--format", format, "--color", "never"])
+            let tail = try await Child.run(
+                "influx-tail",
+                ["--spool", spool.path, "--format", format, "--color", "never"]
+            )
             #expect(tail.status == 0, "\(tail.stderr)")
-            #expect(!tail.stdout.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(format): \(tail.stdout.debugDescription)")
-            #expect(tail.stdout.contains("\\x1b[2J") || tail.stdout.contains("\\u001b[2J"), "\(format): \(tail.stdout.debugDescription)")
+            #expect(
+                !tail.stdout.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" },
+                "\(format): \(tail.stdout.debugDescription)"
+            )
+            #expect(
+                tail.stdout.contains("\\x1b[2J") || tail.stdout.contains("\\u001b[2J"),
+                "\(format): \(tail.stdout.debugDescription)"
+            )
         }
     }
 }

@@ -34,7 +34,10 @@ private func spoolErrorCode(_ body: () throws -> Void) -> SpoolError.Code? {
 }
 
 /// Runs a built executable of this package as the unprivileged user `nobody`.
-private func runAsNobody(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+private func runAsNobody(
+    _ executable: String,
+    _ arguments: [String]
+) async throws -> (status: Int32, stdout: String, stderr: String) {
     let result = try await Child.run(executable, arguments, asUser: "nobody")
     return (result.status ?? -1, result.stdout, result.stderr)
 }
@@ -49,7 +52,9 @@ private let nobody: uid_t = 65_534
         chmod(directory.path, 0o755)
         let foreign = directory.appendingPathComponent("00000000000000000001.lp")
         try Data("theirs v=1i 1\n".utf8).write(to: foreign)
-        let code = spoolErrorCode { _ = try APIHealthAgent(configuration: spoolConfiguration(directory), logger: Logger(label: "t")) }
+        let code = spoolErrorCode {
+            _ = try APIHealthAgent(configuration: spoolConfiguration(directory), logger: Logger(label: "t"))
+        }
         #expect(code == .notASpool)
         #expect(try mode(directory.path) == 0o755, "never chmodded")
         #expect(try Data(contentsOf: foreign) == Data("theirs v=1i 1\n".utf8))
@@ -63,8 +68,13 @@ private let nobody: uid_t = 65_534
             chmod(directory.path, 0o700)
             try Data().write(to: directory.appendingPathComponent(".lock"))
             try Data("ns".utf8).write(to: directory.appendingPathComponent(".precision"))
-            try FileManager.default.createDirectory(at: directory.appendingPathComponent("rejected"), withIntermediateDirectories: false)
-            try Data("earlier v=1i 1763800000000000000\n".utf8).write(to: directory.appendingPathComponent("00000000000000000007.lp"))
+            try FileManager.default.createDirectory(
+                at: directory.appendingPathComponent("rejected"),
+                withIntermediateDirectories: false
+            )
+            try Data("earlier v=1i 1763800000000000000\n".utf8).write(
+                to: directory.appendingPathComponent("00000000000000000007.lp")
+            )
             if let extra { try Data("theirs v=1i 1\n".utf8).write(to: directory.appendingPathComponent(extra)) }
             return directory
         }
@@ -75,7 +85,9 @@ private let nobody: uid_t = 65_534
         #expect(FileManager.default.fileExists(atPath: earlier.appendingPathComponent(SpoolDirectory.markerName).path))
 
         let mixed = try earlierSpool(extra: "notes.lp")
-        let code = spoolErrorCode { _ = try APIHealthAgent(configuration: spoolConfiguration(mixed), logger: Logger(label: "t")) }
+        let code = spoolErrorCode {
+            _ = try APIHealthAgent(configuration: spoolConfiguration(mixed), logger: Logger(label: "t"))
+        }
         #expect(code == .notASpool)
     }
 
@@ -85,7 +97,9 @@ private let nobody: uid_t = 65_534
         let agent = try APIHealthAgent(configuration: spoolConfiguration(directory), logger: Logger(label: "t"))
         await agent.shutdown(deadline: .milliseconds(100))
         #expect(try mode(directory.path) == 0o755)
-        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent(SpoolDirectory.markerName).path))
+        #expect(
+            FileManager.default.fileExists(atPath: directory.appendingPathComponent(SpoolDirectory.markerName).path)
+        )
 
         let created = temporaryDirectory("created").appendingPathComponent("a/b/spool")
         let second = try APIHealthAgent(configuration: spoolConfiguration(created), logger: Logger(label: "t"))
@@ -96,21 +110,32 @@ private let nobody: uid_t = 65_534
     @Test func aDirectoryOthersCanWriteOrOfAnotherUserIsRefused() throws {
         let open = temporaryDirectory("world-writable")
         chmod(open.path, 0o777)
-        #expect(spoolErrorCode { _ = try APIHealthAgent(configuration: spoolConfiguration(open), logger: Logger(label: "t")) } == .unsafe)
+        #expect(
+            spoolErrorCode {
+                _ = try APIHealthAgent(configuration: spoolConfiguration(open), logger: Logger(label: "t"))
+            } == .unsafe
+        )
         #expect(try mode(open.path) == 0o777, "never chmodded")
         #expect(try FileManager.default.contentsOfDirectory(atPath: open.path).isEmpty, "nothing written")
 
         let theirs = temporaryDirectory("theirs")
         chmod(theirs.path, 0o700)
         try #require(chown(theirs.path, nobody, 65_534) == 0)
-        #expect(spoolErrorCode { _ = try APIHealthAgent(configuration: spoolConfiguration(theirs), logger: Logger(label: "t")) } == .unsafe)
+        #expect(
+            spoolErrorCode {
+                _ = try APIHealthAgent(configuration: spoolConfiguration(theirs), logger: Logger(label: "t"))
+            } == .unsafe
+        )
     }
 
     @Test func aSpoolPathUnderARegularFileSaysSo() throws {
         let file = temporaryDirectory("under-file").appendingPathComponent("file")
         try Data().write(to: file)
         do {
-            _ = try APIHealthAgent(configuration: spoolConfiguration(file.appendingPathComponent("spool")), logger: Logger(label: "t"))
+            _ = try APIHealthAgent(
+                configuration: spoolConfiguration(file.appendingPathComponent("spool")),
+                logger: Logger(label: "t")
+            )
             Issue.record("the agent started")
         } catch {
             #expect("\(error)".contains("\(file.path) is a file, not a directory"), "\(error)")
@@ -123,7 +148,11 @@ private let nobody: uid_t = 65_534
         chmod(target.path, 0o755)
         let link = temporaryDirectory("link-parent").appendingPathComponent("spool")
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
-        #expect(spoolErrorCode { _ = try APIHealthAgent(configuration: spoolConfiguration(link), logger: Logger(label: "t")) } == .unsafe)
+        #expect(
+            spoolErrorCode {
+                _ = try APIHealthAgent(configuration: spoolConfiguration(link), logger: Logger(label: "t"))
+            } == .unsafe
+        )
         #expect(try mode(target.path) == 0o755)
         #expect(try FileManager.default.contentsOfDirectory(atPath: target.path).isEmpty)
 
@@ -131,8 +160,15 @@ private let nobody: uid_t = 65_534
         try markAsSpool(spool)
         let victim = temporaryDirectory("rejected-victim")
         chmod(victim.path, 0o755)
-        try FileManager.default.createSymbolicLink(at: spool.appendingPathComponent("rejected"), withDestinationURL: victim)
-        #expect(spoolErrorCode { _ = try APIHealthAgent(configuration: spoolConfiguration(spool), logger: Logger(label: "t")) } == .unsafe)
+        try FileManager.default.createSymbolicLink(
+            at: spool.appendingPathComponent("rejected"),
+            withDestinationURL: victim
+        )
+        #expect(
+            spoolErrorCode {
+                _ = try APIHealthAgent(configuration: spoolConfiguration(spool), logger: Logger(label: "t"))
+            } == .unsafe
+        )
         #expect(try mode(victim.path) == 0o755)
         #expect(try FileManager.default.contentsOfDirectory(atPath: victim.path).isEmpty)
     }
@@ -146,16 +182,28 @@ private let nobody: uid_t = 65_534
         let secret = outside.appendingPathComponent("secret.lp")
         try Data("secret v=1i 1\n".utf8).write(to: secret)
         let dangling = outside.appendingPathComponent("created-through-link")
-        try FileManager.default.createSymbolicLink(at: spool.appendingPathComponent(".precision.tmp"), withDestinationURL: victim)
-        try FileManager.default.createSymbolicLink(at: spool.appendingPathComponent("00000000000000000001.lp"), withDestinationURL: secret)
         try FileManager.default.createSymbolicLink(
-            at: spool.appendingPathComponent("00000000000000000002.open.lp"), withDestinationURL: dangling)
+            at: spool.appendingPathComponent(".precision.tmp"),
+            withDestinationURL: victim
+        )
+        try FileManager.default.createSymbolicLink(
+            at: spool.appendingPathComponent("00000000000000000001.lp"),
+            withDestinationURL: secret
+        )
+        try FileManager.default.createSymbolicLink(
+            at: spool.appendingPathComponent("00000000000000000002.open.lp"),
+            withDestinationURL: dangling
+        )
         try Data("ours v=1i 3\n".utf8).write(to: spool.appendingPathComponent("00000000000000000003.lp"))
 
         let fault = try await FaultServer.start { _, _ in .text(204, "") }
         let agent = try APIHealthAgent(
-            configuration: spoolConfiguration(spool, destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b"))),
-            logger: Logger(label: "t"))
+            configuration: spoolConfiguration(
+                spool,
+                destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b"))
+            ),
+            logger: Logger(label: "t")
+        )
         agent.start()
         for index in 0..<20 { agent.write(Point(measurement: "new", fields: [Point.Field("n", .int(Int64(index)))])) }
         await agent.shutdown(deadline: .seconds(60))
@@ -182,7 +230,10 @@ private let nobody: uid_t = 65_534
         let spool = temporaryDirectory("fifo")
         try markAsSpool(spool)
         try #require(mkfifo(spool.appendingPathComponent("00000000000000000001.lp").path, 0o600) == 0)
-        try FileManager.default.createDirectory(at: spool.appendingPathComponent("00000000000000000002.lp"), withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(
+            at: spool.appendingPathComponent("00000000000000000002.lp"),
+            withIntermediateDirectories: false
+        )
         try Data("good v=1i 1\n".utf8).write(to: spool.appendingPathComponent("00000000000000000003.lp"))
 
         let started = ContinuousClock.now
@@ -232,7 +283,9 @@ private let nobody: uid_t = 65_534
         let second = try await runAsNobody("spool-writer", [spool.path, "5", "0"])
         #expect(second.status == 0, "\(second.stderr)")
         #expect(FileManager.default.fileExists(atPath: planted.path))
-        let lines = try SpoolReader(directory: spool).segments().flatMap(\.lines).map { String(decoding: $0, as: UTF8.self) }
+        let lines = try SpoolReader(directory: spool).segments().flatMap(\.lines).map {
+            String(decoding: $0, as: UTF8.self)
+        }
         #expect(lines.filter { $0.hasPrefix("crash") }.count == 10)
 
         // A spool directory of another user is refused.

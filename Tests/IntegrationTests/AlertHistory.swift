@@ -171,11 +171,13 @@ enum AlertHistory {
                     let succeeded = endpoint.requests - errors
                     // Failures are fast; the slow requests are among those that succeeded.
                     let within = endpoint.hasObjectives ? ",requests_within_latency_objective=\(succeeded - slow)i" : ""
-                    text += "apihealth_request_interval,\(tags(endpoint, instance)),status_class=2xx "
+                    text +=
+                        "apihealth_request_interval,\(tags(endpoint, instance)),status_class=2xx "
                         + "count=\(succeeded)i,errors=0i\(objectives)\(within) \(end + time)\n"
                     if errors > 0 {
                         let within = endpoint.hasObjectives ? ",requests_within_latency_objective=\(errors)i" : ""
-                        text += "apihealth_request_interval,\(tags(endpoint, instance)),status_class=5xx "
+                        text +=
+                            "apihealth_request_interval,\(tags(endpoint, instance)),status_class=5xx "
                             + "count=\(errors)i,errors=\(errors)i\(objectives)\(within) \(end + time)\n"
                     }
                 }
@@ -183,13 +185,15 @@ enum AlertHistory {
         }
         for instance in instances {
             for time in parseFailureTimes() {
-                text += "apihealth_parse_failure,failure=decoding,\(tags(parsing, instance)),status=200 count=1i "
+                text +=
+                    "apihealth_parse_failure,failure=decoding,\(tags(parsing, instance)),status=200 count=1i "
                     + "\(end + time)\n"
             }
         }
         for instance in agentInstances {
             for (index, time) in healthPointTimes(instance).enumerated() {
-                text += "apihealth_agent,instance=\(instance),region=eu-west,service=\(service) "
+                text +=
+                    "apihealth_agent,instance=\(instance),region=eu-west,service=\(service) "
                     + "points_recorded=\(index * 10)i,points_dropped=\(pointsDropped(instance, at: time))i,"
                     + "points_lost=0i,points_rejected=0i,points_expired=0i \(end + time)\n"
             }

@@ -146,7 +146,10 @@ import Testing
             )
             firings.insert(Firing(alert: alert, who: who, from: minutes.first ?? 0, to: minutes.last ?? 0))
         }
-        #expect(firings == Self.expectedFirings, "unexpected: \(firings.subtracting(Self.expectedFirings)); missing: \(Self.expectedFirings.subtracting(firings))")
+        #expect(
+            firings == Self.expectedFirings,
+            "unexpected: \(firings.subtracting(Self.expectedFirings)); missing: \(Self.expectedFirings.subtracting(firings))"
+        )
 
         // The SLO panels of the VictoriaMetrics dashboard on the same history, at its end.
         func panel(_ name: String, range: String) async throws -> [String: [String: Double]] {
@@ -243,7 +246,10 @@ import Testing
             )
             #expect(Set(values.keys) == Set(expected.keys), "\(seconds) s: \(values)")
             for (name, value) in expected {
-                #expect(abs((values[name] ?? .nan) - value) < 1e-9, "\(latency ? "latency" : "availability") \(seconds) s \(name): \(values[name] ?? .nan) vs \(value)")
+                #expect(
+                    abs((values[name] ?? .nan) - value) < 1e-9,
+                    "\(latency ? "latency" : "availability") \(seconds) s \(name): \(values[name] ?? .nan) vs \(value)"
+                )
             }
         }
         #expect(abs(AlertHistory.burnRate(AlertHistory.burning, latency: false, seconds: 300) - 20) < 1e-9)
@@ -259,8 +265,10 @@ import Testing
             var measured: [String: [Double]] = [:]
             for entry in try await influx.query(query) {
                 let labels = ["host", "method", "path"].map { entry.tags[$0] ?? "" }.joined(separator: " ")
-                let columns = name == "slo_budget_left"
-                    ? ["availability_budget_left", "latency_budget_left"] : ["availability_burn_rate", "latency_burn_rate"]
+                let columns =
+                    name == "slo_budget_left"
+                    ? ["availability_budget_left", "latency_budget_left"]
+                    : ["availability_burn_rate", "latency_burn_rate"]
                 let row = entry.rows.last { InfluxQLDashboardTests.number($0, columns[0]) != nil }
                 if let row { measured[labels, default: []] += columns.map { InfluxQLDashboardTests.number(row, $0)! } }
             }
@@ -270,7 +278,8 @@ import Testing
                 let rates = [false, true].map { AlertHistory.burnRate(endpoint, latency: $0, seconds: seconds) }
                 // Both regions of the burning endpoint are one series here (the panel groups by endpoint).
                 if endpoint == AlertHistory.burningElsewhere { continue }
-                let both = endpoint == AlertHistory.burning
+                let both =
+                    endpoint == AlertHistory.burning
                     ? [false, true].map {
                         (AlertHistory.burnRate(AlertHistory.burning, latency: $0, seconds: seconds)
                             + AlertHistory.burnRate(AlertHistory.burningElsewhere, latency: $0, seconds: seconds)) / 2
@@ -310,7 +319,10 @@ import Testing
             AlertHistory.pointsDropped("checkout-3", at: window.last!)
                 - AlertHistory.pointsDropped("checkout-3", at: window.first!)
         )
-        #expect(expectedLoss > 0 && lostBy == ["checkout-1": 0, "checkout-2": 0, "checkout-3": expectedLoss], "\(lostBy)")
+        #expect(
+            expectedLoss > 0 && lostBy == ["checkout-1": 0, "checkout-2": 0, "checkout-3": expectedLoss],
+            "\(lostBy)"
+        )
     }
 
     @Test func theFluxRulesAndInfluxDBChecksReadOnlyWhatTheAgentWrites() throws {
@@ -332,7 +344,9 @@ import Testing
             if query.contains("apihealth_request_interval") {
                 // Summed over instances and status classes, every other tag (global ones included) kept.
                 #expect(
-                    query.contains(#"group(columns: ["instance", "status_class", "_time", "_value", "_start", "_stop"], mode: "except")"#)
+                    query.contains(
+                        #"group(columns: ["instance", "status_class", "_time", "_value", "_start", "_stop"], mode: "except")"#
+                    )
                 )
             }
         }
@@ -424,6 +438,8 @@ import Testing
         }
         let burn = try #require(Double(annotations["burn_rate"] ?? ""))
         #expect(burn > 14.4 && burn <= 20, "\(annotations)")
-        #expect(annotations["summary"]?.hasPrefix("POST api.burning.example/v1/pay burns its availability budget") == true)
+        #expect(
+            annotations["summary"]?.hasPrefix("POST api.burning.example/v1/pay burns its availability budget") == true
+        )
     }
 }

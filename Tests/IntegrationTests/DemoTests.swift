@@ -434,11 +434,13 @@ import Testing
         let spool = temporaryDirectory("demo-credentials").appendingPathComponent("spool")
         let dead = try RefusingPort()
         let demo = try Child(
-            "apihealth-demo", [],
+            "apihealth-demo",
+            [],
             environment: [
                 "INFLUX_URL": "http://user:secret@127.0.0.1:\(dead.port)", "INFLUX_ORG": "o", "INFLUX_BUCKET": "b",
                 "APIHEALTH_SPOOL_DIR": spool.path,
-            ])
+            ]
+        )
         // Stopped once it is making requests (it has said where it ships), however long it took to
         // start; its output is read at the end (a pipe is flushed only then). Stopping, it tries to send
         // what is pending, fails, and prints the failure: the "last error" line shows that it did.

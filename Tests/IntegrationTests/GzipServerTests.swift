@@ -12,9 +12,14 @@ import Testing
         var lines: [UInt8] = []
         for index in 0..<500 {
             try LineEncoder().encode(
-                Point(measurement: "gzip", tags: [Point.Tag("n", "\(index)")], fields: [Point.Field("v", .float(Double(index)))],
-                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000)),
-                into: &lines)
+                Point(
+                    measurement: "gzip",
+                    tags: [Point.Tag("n", "\(index)")],
+                    fields: [Point.Field("v", .float(Double(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_700_000_000_000_000_000)
+                ),
+                into: &lines
+            )
         }
         let reply = try await influx.write(lines, gzip: implementation)
         #expect(reply.status == 204, "\(reply.text)")
@@ -30,9 +35,14 @@ import Testing
         var lines: [UInt8] = []
         for index in 0..<500 {
             try LineEncoder().encode(
-                Point(measurement: measurement, tags: [Point.Tag("n", "\(index)")], fields: [Point.Field("v", .float(Double(index)))],
-                    timestamp: Timestamp(nanosecondsSinceEpoch: now)),
-                into: &lines)
+                Point(
+                    measurement: measurement,
+                    tags: [Point.Tag("n", "\(index)")],
+                    fields: [Point.Field("v", .float(Double(index)))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now)
+                ),
+                into: &lines
+            )
         }
         let reply = try await victoria.write(lines, gzip: implementation)
         #expect(reply.status == 204, "\(reply.text)")

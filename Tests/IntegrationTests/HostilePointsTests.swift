@@ -16,7 +16,8 @@ struct HostilePoints {
     var fieldKeys: [String] = []
 
     static let alphabet: [String] = [
-        ",", "=", " ", "\"", "\\", "\\\\", "\n", "\r", "\r\n", "\t", "\u{0}", "\u{1}", "\u{1B}", "\u{1F}", "\u{7F}", "#", "_",
+        ",", "=", " ", "\"", "\\", "\\\\", "\n", "\r", "\r\n", "\t", "\u{0}", "\u{1}", "\u{1B}", "\u{1F}", "\u{7F}",
+        "#", "_",
         "é", "e\u{301}", "日本", "🚀", "'", "a", "b", "z", "0", "9", "-", ".", "time", "u", "i",
     ]
 
@@ -56,10 +57,13 @@ struct HostilePoints {
             case 0: return .int(Int64(bitPattern: random.next()))
             case 1: return .int([Int64.min, Int64.max, 0, -1].randomElement(using: &random)!)
             case 2: return .uint(random.next())
-            default: return .uint([UInt64.max, UInt64(Int64.max), UInt64(Int64.max) + 1, 0].randomElement(using: &random)!)
+            default:
+                return .uint([UInt64.max, UInt64(Int64.max), UInt64(Int64.max) + 1, 0].randomElement(using: &random)!)
             }
         case 1:
-            let special: [Double] = [.nan, .infinity, -.infinity, .greatestFiniteMagnitude, .leastNonzeroMagnitude, -0.0, 0.1]
+            let special: [Double] = [
+                .nan, .infinity, -.infinity, .greatestFiniteMagnitude, .leastNonzeroMagnitude, -0.0, 0.1,
+            ]
             if Int.random(in: 0..<4, using: &random) == 0 { return .float(special.randomElement(using: &random)!) }
             let value = Double(bitPattern: random.next())
             return .float(value.isFinite ? value : 1.5)
@@ -74,8 +78,11 @@ struct HostilePoints {
             return Point.Field(key, value(for: key))
         }
         return Point(
-            measurement: measurements.randomElement(using: &random)!, tags: tagSets.randomElement(using: &random)!,
-            fields: fields, timestamp: Timestamp(nanosecondsSinceEpoch: time))
+            measurement: measurements.randomElement(using: &random)!,
+            tags: tagSets.randomElement(using: &random)!,
+            fields: fields,
+            timestamp: Timestamp(nanosecondsSinceEpoch: time)
+        )
     }
 }
 
@@ -93,7 +100,9 @@ struct HostilePoints {
     }
 
     @Test func hostilePointsReachBothServersWithNothingRefusedAndEveryChangeCounted() async throws {
-        let seed = ProcessInfo.processInfo.environment["APIHEALTH_HOSTILE_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 0...UInt64.max)
+        let seed =
+            ProcessInfo.processInfo.environment["APIHEALTH_HOSTILE_SEED"].flatMap(UInt64.init)
+            ?? UInt64.random(in: 0...UInt64.max)
         let count = Self.count
         print("hostile points: \(count), seed \(seed) (APIHEALTH_HOSTILE_SEED=\(seed) replays it)")
         let influx = try await InfluxDB1.freshDatabase("hostile")
@@ -122,18 +131,24 @@ struct HostilePoints {
                 // Every changed value is counted: the repairs are empty exactly when the point was
                 // written as given.
                 let isUnchanged = want == Self.unchanged(point)
-                let clamps = want.fields.filter { if case .uint(let value) = $0.value { value > UInt64(Int64.max) } else { false } }.count
+                let clamps = want.fields.filter {
+                    if case .uint(let value) = $0.value { value > UInt64(Int64.max) } else { false }
+                }.count
                 guard repairs.isEmpty == isUnchanged, v1Repairs.clampedUnsigned == clamps,
                     v1Repairs.isEmpty == (isUnchanged && clamps == 0)
                 else {
-                    Issue.record("seed \(seed), point \(index): \(point)\nrepairs \(repairs), v1 \(v1Repairs), unchanged \(isUnchanged), clamps \(clamps)")
+                    Issue.record(
+                        "seed \(seed), point \(index): \(point)\nrepairs \(repairs), v1 \(v1Repairs), unchanged \(isUnchanged), clamps \(clamps)"
+                    )
                     return
                 }
                 if !v1Repairs.isEmpty { changed += 1 }
                 written += 1
             } catch {
                 guard case .refused(let reason) = expected, reason == error else {
-                    Issue.record("seed \(seed), point \(index): refused with \(error), model says \(expected): \(point)")
+                    Issue.record(
+                        "seed \(seed), point \(index): refused with \(error), model says \(expected): \(point)"
+                    )
                     return
                 }
                 refusedByEncoder += 1
@@ -148,7 +163,9 @@ struct HostilePoints {
             }
         }
         let invalid = try await victoria.invalidRows() - invalidBefore
-        print("hostile points: \(written) written (\(changed) with counted changes), \(refusedByEncoder) refused by the encoder, seed \(seed)")
+        print(
+            "hostile points: \(written) written (\(changed) with counted changes), \(refusedByEncoder) refused by the encoder, seed \(seed)"
+        )
         #expect(refusedByInfluxDB.isEmpty, "seed \(seed): InfluxDB refused lines: \(refusedByInfluxDB.prefix(3))")
         #expect(invalid == 0, "seed \(seed): VictoriaMetrics counted \(invalid) invalid rows")
         #expect(written > count / 2 && changed > count / 10, "the generator must exercise both (seed \(seed))")

@@ -27,40 +27,91 @@ import Testing
             want.timestamp = timestamp
             cases.append(Case(point: point, expected: want))
         }
-        let awkward = [",", "=", " ", "\"", "\\", "'", "#", "é", "日本", "🚀", "{id}", "a\\b", "a\\ b", "a\\,b", "a\\=b", "a\\\\b"]
+        let awkward = [
+            ",", "=", " ", "\"", "\\", "'", "#", "é", "日本", "🚀", "{id}", "a\\b", "a\\ b", "a\\,b", "a\\=b", "a\\\\b",
+        ]
         for (index, text) in awkward.enumerated() {
-            add("c\(index)" + text + "m", tags: [Point.Tag("k" + text, "v" + text)], fields: [Point.Field("f" + text, .string("s" + text))])
-            add("c\(index)" + text + "tail", tags: [Point.Tag("k", text + "end")], fields: [Point.Field("f", .int(Int64(index)))])
+            add(
+                "c\(index)" + text + "m",
+                tags: [Point.Tag("k" + text, "v" + text)],
+                fields: [Point.Field("f" + text, .string("s" + text))]
+            )
+            add(
+                "c\(index)" + text + "tail",
+                tags: [Point.Tag("k", text + "end")],
+                fields: [Point.Field("f", .int(Int64(index)))]
+            )
         }
         add("space in measurement", tags: [Point.Tag("tag key", "tag value")], fields: [Point.Field("field key", 1.5)])
-        add("trailing\\", tags: [Point.Tag("k\\", "v\\\\")], fields: [Point.Field("f\\", .string("s\\"))],
-            expected: Point(measurement: "trailing", tags: [Point.Tag("k", "v")], fields: [Point.Field("f", .string("s\\"))]))
-        add("control", tags: [Point.Tag("k", "a\tb\nc")], fields: [Point.Field("f\r", .string("line one\nline two\r\n\t"))],
-            expected: Point(measurement: "control", tags: [Point.Tag("k", "a\tb\u{FFFD}c")],
-                fields: [Point.Field("f\u{FFFD}", .string("line one\u{FFFD}line two\u{FFFD}\u{FFFD}\t"))]))
-        add("strings", fields: [
-            Point.Field("empty", .string("")), Point.Field("quotes", .string("\"\"")), Point.Field("slashes", .string("\\\\\\")),
-            Point.Field("trailing", .string("ends with \\")), Point.Field("unicode", .string("naïve ☕️ 日本語 🚀")),
-            Point.Field("long", .string(longString)),
-        ])
+        add(
+            "trailing\\",
+            tags: [Point.Tag("k\\", "v\\\\")],
+            fields: [Point.Field("f\\", .string("s\\"))],
+            expected: Point(
+                measurement: "trailing",
+                tags: [Point.Tag("k", "v")],
+                fields: [Point.Field("f", .string("s\\"))]
+            )
+        )
+        add(
+            "control",
+            tags: [Point.Tag("k", "a\tb\nc")],
+            fields: [Point.Field("f\r", .string("line one\nline two\r\n\t"))],
+            expected: Point(
+                measurement: "control",
+                tags: [Point.Tag("k", "a\tb\u{FFFD}c")],
+                fields: [Point.Field("f\u{FFFD}", .string("line one\u{FFFD}line two\u{FFFD}\u{FFFD}\t"))]
+            )
+        )
+        add(
+            "strings",
+            fields: [
+                Point.Field("empty", .string("")), Point.Field("quotes", .string("\"\"")),
+                Point.Field("slashes", .string("\\\\\\")),
+                Point.Field("trailing", .string("ends with \\")), Point.Field("unicode", .string("naïve ☕️ 日本語 🚀")),
+                Point.Field("long", .string(longString)),
+            ]
+        )
         let tooLong = String(repeating: "ab", count: 40_000)
-        add("truncated", fields: [Point.Field("s", .string(tooLong))],
-            expected: Point(measurement: "truncated", fields: [Point.Field("s", .string(String(tooLong.prefix(LineEncoder.maximumStringBytes))))]))
-        add("integers", fields: [
-            Point.Field("min", .int(.min)), Point.Field("max", .int(.max)), Point.Field("zero", .int(0)), Point.Field("minus", .int(-1)),
-        ])
-        add("floats", fields: [
-            Point.Field("largest", .float(.greatestFiniteMagnitude)), Point.Field("tiniest", .float(.leastNonzeroMagnitude)),
-            Point.Field("negzero", .float(-0.0)), Point.Field("small", .float(1e-5)), Point.Field("big", .float(1e20)),
-            Point.Field("tenth", .float(0.1)), Point.Field("ms", .float(123.456789)), Point.Field("neg", .float(-2.5e-300)),
-            Point.Field("whole", .float(42)),
-        ])
+        add(
+            "truncated",
+            fields: [Point.Field("s", .string(tooLong))],
+            expected: Point(
+                measurement: "truncated",
+                fields: [Point.Field("s", .string(String(tooLong.prefix(LineEncoder.maximumStringBytes))))]
+            )
+        )
+        add(
+            "integers",
+            fields: [
+                Point.Field("min", .int(.min)), Point.Field("max", .int(.max)), Point.Field("zero", .int(0)),
+                Point.Field("minus", .int(-1)),
+            ]
+        )
+        add(
+            "floats",
+            fields: [
+                Point.Field("largest", .float(.greatestFiniteMagnitude)),
+                Point.Field("tiniest", .float(.leastNonzeroMagnitude)),
+                Point.Field("negzero", .float(-0.0)), Point.Field("small", .float(1e-5)),
+                Point.Field("big", .float(1e20)),
+                Point.Field("tenth", .float(0.1)), Point.Field("ms", .float(123.456789)),
+                Point.Field("neg", .float(-2.5e-300)),
+                Point.Field("whole", .float(42)),
+            ]
+        )
         add("booleans", fields: [Point.Field("yes", true), Point.Field("no", false)])
-        add("nonfinite", fields: [Point.Field("nan", .float(.nan)), Point.Field("inf", .float(.infinity)), Point.Field("ok", 1.0)],
-            expected: Point(measurement: "nonfinite", fields: [Point.Field("ok", 1.0)]))
-        add("reserved", tags: [Point.Tag("_t", "x"), Point.Tag("time", "x"), Point.Tag("empty", ""), Point.Tag("k", "v")],
+        add(
+            "nonfinite",
+            fields: [Point.Field("nan", .float(.nan)), Point.Field("inf", .float(.infinity)), Point.Field("ok", 1.0)],
+            expected: Point(measurement: "nonfinite", fields: [Point.Field("ok", 1.0)])
+        )
+        add(
+            "reserved",
+            tags: [Point.Tag("_t", "x"), Point.Tag("time", "x"), Point.Tag("empty", ""), Point.Tag("k", "v")],
             fields: [Point.Field("_f", 1), Point.Field("time", 1), Point.Field("ok", true)],
-            expected: Point(measurement: "reserved", tags: [Point.Tag("k", "v")], fields: [Point.Field("ok", true)]))
+            expected: Point(measurement: "reserved", tags: [Point.Tag("k", "v")], fields: [Point.Field("ok", true)])
+        )
         return cases
     }
 
@@ -91,9 +142,13 @@ import Testing
             let fieldTypes = Dictionary(
                 uniqueKeysWithValues: (types.first { $0.name == want.measurement }?.values ?? []).map {
                     ($0[0] as! String, $0[1] as! String)
-                })
+                }
+            )
             for tag in want.tags {
-                #expect(row[tag.key] as? String == tag.value, "tag \(String(reflecting: tag.key)) of \(want.measurement)")
+                #expect(
+                    row[tag.key] as? String == tag.value,
+                    "tag \(String(reflecting: tag.key)) of \(want.measurement)"
+                )
             }
             for field in want.fields {
                 let stored = row[field.key]
@@ -102,10 +157,16 @@ import Testing
                     #expect(stored as? String == value, "string \(field.key) of \(want.measurement)")
                     #expect(fieldTypes[field.key] == "string")
                 case .int(let value):
-                    #expect((stored as? NSNumber)?.int64Value == value, "integer \(field.key): \(String(describing: stored))")
+                    #expect(
+                        (stored as? NSNumber)?.int64Value == value,
+                        "integer \(field.key): \(String(describing: stored))"
+                    )
                     #expect(fieldTypes[field.key] == "integer")
                 case .float(let value):
-                    #expect((stored as? NSNumber)?.doubleValue == value, "float \(field.key): \(String(describing: stored))")
+                    #expect(
+                        (stored as? NSNumber)?.doubleValue == value,
+                        "float \(field.key): \(String(describing: stored))"
+                    )
                     #expect(fieldTypes[field.key] == "float")
                 case .bool(let value):
                     #expect((stored as? NSNumber)?.boolValue == value, "bool \(field.key)")
@@ -129,9 +190,14 @@ import Testing
         var lines: [UInt8] = []
         for (index, value) in values.enumerated() {
             try LineEncoder().encode(
-                Point(measurement: measurement, tags: [Point.Tag("case", "c\(index)")], fields: [Point.Field("value", .uint(value))],
-                    timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index) * 1_000_000)),
-                into: &lines)
+                Point(
+                    measurement: measurement,
+                    tags: [Point.Tag("case", "c\(index)")],
+                    fields: [Point.Field("value", .uint(value))],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: now + Int64(index) * 1_000_000)
+                ),
+                into: &lines
+            )
         }
         #expect(String(decoding: lines, as: UTF8.self).contains("value=18446744073709551615u"))
         let reply = try await victoria.write(lines)

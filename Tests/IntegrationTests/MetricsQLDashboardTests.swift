@@ -111,7 +111,12 @@ import Testing
         #expect(try await victoria.invalidRows() == 0)
         let at = Double(ends.last!)
         let seconds = 3_600.0
-        func run(_ name: String, groupBy: String = "service", instance: String = ".*", at: Double = at) async throws
+        func run(
+            _ name: String,
+            groupBy: String = "service",
+            instance: String = ".*",
+            at: Double = at
+        ) async throws
             -> [VictoriaMetrics.Sample]
         {
             // The shared server holds other tests' data: this service's series only.
@@ -133,7 +138,10 @@ import Testing
         #expect(
             Self.close(perInstance, counts(samples) { "\($0.endpoint) \($0.instance)" }.mapValues { $0 / seconds })
         )
-        let replica2 = Self.values(try await run("request_rate", instance: "replica-2"), by: ["host", "method", "path"])
+        let replica2 = Self.values(
+            try await run("request_rate", instance: "replica-2"),
+            by: ["host", "method", "path"]
+        )
         #expect(
             Self.close(
                 replica2,
@@ -210,7 +218,10 @@ import Testing
             let rank = Int((Double(sorted.count) * p / 100).rounded(.up)) - 1
             let lower = sorted[max(rank - 1, 0)] / 1.14
             let upper = sorted[min(rank + 1, sorted.count - 1)] * 1.14
-            #expect(lower <= sample.value && sample.value <= upper, "\(key) p\(Int(p)): \(sample.value), \(lower)...\(upper)")
+            #expect(
+                lower <= sample.value && sample.value <= upper,
+                "\(key) p\(Int(p)): \(sample.value), \(lower)...\(upper)"
+            )
         }
         let slowestRequests = try await run("slowest_requests")
         let slowestBySeries = Dictionary(grouping: raw) {
@@ -222,15 +233,20 @@ import Testing
         )
         let failed = Self.values(try await run("latest_errors"), by: ["host", "method", "path", "status", "instance"])
         #expect(
-            failed == counts(raw.filter(\.failed)) {
-                "\($0.host) \($0.method) \($0.path) \($0.statusTag) \($0.instance)"
-            }
+            failed
+                == counts(raw.filter(\.failed)) {
+                    "\($0.host) \($0.method) \($0.path) \($0.statusTag) \($0.instance)"
+                }
         )
 
         // The agents' own health, one series per instance and field: written at shutdown, stamped with the time.
         let health = try await run("agent_health", at: now)
         #expect(Set(health.map { $0.labels["instance"] ?? "" }) == Set(DashboardDataSet.instances))
-        #expect(Set(health.map { $0.labels["field"] ?? "" }) == ["points_dropped", "points_rejected", "retries", "pending_lines"])
+        #expect(
+            Set(health.map { $0.labels["field"] ?? "" }) == [
+                "points_dropped", "points_rejected", "retries", "pending_lines",
+            ]
+        )
         #expect(health.filter { $0.labels["field"] == "points_dropped" }.allSatisfy { $0.value == 0 })
     }
 
@@ -266,7 +282,9 @@ import Testing
         }
         let start = (Int64(Date().timeIntervalSince1970) / 20 - 15) * 20
         for step in 0..<12 {
-            for (label, route, increment) in [("http_requests", "a", 100), ("http_requests", "b", 50), ("jobs_done", "", 10)] {
+            for (label, route, increment) in [
+                ("http_requests", "a", 100), ("http_requests", "b", 50), ("jobs_done", "", 10),
+            ] {
                 // As the factory writes them, with the service and instance every point of the agent carries.
                 let tags =
                     [
@@ -303,7 +321,10 @@ import Testing
             HistogramQuantileDashboardTests.check(sample.value, quantile: q, of: timed, bounds: timerBounds, "db_query")
         }
         // Increments per second over a 20 s window in the middle: 10 + 5 for http_requests, 1 for jobs_done.
-        let rates = Self.values(try await run("metrics_counter_rate", interval: 20, at: Double(start + 65)), by: ["name"])
+        let rates = Self.values(
+            try await run("metrics_counter_rate", interval: 20, at: Double(start + 65)),
+            by: ["name"]
+        )
         #expect(rates == ["http_requests": 15, "jobs_done": 1], "\(rates)")
     }
 }

@@ -15,8 +15,11 @@ import Testing
     /// A point whose series key as written (`m,k=vvv…`) is `seriesBytes` long.
     static func point(seriesBytes: Int, fields: [Point.Field], at time: Int64) -> Point {
         Point(
-            measurement: "m", tags: [Point.Tag("k", String(repeating: "v", count: seriesBytes - 4))], fields: fields,
-            timestamp: Timestamp(nanosecondsSinceEpoch: time))
+            measurement: "m",
+            tags: [Point.Tag("k", String(repeating: "v", count: seriesBytes - 4))],
+            fields: fields,
+            timestamp: Timestamp(nanosecondsSinceEpoch: time)
+        )
     }
 
     @Test func keyLengthBoundaryIsInfluxDB1s() async throws {
@@ -25,7 +28,12 @@ import Testing
         // Series key + field key `f` + 4 bytes = 65,535: written and stored.
         let limit = LineEncoder.maximumKeyLength - 4 - 1
         var lines: [UInt8] = []
-        #expect(try LineEncoder().encode(Self.point(seriesBytes: limit, fields: [Point.Field("f", 1)], at: time), into: &lines).isEmpty)
+        #expect(
+            try LineEncoder().encode(
+                Self.point(seriesBytes: limit, fields: [Point.Field("f", 1)], at: time),
+                into: &lines
+            ).isEmpty
+        )
         // One byte over for `fg`, exactly at the limit for `f`: `fg` is dropped and counted, `f` stored.
         let mixed = Self.point(seriesBytes: limit, fields: [Point.Field("fg", 2), Point.Field("f", 3)], at: time + 1)
         #expect(try LineEncoder().encode(mixed, into: &lines).droppedFields == 1)
@@ -37,12 +45,17 @@ import Testing
         // One byte over for every field: the encoder writes nothing…
         var over: [UInt8] = []
         let tooLong = Self.point(seriesBytes: limit + 1, fields: [Point.Field("f", 1)], at: time + 2)
-        #expect(throws: LineProtocolError.keyTooLong(LineEncoder.maximumKeyLength + 1)) { try LineEncoder().encode(tooLong, into: &over) }
+        #expect(throws: LineProtocolError.keyTooLong(LineEncoder.maximumKeyLength + 1)) {
+            try LineEncoder().encode(tooLong, into: &over)
+        }
         #expect(over.isEmpty)
         // …and that line, written by hand, is the one InfluxDB refuses: the bound is the server's.
         let byHand = "m,k=" + String(repeating: "v", count: limit + 1 - 4) + " f=1i \(time + 2)\n"
         let refused = try await influx.write(Array(byHand.utf8))
-        #expect(refused.status == 400 && refused.text.contains("max key length exceeded"), "\(refused.text.suffix(200))")
+        #expect(
+            refused.status == 400 && refused.text.contains("max key length exceeded"),
+            "\(refused.text.suffix(200))"
+        )
     }
 
     /// Each control character at the start, inside and at the end of every name, and inside a string:
@@ -61,8 +74,12 @@ import Testing
             let point = Point(
                 measurement: c + "m" + c + "m" + c,
                 tags: [Point.Tag("case", label), Point.Tag(c + "k" + c + "k" + c, c + "v" + c + "v" + c)],
-                fields: [Point.Field(c + "f" + c + "f" + c, .int(Int64(byte))), Point.Field("s", .string(c + "s" + c + "s" + c))],
-                timestamp: Timestamp(nanosecondsSinceEpoch: time + Int64(byte)))
+                fields: [
+                    Point.Field(c + "f" + c + "f" + c, .int(Int64(byte))),
+                    Point.Field("s", .string(c + "s" + c + "s" + c)),
+                ],
+                timestamp: Timestamp(nanosecondsSinceEpoch: time + Int64(byte))
+            )
             guard case .point(let want) = LineProtocolModel.expected(point, precision: .ns) else {
                 Issue.record("byte \(byte) refused")
                 continue
@@ -83,19 +100,33 @@ import Testing
             guard let label = entry.tags["case"], let want = expected.removeValue(forKey: label) else { continue }
             #expect(entry.name == want.measurement, "\(label): measurement \(String(reflecting: entry.name))")
             let tags = entry.tags.filter { $0.key != "case" && !$0.value.isEmpty }
-            #expect(tags == Dictionary(uniqueKeysWithValues: want.tags.filter { $0.key != "case" }.map { ($0.key, $0.value) }), "\(label)")
+            #expect(
+                tags
+                    == Dictionary(
+                        uniqueKeysWithValues: want.tags.filter { $0.key != "case" }.map { ($0.key, $0.value) }
+                    ),
+                "\(label)"
+            )
             let row = try #require(entry.rows.first)
             for field in want.fields {
                 switch field.value {
-                case .string(let value): #expect(row[field.key] as? String == value, "\(label): string \(String(reflecting: value))")
-                case .int(let value): #expect((row[field.key] as? NSNumber)?.int64Value == value, "\(label): field \(String(reflecting: field.key))")
+                case .string(let value):
+                    #expect(row[field.key] as? String == value, "\(label): string \(String(reflecting: value))")
+                case .int(let value):
+                    #expect(
+                        (row[field.key] as? NSNumber)?.int64Value == value,
+                        "\(label): field \(String(reflecting: field.key))"
+                    )
                 default: Issue.record("unexpected field \(field)")
                 }
             }
 
             let exported = try await victoria.export(matching: "{case=\"\(label)\"}")
             let numeric = try #require(want.fields.first { $0.key != "s" })
-            #expect(exported.contains { $0.labels["__name__"] == want.measurement + "_" + numeric.key }, "\(label) in VictoriaMetrics")
+            #expect(
+                exported.contains { $0.labels["__name__"] == want.measurement + "_" + numeric.key },
+                "\(label) in VictoriaMetrics"
+            )
             let wantTag = try #require(want.tags.first { $0.key != "case" })
             #expect(exported.first?.labels[wantTag.key] == wantTag.value, "\(label): tag in VictoriaMetrics")
         }
@@ -147,11 +178,17 @@ import Testing
                     let label = "q\(number)\(position)\(place)"
                     let point = Point(
                         measurement: position == "m" ? wrap("m") : "m",
-                        tags: [Point.Tag("case", label), Point.Tag(position == "tk" ? wrap("k") : "k", position == "tv" ? wrap("v") : "v")],
+                        tags: [
+                            Point.Tag("case", label),
+                            Point.Tag(position == "tk" ? wrap("k") : "k", position == "tv" ? wrap("v") : "v"),
+                        ],
                         // A string after the key: VictoriaMetrics refuses the line if it takes a quote in
                         // the key for the start of a string.
-                        fields: [Point.Field(position == "fk" ? wrap("f") : "f", .int(1)), Point.Field("s", .string("x\"y"))],
-                        timestamp: Timestamp(nanosecondsSinceEpoch: time + Int64(index)))
+                        fields: [
+                            Point.Field(position == "fk" ? wrap("f") : "f", .int(1)), Point.Field("s", .string("x\"y")),
+                        ],
+                        timestamp: Timestamp(nanosecondsSinceEpoch: time + Int64(index))
+                    )
                     index += 1
                     guard case .point(let want) = LineProtocolModel.expected(point, precision: .ns) else { continue }
                     expected[label] = want
@@ -174,13 +211,24 @@ import Testing
             let fieldKey = try #require(want.fields.first?.key)
             #expect(entry.name == want.measurement, "\(label): InfluxDB measurement \(String(reflecting: entry.name))")
             #expect(entry.tags[wantTag.key] == wantTag.value, "\(label): InfluxDB tag \(entry.tags)")
-            #expect(try #require(entry.rows.first)[fieldKey] is NSNumber, "\(label): InfluxDB field \(String(reflecting: fieldKey))")
+            #expect(
+                try #require(entry.rows.first)[fieldKey] is NSNumber,
+                "\(label): InfluxDB field \(String(reflecting: fieldKey))"
+            )
 
             let exported = try await victoria.export(matching: "{case=\"\(label)\"}")
             // Field keys are written with `\"` for a quote.
-            let name = Self.victoriaReading(want.measurement) + "_" + Self.victoriaReading(fieldKey.replacingOccurrences(of: "\"", with: "\\\""))
-            #expect(exported.contains { $0.labels["__name__"] == name }, "\(label): VictoriaMetrics name, not in \(exported.map(\.labels))")
-            #expect(exported.first?.labels[Self.victoriaReading(wantTag.key)] == Self.victoriaReading(wantTag.value), "\(label): \(exported.first?.labels ?? [:])")
+            let name =
+                Self.victoriaReading(want.measurement) + "_"
+                + Self.victoriaReading(fieldKey.replacingOccurrences(of: "\"", with: "\\\""))
+            #expect(
+                exported.contains { $0.labels["__name__"] == name },
+                "\(label): VictoriaMetrics name, not in \(exported.map(\.labels))"
+            )
+            #expect(
+                exported.first?.labels[Self.victoriaReading(wantTag.key)] == Self.victoriaReading(wantTag.value),
+                "\(label): \(exported.first?.labels ?? [:])"
+            )
             if name != want.measurement + "_" + fieldKey || Self.victoriaReading(wantTag.key) != wantTag.key
                 || Self.victoriaReading(wantTag.value) != wantTag.value
             {

@@ -41,7 +41,9 @@ import Testing
             let tags = (0..<Int.random(in: 0...8, using: &random)).map { _ in
                 Point.Tag(name(awkwardOdds: odds), name(awkwardOdds: odds))
             }
-            let fields = (0..<Int.random(in: 0...9, using: &random)).map { _ in Point.Field(name(awkwardOdds: odds), value()) }
+            let fields = (0..<Int.random(in: 0...9, using: &random)).map { _ in
+                Point.Field(name(awkwardOdds: odds), value())
+            }
             let timestamp: Timestamp? =
                 Bool.random(using: &random) ? nil : Timestamp(nanosecondsSinceEpoch: Int64(bitPattern: random.next()))
             return Point(measurement: name(awkwardOdds: odds), tags: tags, fields: fields, timestamp: timestamp)
@@ -59,12 +61,19 @@ import Testing
             let timestamp = point.timestamp?.value(in: .ns)
             var fast: [UInt8] = Array("previous line\n".utf8)
             var slow = fast
-            let wroteDirectly = encoder.appendDirectly(point, timestamp: timestamp, to: &fast, adjustingTimestamp: { $1 })
+            let wroteDirectly = encoder.appendDirectly(
+                point,
+                timestamp: timestamp,
+                to: &fast,
+                adjustingTimestamp: { $1 }
+            )
             let repairs = try? encoder.encodeCarefully(point, into: &slow, adjustingTimestamp: { $1 })
             if wroteDirectly {
                 direct += 1
                 guard fast == slow, repairs?.isEmpty == true else {
-                    Issue.record("seed \(seed), point \(index): \(point)\nfast: \(String(decoding: fast, as: UTF8.self))careful: \(String(decoding: slow, as: UTF8.self))")
+                    Issue.record(
+                        "seed \(seed), point \(index): \(point)\nfast: \(String(decoding: fast, as: UTF8.self))careful: \(String(decoding: slow, as: UTF8.self))"
+                    )
                     return
                 }
             } else {
@@ -81,7 +90,10 @@ import Testing
             }
         }
         // About one point in six takes the fast path: each path is tried thousands of times.
-        #expect(direct > 3_000 && careful > 3_000, "both paths must be exercised: \(direct) fast, \(careful) careful (seed \(seed))")
+        #expect(
+            direct > 3_000 && careful > 3_000,
+            "both paths must be exercised: \(direct) fast, \(careful) careful (seed \(seed))"
+        )
     }
 
     /// Lines whose parts end exactly at the stack room, one byte short of it and one byte past it:
@@ -93,7 +105,8 @@ import Testing
         var checked = 0
         for escapedCommas in (room / 2 - 24)...(room / 2 + 2) {
             for plainBytes in 0...1 {
-                let measurement = String(repeating: ",", count: escapedCommas) + String(repeating: "m", count: plainBytes)
+                let measurement =
+                    String(repeating: ",", count: escapedCommas) + String(repeating: "m", count: plainBytes)
                 let seriesVariants: [(String, [Point.Tag])] = [
                     (measurement, []),
                     (String(measurement.dropFirst(4)), [Point.Tag("k", "v")]),
@@ -105,7 +118,10 @@ import Testing
                     [Point.Field("s", .string("\\\\"))],
                     [Point.Field("x", .float(-1.7976931348623157e308))],
                 ]
-                let timestamps: [Timestamp?] = [nil, Timestamp(nanosecondsSinceEpoch: 1), Timestamp(nanosecondsSinceEpoch: -9_000_000_000_000_000_000)]
+                let timestamps: [Timestamp?] = [
+                    nil, Timestamp(nanosecondsSinceEpoch: 1),
+                    Timestamp(nanosecondsSinceEpoch: -9_000_000_000_000_000_000),
+                ]
                 for (name, tags) in seriesVariants {
                     for fields in fieldVariants {
                         for timestamp in timestamps {
@@ -113,11 +129,23 @@ import Testing
                             let value = timestamp?.value(in: .ns)
                             var fast: [UInt8] = Array("x\n".utf8)
                             var slow = fast
-                            let direct = LineEncoder().appendDirectly(point, timestamp: value, to: &fast, adjustingTimestamp: { $1 })
-                            let repairs = try LineEncoder().encodeCarefully(point, into: &slow, adjustingTimestamp: { $1 })
+                            let direct = LineEncoder().appendDirectly(
+                                point,
+                                timestamp: value,
+                                to: &fast,
+                                adjustingTimestamp: { $1 }
+                            )
+                            let repairs = try LineEncoder().encodeCarefully(
+                                point,
+                                into: &slow,
+                                adjustingTimestamp: { $1 }
+                            )
                             #expect(direct, "a clean point of \(slow.count) bytes takes the fast path")
                             #expect(repairs.isEmpty)
-                            #expect(fast == slow, "escaped commas \(escapedCommas), tags \(tags.count), fields \(fields)")
+                            #expect(
+                                fast == slow,
+                                "escaped commas \(escapedCommas), tags \(tags.count), fields \(fields)"
+                            )
                             checked += 1
                         }
                     }
@@ -135,8 +163,11 @@ import Testing
     @Test func longLinesTakeTheReservedRoomAndMatch() throws {
         let long = String(repeating: "x", count: 3_000)
         let point = Point(
-            measurement: "m", tags: [Point.Tag("host", long)], fields: [Point.Field("s", .string(long + "\"q\""))],
-            timestamp: Timestamp(nanosecondsSinceEpoch: 1))
+            measurement: "m",
+            tags: [Point.Tag("host", long)],
+            fields: [Point.Field("s", .string(long + "\"q\""))],
+            timestamp: Timestamp(nanosecondsSinceEpoch: 1)
+        )
         var fast: [UInt8] = []
         var slow: [UInt8] = []
         #expect(LineEncoder().appendDirectly(point, timestamp: 1, to: &fast, adjustingTimestamp: { $1 }))
@@ -154,11 +185,20 @@ import Testing
             var fromKey: [UInt8] = []
             var fromPoint: [UInt8] = []
             let keyOutcome = Result { () throws(LineProtocolError) in
-                try LineEncoder().encode(fields: point.fields, timestamp: point.timestamp, series: series, into: &fromKey)
+                try LineEncoder().encode(
+                    fields: point.fields,
+                    timestamp: point.timestamp,
+                    series: series,
+                    into: &fromKey
+                )
             }
-            let pointOutcome = Result { () throws(LineProtocolError) in try LineEncoder().encode(point, into: &fromPoint) }
+            let pointOutcome = Result { () throws(LineProtocolError) in
+                try LineEncoder().encode(point, into: &fromPoint)
+            }
             guard fromKey == fromPoint, (try? keyOutcome.get()) == (try? pointOutcome.get()) else {
-                Issue.record("seed \(seed), point \(index): \(point)\nkey: \(String(decoding: fromKey, as: UTF8.self))point: \(String(decoding: fromPoint, as: UTF8.self))")
+                Issue.record(
+                    "seed \(seed), point \(index): \(point)\nkey: \(String(decoding: fromKey, as: UTF8.self))point: \(String(decoding: fromPoint, as: UTF8.self))"
+                )
                 return
             }
         }

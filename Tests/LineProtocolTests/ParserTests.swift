@@ -12,9 +12,15 @@ import Testing
             """
         let points = try LineParser().parse(Array(text.utf8))
         #expect(points.count == 3)
-        #expect(points[0] == Point(
-            measurement: "weather", tags: ["location": "us-midwest"], fields: ["temperature": 82.0],
-            timestamp: Timestamp(nanosecondsSinceEpoch: 1_465_839_830_100_400_200)))
+        #expect(
+            points[0]
+                == Point(
+                    measurement: "weather",
+                    tags: ["location": "us-midwest"],
+                    fields: ["temperature": 82.0],
+                    timestamp: Timestamp(nanosecondsSinceEpoch: 1_465_839_830_100_400_200)
+                )
+        )
         #expect(points[1].measurement == "m x")
         #expect(points[1].tags == [Point.Tag("t,k= ", "v,= ")])
         #expect(points[1].field("f k") == .float(-0.0015))
@@ -22,9 +28,11 @@ import Testing
         #expect(points[1].field("u") == .uint(UInt64.max))
         #expect(points[1].field("s") == .string("a\"b\\c\\d"))
         #expect(points[1].timestamp == nil)
-        #expect(points[2].fields.map(\.value) == [
-            true, true, true, true, true, false, false, false, false, false, 0.5, 1.0, 100_000.0,
-        ])
+        #expect(
+            points[2].fields.map(\.value) == [
+                true, true, true, true, true, false, false, false, false, false, 0.5, 1.0, 100_000.0,
+            ]
+        )
         #expect(points[2].timestamp == Timestamp(nanosecondsSinceEpoch: -5))
     }
 
@@ -62,7 +70,9 @@ import Testing
 
     @Test func refusesInvalidUTF8() {
         #expect(throws: LineParseError.self) {
-            try LineParser().parse([UInt8(ascii: "m"), 0xFF, UInt8(ascii: " "), UInt8(ascii: "v"), UInt8(ascii: "="), UInt8(ascii: "1")])
+            try LineParser().parse([
+                UInt8(ascii: "m"), 0xFF, UInt8(ascii: " "), UInt8(ascii: "v"), UInt8(ascii: "="), UInt8(ascii: "1"),
+            ])
         }
     }
 }

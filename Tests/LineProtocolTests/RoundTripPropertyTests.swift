@@ -32,7 +32,9 @@ struct AwkwardPoints {
         case 3: return .bool(Bool.random(using: &random))
         case 4: return .string(text(maxLength: 12))
         case 5:
-            let special: [Double] = [.nan, .infinity, -.infinity, .greatestFiniteMagnitude, .leastNonzeroMagnitude, -0.0]
+            let special: [Double] = [
+                .nan, .infinity, -.infinity, .greatestFiniteMagnitude, .leastNonzeroMagnitude, -0.0,
+            ]
             return .float(special.randomElement(using: &random)!)
         case 6: return .float(Double(Int.random(in: 0..<10_000_000, using: &random)) / 1_000_000)
         default:
@@ -70,7 +72,9 @@ struct AwkwardPoints {
             do {
                 try encoder.encode(point, into: &buffer)
                 guard let parsed = try LineParser(precision: precision).parse(buffer).first else {
-                    Issue.record("seed \(seed), point \(index): no point parsed from \(String(decoding: buffer, as: UTF8.self))")
+                    Issue.record(
+                        "seed \(seed), point \(index): no point parsed from \(String(decoding: buffer, as: UTF8.self))"
+                    )
                     return
                 }
                 outcome = .point(parsed)
@@ -79,12 +83,16 @@ struct AwkwardPoints {
                 outcome = .refused(error)
                 refused += 1
             } catch {
-                Issue.record("seed \(seed), point \(index): \(error) parsing \(String(reflecting: String(decoding: buffer, as: UTF8.self)))")
+                Issue.record(
+                    "seed \(seed), point \(index): \(error) parsing \(String(reflecting: String(decoding: buffer, as: UTF8.self)))"
+                )
                 return
             }
             let expected = LineProtocolModel.expected(point, precision: precision)
             if outcome != expected {
-                Issue.record("seed \(seed), point \(index): \(point)\nline: \(String(decoding: buffer, as: UTF8.self))\ngot \(outcome)\nexpected \(expected)")
+                Issue.record(
+                    "seed \(seed), point \(index): \(point)\nline: \(String(decoding: buffer, as: UTF8.self))\ngot \(outcome)\nexpected \(expected)"
+                )
                 return
             }
             if precision == .ns, case .point(let parsed) = expected {

@@ -50,9 +50,10 @@ import Testing
         return lines
     }
 
-    static let noise: [[UInt8]] = ["\"", "\\", " ", "\n", "=", ",", "#", "\r", "é", "a", "\\\\", "=\"", "\u{FF}"].map {
-        Array($0.utf8)
-    } + [[0xFF], [0xC3]]
+    static let noise: [[UInt8]] =
+        ["\"", "\\", " ", "\n", "=", ",", "#", "\r", "é", "a", "\\\\", "=\"", "\u{FF}"].map {
+            Array($0.utf8)
+        } + [[0xFF], [0xC3]]
 
     @Test func splittingAndCheckingAgreeWithByteByByteModels() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
@@ -73,24 +74,32 @@ import Testing
             let lines = batch.withUnsafeBufferPointer { Array(LineSplitter($0)) }
             let expected = Self.referenceSplit(batch)
             guard lines.map(\.range) == expected.map(\.range), lines.map(\.number) == expected.map(\.number) else {
-                Issue.record("seed \(seed), round \(round): split differs for \(String(reflecting: String(decoding: batch, as: UTF8.self)))")
+                Issue.record(
+                    "seed \(seed), round \(round): split differs for \(String(reflecting: String(decoding: batch, as: UTF8.self)))"
+                )
                 return
             }
             for line in lines {
                 let bytes = Array(batch[line.range])
                 let parsed = Result { () throws(LineParseError) in try parser.parseLine(bytes) }
                 let checked = Result { () throws(LineParseError) in
-                    try bytes.withUnsafeBufferPointer { buffer throws(LineParseError) in try parser.validateLine(buffer) }
+                    try bytes.withUnsafeBufferPointer { buffer throws(LineParseError) in try parser.validateLine(buffer)
+                    }
                 }
                 switch (parsed, checked) {
                 case (.success(let point), .success(let isPoint)) where (point != nil) == isPoint: valid += 1
                 case (.failure, .failure): invalid += 1
                 default:
-                    Issue.record("seed \(seed), round \(round): parse \(parsed) but check \(checked) for \(String(reflecting: String(decoding: bytes, as: UTF8.self)))")
+                    Issue.record(
+                        "seed \(seed), round \(round): parse \(parsed) but check \(checked) for \(String(reflecting: String(decoding: bytes, as: UTF8.self)))"
+                    )
                     return
                 }
             }
         }
-        #expect(valid > 1_000 && invalid > 1_000, "both outcomes must be exercised: \(valid) valid, \(invalid) invalid (seed \(seed))")
+        #expect(
+            valid > 1_000 && invalid > 1_000,
+            "both outcomes must be exercised: \(valid) valid, \(invalid) invalid (seed \(seed))"
+        )
     }
 }

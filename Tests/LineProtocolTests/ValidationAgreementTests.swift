@@ -34,13 +34,18 @@ import Testing
     ])
     func acceptedByBoth(_ text: String) {
         let (validated, parsed) = Self.outcomes(Array(text.utf8))
-        #expect(validated == true && parsed == true, "\(text.debugDescription): validate \(String(describing: validated)), parse \(String(describing: parsed))")
+        #expect(
+            validated == true && parsed == true,
+            "\(text.debugDescription): validate \(String(describing: validated)), parse \(String(describing: parsed))"
+        )
     }
 
-    static let pieces: [[UInt8]] = [
-        ",", "=", " ", "\"", "\\", "\t", "\u{0}", "\u{1B}", "\u{7F}", "i", "u", "t", "1", "-", ".", "e", ",a=1", ",v=1i",
-        ",v=\"s\"", ",v=t", ",v=1u", ",v=2.5", "é",
-    ].map { Array($0.utf8) } + [[0xFF], [0xC3]]
+    static let pieces: [[UInt8]] =
+        [
+            ",", "=", " ", "\"", "\\", "\t", "\u{0}", "\u{1B}", "\u{7F}", "i", "u", "t", "1", "-", ".", "e", ",a=1",
+            ",v=1i",
+            ",v=\"s\"", ",v=t", ",v=1u", ",v=2.5", "é",
+        ].map { Array($0.utf8) } + [[0xFF], [0xC3]]
 
     /// Random edits of valid lines, from fixed seeds; a failure names its seed and line.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
@@ -63,7 +68,8 @@ import Testing
             let (validated, parsed) = Self.outcomes(line)
             if validated != parsed {
                 Issue.record(
-                    "seed \(seed): validate \(String(describing: validated)), parse \(String(describing: parsed)) for \(String(reflecting: String(decoding: line, as: UTF8.self))) \(line)")
+                    "seed \(seed): validate \(String(describing: validated)), parse \(String(describing: parsed)) for \(String(reflecting: String(decoding: line, as: UTF8.self))) \(line)"
+                )
                 return
             }
             if parsed == nil { refused += 1 }

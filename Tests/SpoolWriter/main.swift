@@ -32,8 +32,13 @@ let base = Int64(Date().timeIntervalSince1970) * 1_000_000_000
 var index = 0
 while index < count {
     agent.write(
-        Point(measurement: "crash", tags: [Point.Tag("writer", "w")], fields: [Point.Field("n", .int(Int64(index)))],
-            timestamp: Timestamp(nanosecondsSinceEpoch: base + Int64(index) * 1_000)))
+        Point(
+            measurement: "crash",
+            tags: [Point.Tag("writer", "w")],
+            fields: [Point.Field("n", .int(Int64(index)))],
+            timestamp: Timestamp(nanosecondsSinceEpoch: base + Int64(index) * 1_000)
+        )
+    )
     report("recorded \(index)")
     index += 1
     if interval > 0 { usleep(useconds_t(interval * 1_000)) }  // the writer's pace, set by the test that runs it

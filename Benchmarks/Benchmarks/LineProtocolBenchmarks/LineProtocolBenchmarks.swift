@@ -60,7 +60,10 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("encode point (prerendered series key and field keys, FieldWriter)", configuration: .init(scalingFactor: .kilo)) {
+    Benchmark(
+        "encode point (prerendered series key and field keys, FieldWriter)",
+        configuration: .init(scalingFactor: .kilo)
+    ) {
         benchmark in
         let encoder = LineEncoder(precision: .ns)
         let series = try SeriesKey(measurement: "apihealth_request", tags: tags)
@@ -110,7 +113,9 @@ let benchmarks: @Sendable () -> Void = {
             var compressed: [UInt8] = []
             try! Gzip.compress(lines, level: level, using: implementation, into: &compressed)
             // Where the system has no libdeflate, Gzip falls back to zlib: say so rather than mislabel it.
-            let used = implementation == .libdeflate && Gzip.implementation == .zlib ? "zlib (no libdeflate here)" : implementation.rawValue
+            let used =
+                implementation == .libdeflate && Gzip.implementation == .zlib
+                ? "zlib (no libdeflate here)" : implementation.rawValue
             precondition(try! Gzip.decompress(compressed) == lines, "\(used) level \(level) does not round-trip")
             let ratio = Double(lines.count) / Double(compressed.count)
             Benchmark(
