@@ -186,7 +186,8 @@ public struct APIHealthConfiguration: Sendable {
         /// agent's worker, within ``SpoolOptions/writeThroughInterval``), and for samples handed to
         /// ``APIHealthAgent/record(_:)`` on the caller's thread (their headers unknown). It runs before
         /// exclusion and templating, so the sample it returns is excluded and templated as any other. Keep
-        /// it quick: it runs once per request.
+        /// it quick: it runs once per request. It runs with no lock of the agent held, so it may read the
+        /// agent (``APIHealthAgent/metrics`` there counts what was recorded before it).
         public var filter: (@Sendable (RequestSample, SentRequest) -> RequestSample?)?
 
         /// The defaults: automatic templating only, 500 distinct paths, learning after 20 values.
