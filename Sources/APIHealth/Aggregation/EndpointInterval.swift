@@ -142,8 +142,8 @@ final class EndpointInterval: @unchecked Sendable {
         /// takes the request to the aggregate in its place).
         case evicted
     }
-    /// Guards `state` (see the type's documentation).
-    private let lock: RenderedSeries
+    /// Guards `state`: the lock of the schema's rendered series (see the type's documentation).
+    private let lock: Locked<Void>
     /// Read and changed only while holding `lock`.
     @exclusivity(unchecked) private var state: State
 
@@ -156,7 +156,7 @@ final class EndpointInterval: @unchecked Sendable {
         policy: RawPointPolicy,
         objective: EndpointObjective,
         seed: UInt64,
-        guardedBy lock: RenderedSeries,
+        guardedBy lock: Locked<Void>,
         aggregator: RequestAggregator? = nil
     ) {
         self.tags = tags

@@ -78,7 +78,7 @@ final class RequestAggregator: Sendable {
             policy: policy,
             objective: objectives.isEmpty ? .none : EndpointObjective(objectives, tags: tags),
             seed: Self.seed(tags),
-            guardedBy: renderedSeries,
+            guardedBy: renderedSeries.lock,
             aggregator: self
         )
         if isClosed { _ = made.take(closing: true) }

@@ -94,8 +94,14 @@ struct SeriesCache {
 /// let (found, generation) = rendered.series(for: sample, url: url, hash: hash) { series in count(series) }
 /// if found == nil { rendered.insert(render(sample), url: url, hash: hash, generation: generation) { count($0) } }
 /// ```
-final class RenderedSeries: Sendable {
-    private let cache = Locked(SeriesCache())
+///
+/// `@unchecked Sendable` because `lock`, not the type system, serialises every access to `cache`.
+final class RenderedSeries: @unchecked Sendable {
+    /// The lock: guards `cache` here and the counts of every endpoint aggregate, which hold it (not
+    /// this object, which holds them through the cache).
+    let lock = Locked<Void>()
+    /// Read and changed only while holding `lock`.
+    @exclusivity(unchecked) private var cache = SeriesCache()
 
     /// The cached series of `sample` (`url` its URL's text, `hash` their ``SeriesCache/hash(_:statusCode:)``)
     /// with what `count` made of it, both under the lock; and the generation to insert a series rendered
@@ -107,7 +113,7 @@ final class RenderedSeries: Sendable {
         hash: UInt64,
         counting count: (RequestSeries) -> Counted
     ) -> (found: (RequestSeries, Counted)?, generation: UInt64) {
-        cache.withLock { cache in
+        lock.withLock {
             guard let series = cache.series(for: sample, url: url, hash: hash) else { return (nil, cache.generation) }
             return ((series, count(series)), cache.generation)
         }
@@ -124,20 +130,14 @@ final class RenderedSeries: Sendable {
         caches: Bool = true,
         counting count: (RequestSeries) -> Counted
     ) -> Counted {
-        cache.withLock { cache in
+        lock.withLock {
             if caches { cache.insert(series, url: url, hash: hash, learned: generation) }
             return count(series)
         }
     }
 
-    /// Runs `body` holding the lock: an endpoint aggregate's reads and changes outside the record path.
-    @inline(__always)
-    func withLock<Result>(_ body: () -> Result) -> Result {
-        cache.withLock { _ in body() }
-    }
-
     /// Forgets every series: the series of some URL changed.
     func invalidate() {
-        cache.withLock { $0.removeAll() }
+        lock.withLock { cache.removeAll() }
     }
 }
