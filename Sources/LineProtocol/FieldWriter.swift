@@ -322,6 +322,18 @@ extension LineEncoder {
     }
 
     /// Appends one line for a prerendered series, letting `adjust` change the timestamp.
+    ///
+    /// - Parameters:
+    ///   - series: The measurement and tags, rendered once.
+    ///   - timestamp: When the point happened, or `nil` for the server's time.
+    ///   - buffer: The bytes the line is appended to.
+    ///   - adjust: Given the series key and the timestamp in ``precision`` units, returns the timestamp
+    ///     to write, or `nil` to decline the line.
+    ///   - writeFields: Adds the fields.
+    /// - Returns: What was repaired or left out (the series key's own repairs included).
+    /// - Throws: ``LineProtocolError/noFields`` when no field was written,
+    ///   ``LineProtocolError/keyTooLong(_:)`` when every field's key was too long for the series key,
+    ///   ``LineProtocolError/timestampDeclined`` when `adjust` declined it.
     @available(
         *,
         deprecated,

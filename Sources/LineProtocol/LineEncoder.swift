@@ -115,6 +115,15 @@ public struct LineEncoder: Sendable {
     }
 
     /// Appends `point` as one line, letting `adjust` change the timestamp once the series is known.
+    ///
+    /// - Parameters:
+    ///   - point: The point to write.
+    ///   - buffer: The bytes the line is appended to.
+    ///   - adjust: Given the escaped series key and the timestamp in ``precision`` units, returns the
+    ///     timestamp to write, or `nil` to decline the point.
+    /// - Returns: What was repaired or left out (all zero for a point written as given).
+    /// - Throws: ``LineProtocolError`` when the point cannot be written, or `adjust` declined it
+    ///   (``LineProtocolError/timestampDeclined``).
     @available(
         *,
         deprecated,
@@ -230,6 +239,15 @@ public struct LineEncoder: Sendable {
     }
 
     /// Appends one line for a prerendered series, letting `adjust` change the timestamp first.
+    ///
+    /// - Parameters:
+    ///   - fields: The fields, written in this order.
+    ///   - timestamp: When the point happened, or `nil` for the server's time.
+    ///   - series: The measurement and tags, rendered once.
+    ///   - buffer: The bytes the line is appended to.
+    ///   - adjust: Given the series key and the timestamp, returns the timestamp to write, or `nil`.
+    /// - Returns: What was repaired or left out (the series key's own repairs included).
+    /// - Throws: ``LineProtocolError`` when no field can be written, or `adjust` declined the point.
     @available(
         *,
         deprecated,
