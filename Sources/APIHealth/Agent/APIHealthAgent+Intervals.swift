@@ -17,13 +17,20 @@ extension APIHealthAgent {
     }
 
     /// Runs `tick` at the end of every `interval` (whole multiples of it since the Unix epoch, on the
-    /// agent's clock) while the agent runs, until it returns `false`: for a metrics backend's interval.
+    /// agent's clock) while the agent runs and its intake is open, until it returns `false`: for a
+    /// metrics backend's interval. It runs under the agent's lifecycle lock: it may record, and must not
+    /// call back into the agent's life cycle.
     ///
     /// - Parameters:
     ///   - interval: How often.
     ///   - tick: What to do; returns whether to go on.
     package func everyInterval(_ interval: Duration, _ tick: @escaping @Sendable () -> Bool) {
-        intervalClock.every(interval) { _ in tick() }
+        intervalClock.every(interval) { [weak self] _ in
+            guard let self else { return false }
+            // Under the lock while intake is open, as the interval points: no tick writes after intake
+            // has closed (its points would be dropped), and the backend's last write is its shutdown one.
+            return self.lifecycle.withLock { state in state.intakeOpen && tick() }
+        }
     }
 
     /// Hands `observer` the interval points of every interval from now on, the last ones included, as

@@ -59,7 +59,8 @@ public final class APIHealthAgent: Sendable, Service {
     ///
     /// The agent's lock order, written once: while holding a lock of this list, only locks further down
     /// it are taken.
-    /// 1. `lifecycle` (here): interval points and the health point are recorded under it, and intake
+    /// 1. `lifecycle` (here): interval points, the health point and a metrics backend's interval tick
+    ///    (`everyInterval`, whose own locks come next) are recorded under it, and intake
     ///    is marked closed under it, so none of them follows the last ones (recorded once it is
     ///    released). The `onShutdown` bodies and the capture filter never run under it.
     /// 2. `CaptureQueue.state`, taken alone: a drain holds no lock while it records what it took (the
