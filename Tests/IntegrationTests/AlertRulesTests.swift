@@ -224,8 +224,10 @@ import Testing
     @Test func theGrafanaInfluxQLRulesComputeTheBurnRatesOfTheHistoryOnInfluxDB() async throws {
         let influx = try await InfluxDB1.freshDatabase("alerts")
         let end = AlertHistory.end()
-        let reply = try await influx.write(AlertHistory.lines(end: end), precision: "s")
+        let lines = AlertHistory.lines(end: end)
+        let reply = try await influx.write(lines, precision: "s")
         #expect(reply.status == 204, "\(reply.text)")
+        #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
         let queries = try Self.grafanaQueries("influxql")
         // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules.
         #expect(queries.count == 4 * 5 + 2)

@@ -32,6 +32,29 @@ public struct InfluxDB1: Sendable {
         )
     }
 
+    /// Waits until every point of `lines` answers a query: for each measurement, until a count of its first line's
+    /// first field equals its number of lines (each line one point; lines of a measurement share that field).
+    /// InfluxDB 1.x acknowledges a write before every shard it touched answers queries: a history written across a
+    /// shard-group boundary was seen in part, older shard first, by queries sent right after its `204` under load.
+    package func waitUntilQueryable(_ lines: [UInt8]) async throws -> Bool {
+        var written: [String: (field: String, count: Int)] = [:]
+        for line in lines.split(separator: UInt8(ascii: "\n")) {
+            let text = String(decoding: line, as: UTF8.self)
+            guard let space = text.firstIndex(of: " ") else { continue }
+            let measurement = String(text[..<space].prefix { $0 != "," })
+            let field = String(text[text.index(after: space)...].prefix { $0 != "=" })
+            written[measurement, default: (field, 0)].count += 1
+        }
+        return try await waitUntil {
+            for (measurement, expected) in written {
+                let series = try await query("SELECT count(\"\(expected.field)\") FROM \"\(measurement)\"")
+                let count = (series.first?.rows.first?["count"] as? NSNumber)?.intValue ?? 0
+                if count != expected.count { return false }
+            }
+            return true
+        }
+    }
+
     /// One series of a query result.
     public struct Series: @unchecked Sendable {
         public var name: String
