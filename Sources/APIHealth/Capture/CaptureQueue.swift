@@ -41,6 +41,12 @@ package protocol EndedRequestSource: AnyObject, Sendable {
     func makeSample(correlationHeaders: [String]) -> RequestSample?
     /// The value of the request's header `name` (any case), for the capture filter.
     func requestHeader(_ name: String) -> String?
+    /// The request as URLSession sent it, for URLSession capture; `nil` (the default) otherwise.
+    var urlRequest: URLRequest? { get }
+}
+
+extension EndedRequestSource {
+    package var urlRequest: URLRequest? { nil }
 }
 
 /// The capture queue: ended requests wait here, off the request's own path, until they are recorded.

@@ -8,16 +8,21 @@ import FoundationNetworking
 final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     private weak var agent: APIHealthAgent?
     let correlationHeaders: [String]
+    /// Whether the agent's configuration captures requests at all (read once: the configuration is the agent's for
+    /// its life).
+    private let isEnabled: Bool
 
     init(agent: APIHealthAgent) {
         self.agent = agent
         self.correlationHeaders = agent.configuration.capture.correlationHeadersInOrder
+        self.isEnabled = agent.configuration.isEnabled
     }
 
     var isAlive: Bool { agent != nil }
     var owner: AnyObject? { agent }
     func countUncaptured() { agent?.countUncaptured() }
-    var isCapturing: Bool { agent?.configuration.isEnabled ?? false }
+    var isCapturing: Bool { isEnabled && agent != nil }
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
     func record(_ sample: RequestSample, request: URLRequest) { agent?.recordLater(sample, request: request) }
+    func recordEnded(_ request: any EndedRequestSource) { agent?.recordLater(request) }
 }

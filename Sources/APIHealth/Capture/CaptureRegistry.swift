@@ -15,6 +15,8 @@ protocol SampleRecorder: AnyObject, Sendable {
     func isExcluded(_ url: URL) -> Bool
     /// Hands `sample` of `request` to the agent, to be filtered and encoded off the request's path.
     func record(_ sample: RequestSample, request: URLRequest)
+    /// Hands an ended request to the agent, which builds its sample off the request's path.
+    func recordEnded(_ request: any EndedRequestSource)
     /// Counts a request the hook let through without recording it.
     func countUncaptured()
 }

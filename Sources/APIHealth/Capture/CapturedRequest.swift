@@ -25,7 +25,7 @@ import FoundationNetworking
 ///   sample is then the retry's outcome, what the app sees, over the whole time. A challenge the app
 ///   cancels is recorded as the cancellation, one nothing retries as the 401 (when the task is let go).
 ///   A retry answered 401 again is recorded as that 401: a second retry is not followed.
-final class CapturedRequest: @unchecked Sendable {
+final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     // @unchecked: `task` is held weakly and only its thread-safe properties are read; everything that
     // changes is in `state`.
     private weak var task: URLSessionTask?
@@ -34,6 +34,8 @@ final class CapturedRequest: @unchecked Sendable {
     private let started: ContinuousClock.Instant
     private let startedAt: Date
     private let delivery: CorelibsTask.Delivery
+    /// Whether the request sends a body: an upload task's, or the request's own data or stream.
+    private let hasBody: Bool
 
     private struct State {
         /// The leg whose client reports now: 0 for the hook's own protocol, 1 for the retry.
@@ -44,6 +46,19 @@ final class CapturedRequest: @unchecked Sendable {
         /// The sample of a leg answered with a challenge: recorded as it is only if nothing retries.
         var challenged: RequestSample?
         var recorded = false
+        /// How the request ended, once it has: the agent builds its sample from it when it records it.
+        var ending: Ending?
+    }
+
+    /// What the request's sample needs of its end, read as it ends.
+    private struct Ending {
+        var response: HTTPURLResponse?
+        var error: (any Error)?
+        var duration: Duration
+        /// The task's own counts, read only where they can say more than the client saw (see ``sample``).
+        var bytesReceived: Int64
+        var bytesSent: Int64
+        var bytesExpectedToSend: Int64
     }
 
     /// Guards what has been seen of the request so far.
@@ -62,6 +77,7 @@ final class CapturedRequest: @unchecked Sendable {
         self.started = started
         self.startedAt = startedAt
         self.delivery = CorelibsTask.delivery(of: task)
+        self.hasBody = task is URLSessionUploadTask || request.httpBody != nil || request.httpBodyStream != nil
     }
 
     func responseHead(_ response: URLResponse, leg: Int) {
@@ -82,28 +98,60 @@ final class CapturedRequest: @unchecked Sendable {
     /// Leg `leg` finished: the request's end, unless it is the first and swift-corelibs-foundation
     /// turns it into a challenge. Called before the protocol's client hears of it.
     func finished(leg: Int) {
-        let taskResponse = task?.response as? HTTPURLResponse
-        let outcome = state.withLock { state -> State? in
-            guard state.leg == leg, !state.recorded else { return nil }
-            if leg == 0 && Self.isChallenge(taskResponse ?? state.response) {
-                state.challenged = sample(state, error: nil)
-                return nil
+        let (told, loaded) = state.withLock { ($0.response, $0.loadedBytes) }
+        let ending = ending(response: told ?? responseAsLegFinishes(), error: nil, loaded: loaded)
+        let ended = state.withLock { state -> Bool in
+            guard state.leg == leg, !state.recorded else { return false }
+            if leg == 0 && Self.isChallenge(ending.response) {
+                state.challenged = sample(
+                    state,
+                    ending,
+                    correlationHeaders: registration.recorder.correlationHeaders
+                )
+                return false
             }
             state.recorded = true
-            return state
+            state.ending = ending
+            return true
         }
-        if let outcome { record(sample(outcome, error: nil)) }
+        if ended { handOver() }
     }
 
     /// The request failed, or was cancelled (`leg` is `nil` when the hook's protocol was stopped: the
     /// task was cancelled, whatever leg it was on).
     func failed(_ error: any Error, leg: Int?) {
-        let outcome = state.withLock { state -> State? in
-            guard leg == nil || state.leg == leg, !state.recorded else { return nil }
+        let (told, loaded) = state.withLock { ($0.response, $0.loadedBytes) }
+        let ending = ending(response: told ?? task?.response as? HTTPURLResponse, error: error, loaded: loaded)
+        let ended = state.withLock { state -> Bool in
+            guard leg == nil || state.leg == leg, !state.recorded else { return false }
             state.recorded = true
-            return state
+            state.ending = ending
+            return true
         }
-        if let outcome { record(sample(outcome, error: error)) }
+        if ended { handOver() }
+    }
+
+    /// The task's response as a leg finishes (called from the client's `urlProtocolDidFinishLoading`). A client
+    /// is told of the response only where the task has a delegate; else it is on the task alone.
+    private func responseAsLegFinishes() -> HTTPURLResponse? {
+        guard let task else { return nil }
+        if let response = CorelibsTask.responseAsLegFinishes(of: task) { return response as? HTTPURLResponse }
+        return task.response as? HTTPURLResponse
+    }
+
+    /// The end of the request as it stands, now. Each of the task's properties read here is a synchronous hop
+    /// onto the task's queue, so each is read only where it can say more: the bytes received when none came
+    /// through the client, the bytes sent when the request has a body (an upload task's, or the request's data
+    /// or stream).
+    private func ending(response: HTTPURLResponse?, error: (any Error)?, loaded: UInt64) -> Ending {
+        Ending(
+            response: response,
+            error: error,
+            duration: .now - started,
+            bytesReceived: loaded > 0 ? 0 : max(0, task?.countOfBytesReceived ?? 0),
+            bytesSent: hasBody ? max(0, task?.countOfBytesSent ?? 0) : 0,
+            bytesExpectedToSend: hasBody && error == nil ? max(0, task?.countOfBytesExpectedToSend ?? 0) : 0
+        )
     }
 
     /// Called on the task's work queue when the hook's protocol is stopped because the task is
@@ -154,7 +202,34 @@ final class CapturedRequest: @unchecked Sendable {
         return response.allHeaderFields["WWW-Authenticate"] != nil
     }
 
-    /// The sample of the request as it stands, ending now.
+    /// The request's sample, built when the agent records it, from its end.
+    func makeSample(correlationHeaders: [String]) -> RequestSample? {
+        let seen = state.withLock { state in
+            state.ending.map { (ending: $0, firstByte: state.firstByte, loadedBytes: state.loadedBytes) }
+        }
+        guard let seen else { return nil }
+        return sample(
+            firstByte: seen.firstByte,
+            loadedBytes: seen.loadedBytes,
+            seen.ending,
+            correlationHeaders: correlationHeaders
+        )
+    }
+
+    func requestHeader(_ name: String) -> String? { request.value(forHTTPHeaderField: name) }
+
+    var urlRequest: URLRequest? { request }
+
+    private func sample(_ state: State, _ ending: Ending, correlationHeaders: [String]) -> RequestSample {
+        sample(
+            firstByte: state.firstByte,
+            loadedBytes: state.loadedBytes,
+            ending,
+            correlationHeaders: correlationHeaders
+        )
+    }
+
+    /// The sample of the request that ended as `ending` says.
     ///
     /// Byte counts are what swift-corelibs-foundation lets a protocol see. Response: the body as
     /// delivered through the client, else the bytes counted on the task, else the response's
@@ -163,57 +238,55 @@ final class CapturedRequest: @unchecked Sendable {
     /// (data and files), else, for a body stream, the request's `Content-Length` header: the length
     /// the app declared, since a stream's bytes are not counted where there is no delegate. A stream
     /// without that header counts 0.
-    private func sample(_ state: State, error: (any Error)?) -> RequestSample {
-        let response = (task?.response as? HTTPURLResponse) ?? state.response
+    private func sample(
+        firstByte: Duration?,
+        loadedBytes: UInt64,
+        _ ending: Ending,
+        correlationHeaders: [String]
+    ) -> RequestSample {
         var sample = RequestSample(
             method: request.httpMethod ?? "GET",
             url: request.url ?? URL(fileURLWithPath: "/"),
             module: registration.module,
             startedAt: startedAt,
-            duration: .now - started
+            duration: ending.duration
         )
-        sample.timeToFirstByte = state.firstByte
-        if let error {
+        sample.timeToFirstByte = firstByte
+        if let error = ending.error {
             sample.error = RequestSample.TransportError(error)
         } else {
-            sample.statusCode = response?.statusCode
+            sample.statusCode = ending.response?.statusCode
         }
-        let counted = max(0, task?.countOfBytesReceived ?? 0)
-        let announced = error == nil ? max(0, response?.expectedContentLength ?? 0) : 0
-        sample.responseBytes = max(state.loadedBytes, UInt64(max(counted, Int64(announced))))
-        var sent = max(0, task?.countOfBytesSent ?? 0)
-        if error == nil {
-            sent = max(sent, task?.countOfBytesExpectedToSend ?? 0)
-            if sent == 0, request.httpBodyStream != nil,
-                let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap({ Int64($0) })
-            {
-                sent = max(0, declared)
-            }
+        let announced = ending.error == nil ? max(0, ending.response?.expectedContentLength ?? 0) : 0
+        sample.responseBytes = max(loadedBytes, UInt64(max(ending.bytesReceived, Int64(announced))))
+        var sent = max(ending.bytesSent, ending.bytesExpectedToSend)
+        if hasBody, ending.error == nil, sent == 0, request.httpBodyStream != nil,
+            let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap({ Int64($0) })
+        {
+            sent = max(0, declared)
         }
         sample.requestBytes = UInt64(sent)
         sample.redirectCount = nil
         sample.correlationID = CorrelationID.find(
             in: request,
-            response: response,
-            headers: registration.recorder.correlationHeaders
+            response: ending.response,
+            headers: correlationHeaders
         )
         return sample
     }
 
-    /// Hands `sample` to the agent as the app hears of the end (see the type's summary): from the
-    /// serial delegate queue, its duration then ending as that queue gets to it, or at once.
-    private func record(_ sample: RequestSample) {
+    /// Hands the ended request to the agent as the app hears of the end (see the type's summary): from the
+    /// serial delegate queue, its duration then ending as that queue gets to it, or at once. The agent builds
+    /// its sample off this path (``makeSample(correlationHeaders:)``).
+    private func handOver() {
         let recorder = registration.recorder
-        let request = request
         guard let queue = delivery.serialDelegateQueue, !delivery.callsCompletionInline else {
-            recorder.record(sample, request: request)
+            recorder.recordEnded(self)
             return
         }
-        let started = started
-        queue.addOperation {
-            var sample = sample
-            sample.duration = .now - started
-            recorder.record(sample, request: request)
+        queue.addOperation { [self] in
+            state.withLock { $0.ending?.duration = .now - started }
+            recorder.recordEnded(self)
         }
     }
 }

@@ -41,16 +41,30 @@ enum CorelibsTask {
         return delivery
     }
 
+    /// The response `task` holds, read where swift-corelibs-foundation wrote it: when a leg completes, it sets
+    /// the task's response and then, on the same thread, tells the protocol's client the leg finished. There,
+    /// and only there, the field is read directly, without the synchronous hop onto the task's queue that
+    /// `response` makes. `nil` when the field is not found as expected; then ask the task.
+    static func responseAsLegFinishes(of task: URLSessionTask) -> URLResponse?? {
+        guard let offset = deliveryFields.response else { return nil }
+        return withExtendedLifetime(task) {
+            UnsafeRawPointer(Unmanaged.passUnretained(task).toOpaque())
+                .load(fromByteOffset: offset, as: URLResponse?.self)
+        }
+    }
+
     /// The byte offsets in a `URLSessionTask` of its `session` (an optional class-bound existential,
-    /// two words) and `_callCompletionHandlerInline` (a `Bool`), from the type's reflection metadata;
-    /// `nil` for a field not found with that layout (Apple platforms, another Foundation).
-    private static let deliveryFields: (session: Int?, callsCompletionInline: Int?) = {
+    /// two words), `_callCompletionHandlerInline` (a `Bool`) and `_response` (an optional `URLResponse`), from
+    /// the type's reflection metadata; `nil` for a field not found with that layout (Apple platforms,
+    /// another Foundation).
+    private static let deliveryFields: (session: Int?, callsCompletionInline: Int?, response: Int?) = {
         #if canImport(Darwin)
-        return (nil, nil)
+        return (nil, nil, nil)
         #else
         func size<T>(_: T.Type) -> Int { MemoryLayout<T>.size }
         var session: Int?
         var callsCompletionInline: Int?
+        var response: Int?
         // `.classType` and `.ignoreUnknown`, by value: the standard library declares them as mutable
         // statics, which strict concurrency refuses to read.
         let options = _EachFieldOptions(rawValue: 1 << 0 | 1 << 1)
@@ -60,12 +74,14 @@ enum CorelibsTask {
                 session = offset
             case "_callCompletionHandlerInline" where type == Bool.self:
                 callsCompletionInline = offset
+            case "_response" where type == URLResponse?.self:
+                response = offset
             default:
                 break
             }
             return true
         }
-        return (session, callsCompletionInline)
+        return (session, callsCompletionInline, response)
         #endif
     }()
 

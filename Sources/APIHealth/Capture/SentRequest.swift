@@ -46,7 +46,10 @@ public struct SentRequest: Sendable {
 
     /// The request as URLSession sent it, for URLSession capture; `nil` otherwise.
     public var urlRequest: URLRequest? {
-        if case .urlRequest(let request) = headers { return request }
-        return nil
+        switch headers {
+        case .none: return nil
+        case .urlRequest(let request): return request
+        case .source(let source): return source.urlRequest
+        }
     }
 }

@@ -58,9 +58,9 @@ extension RequestSample {
 
 /// Finds the first configured correlation header on the request, then on the response.
 package enum CorrelationID {
-    /// Each header of the request is looked at once, and matched against the configured names without
-    /// making a lowercased copy of either (`URLRequest.value(forHTTPHeaderField:)` lowercases both for
-    /// every name it is asked); then the response is asked for each name in turn.
+    /// Each header of the request, then of the response, is looked at once, and matched against the configured
+    /// names without making a lowercased copy of either (`value(forHTTPHeaderField:)` lowercases both, for
+    /// every header, for every name it is asked).
     static func find(in request: URLRequest, response: HTTPURLResponse?, headers: [String]) -> String? {
         if let fields = request.allHTTPHeaderFields, !fields.isEmpty,
             let found = first(of: headers, in: fields.lazy.map { ($0.key, $0.value) })
@@ -68,14 +68,16 @@ package enum CorrelationID {
             return found
         }
         guard let response else { return nil }
-        // The response's own case-insensitive lookup, name by name: `allHeaderFields` would build a
-        // dictionary of `AnyHashable` and `Any` and cast every header back (several times the cost).
-        for name in headers {
-            if let value = response.value(forHTTPHeaderField: name), !value.isEmpty {
-                return Self.value(value, of: name)
-            }
+        if let fields = CorelibsResponse.headerFields(of: response) {
+            return first(of: headers, in: fields.lazy.map { ($0.key, $0.value) })
         }
-        return nil
+        return first(
+            of: headers,
+            in: response.allHeaderFields.lazy.compactMap { field, value in
+                guard let field = field.base as? String, let value = value as? String else { return nil }
+                return (field, value)
+            }
+        )
     }
 
     /// The value of the earliest of `names` among `fields` (any case), non-empty.
@@ -93,6 +95,7 @@ package enum CorrelationID {
 
     /// Whether `a` and `b` are the same but for the case of ASCII letters (header names are ASCII).
     static func equalIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
         var left = a.utf8.makeIterator()
         var right = b.utf8.makeIterator()
         while true {

@@ -25,6 +25,8 @@ final class RequestSchema: Sendable {
     private let keys = RequestFieldKeys()
     /// `service`, `instance` and the global tags, on every point.
     let everyPointTags: [Point.Tag]
+    /// The headers a sample's correlation id is read from, in order.
+    let correlationHeaders: [String]
     /// The interval aggregates (`nil` when ``APIHealthConfiguration/aggregation`` is).
     let aggregator: RequestAggregator?
     private static let statusClasses = (0...9).map { "\($0)xx" }
@@ -64,6 +66,7 @@ final class RequestSchema: Sendable {
         self.successPolicy = SuccessPolicy(configuration.capture.successRules)
         self.filter = configuration.capture.filter
         self.everyPointTags = configuration.everyPointTags
+        self.correlationHeaders = configuration.capture.correlationHeadersInOrder
         let rendered = self.rendered
         self.aggregator = configuration.aggregation.map {
             RequestAggregator(
@@ -78,8 +81,6 @@ final class RequestSchema: Sendable {
 
     var pathsOverflowed: UInt64 { learner.overflowed }
 
-    /// The headers a sample's correlation id is read from, in order.
-    var correlationHeaders: [String] { configuration.capture.correlationHeadersInOrder }
 
     /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.
     func foldedHostTag(_ url: URL) -> String {
