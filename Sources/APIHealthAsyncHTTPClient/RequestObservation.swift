@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 import AsyncHTTPClient
 import Foundation
 import NIOCore
@@ -119,7 +119,7 @@ package final class RequestObservation: EndedRequestSource {
     }
 
     package func makeSample(correlationHeaders: [String]) -> RequestSample? {
-        endedRequest(progress.withLock { $0 }).sample(correlationHeaders: correlationHeaders)
+        progress.withLock { endedRequest($0) }.sample(correlationHeaders: correlationHeaders)
     }
 
     package func requestHeader(_ name: String) -> String? { requestHeaders.first(name: name) }
@@ -209,36 +209,28 @@ struct EndedRequest: Sendable {
     /// (the request's before the response's); `nil` for a URL without a host.
     func sample(correlationHeaders: [String]) -> RequestSample? {
         guard let url = RequestObservation.parsedURL(url) else { return nil }
-        var sample = RequestSample(
+        return RequestSample(
             method: method,
             url: url,
             module: module,
             startedAt: startedAt,
             duration: duration,
             statusCode: statusCode,
+            error: error,
             requestBytes: requestBytes,
             responseBytes: responseBytes,
             timeToFirstByte: timeToFirstByte,
-            redirectCount: redirects
+            redirectCount: redirects,
+            correlationID: correlationID(correlationHeaders)
         )
-        sample.error = error
-        sample.correlationID = correlationID(correlationHeaders)
-        return sample
     }
 
-    private func correlationID(_ correlationHeaders: [String]) -> String? {
+    /// The trace id the client propagated, else the value of the earliest of `names` on the request, else on
+    /// the response.
+    private func correlationID(_ names: [String]) -> String? {
         if let traceID { return traceID }
-        for name in correlationHeaders {
-            if let value = requestHeaders.first(name: name), !value.isEmpty {
-                return CorrelationID.value(value, of: name)
-            }
-        }
-        for name in correlationHeaders {
-            if let value = responseHeaders.first(name: name), !value.isEmpty {
-                return CorrelationID.value(value, of: name)
-            }
-        }
-        return nil
+        return CorrelationID.first(of: names, in: requestHeaders.lazy.map { ($0.name, $0.value) })
+            ?? CorrelationID.first(of: names, in: responseHeaders.lazy.map { ($0.name, $0.value) })
     }
 }
 

@@ -1,4 +1,4 @@
-@_spi(Benchmarking) import APIHealth
+@_spi(Benchmarking) @_spi(Package) import APIHealth
 import APIHealthMetrics
 import APIHealthSummary
 import APIHealthTestKit

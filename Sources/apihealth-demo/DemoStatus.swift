@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 import APIHealthSummary
 import Foundation
 import LineProtocol

@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 import APIHealthAsyncHTTPClient
 import AsyncHTTPClient
 import CoreMetrics

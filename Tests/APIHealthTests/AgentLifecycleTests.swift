@@ -7,7 +7,7 @@ import ServiceLifecycle
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 /// A service that asks its group to shut down gracefully after a moment.
 private struct StopsSoon: Service {

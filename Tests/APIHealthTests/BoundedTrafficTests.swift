@@ -4,7 +4,7 @@ import Logging
 import TestSupport
 import Testing
 
-@_spi(Benchmarking) @testable import APIHealth
+@_spi(Package) @_spi(Benchmarking) @testable import APIHealth
 
 /// Hosts, endpoints and incidents that would blow up the series, the memory or the write volume, on an
 /// agent that is not started: intervals end when the test says (`recordIntervalPoints(endingAt:)`).

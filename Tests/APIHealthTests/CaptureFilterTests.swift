@@ -5,7 +5,7 @@ import Logging
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

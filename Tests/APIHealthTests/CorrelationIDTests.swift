@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

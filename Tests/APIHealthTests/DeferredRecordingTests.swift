@@ -8,7 +8,7 @@ import Logging
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 /// A request that builds its sample with `build` when the agent drains.
 private final class BuiltLater: EndedRequestSource {

@@ -4,7 +4,7 @@ import Logging
 import TestSupport
 import Testing
 
-@_spi(Benchmarking) @testable import APIHealth
+@_spi(Package) @_spi(Benchmarking) @testable import APIHealth
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -3,7 +3,7 @@ import APIHealthTestKit
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

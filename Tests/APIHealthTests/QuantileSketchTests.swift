@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 @Suite struct QuantileSketchTests {
     /// The nearest-rank quantile: the value at rank ⌈q · n⌉ (1-based) of `sorted`.

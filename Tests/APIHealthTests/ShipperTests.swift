@@ -5,7 +5,7 @@ import Logging
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 /// Collects log messages so tests can check what was logged, and what never is.
 final class CollectingLogHandler: LogHandler, @unchecked Sendable {

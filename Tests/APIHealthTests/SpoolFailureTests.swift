@@ -3,7 +3,7 @@ import LineProtocol
 import TestSupport
 import Testing
 
-@_spi(Benchmarking) @testable import APIHealth
+@_spi(Package) @_spi(Benchmarking) @testable import APIHealth
 
 #if canImport(Glibc)
 import Glibc

@@ -13,7 +13,7 @@ import Testing
 import Tracing
 import W3CTraceContext
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -4,7 +4,7 @@ import Logging
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 
 /// Collects what the agent logs, with the level, for the warnings a user must see once.
 final class RecordingLogHandler: LogHandler, @unchecked Sendable {

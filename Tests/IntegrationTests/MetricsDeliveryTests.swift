@@ -5,7 +5,7 @@ import Logging
 import TestSupport
 import Testing
 
-@testable import APIHealth
+@_spi(Package) @testable import APIHealth
 @testable import APIHealthMetrics
 
 /// swift-metrics handlers, aggregated by the factory and read back from a real InfluxDB 1.x.

@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 import Foundation
 import Logging
 import APIHealthTestKit

@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 
 /// A clock that only moves when a test says so, so that time-dependent behaviour is tested without
 /// sleeping.

@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 import Foundation
 
 /// A built executable of this package, run as a real child process.

@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 import Foundation
 
 /// A real VictoriaMetrics component (`victoria-metrics`, `vmauth`, `vmagent` from Debian's

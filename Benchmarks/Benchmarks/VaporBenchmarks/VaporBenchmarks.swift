@@ -1,4 +1,4 @@
-import APIHealth
+@_spi(Package) import APIHealth
 import APIHealthTestKit
 import APIHealthVapor
 import Benchmark

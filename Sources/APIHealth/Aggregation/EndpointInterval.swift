@@ -21,9 +21,10 @@ struct DurationBuckets: Sendable {
 }
 
 /// The histogram bucket of `value` among ascending upper `bounds`: the first bound at or above it, else
-/// `bounds.count` (the bucket above every bound). A binary search: no allocation.
-@inlinable
-package func bucketIndex<Value: Comparable>(of value: Value, in bounds: [Value]) -> Int {
+/// `bounds.count` (the bucket above every bound). A binary search: no allocation. Public under the `Package`
+/// SPI so that it is inlined and specialized in the package's other targets (see ``Locked``).
+@_spi(Package) @inlinable
+public func bucketIndex<Value: Comparable>(of value: Value, in bounds: [Value]) -> Int {
     var low = 0
     var high = bounds.count
     while low < high {

@@ -56,8 +56,9 @@ extension RequestSample {
     }
 }
 
-/// Finds the first configured correlation header on the request, then on the response.
-package enum CorrelationID {
+/// Finds the first configured correlation header on the request, then on the response. Under the `Package` SPI
+/// so that the other clients' capture matches headers the same way, inlined (see ``Locked``).
+@_spi(Package) public enum CorrelationID {
     /// Each header of the request, then of the response, is looked at once, and matched against the configured
     /// names without making a lowercased copy of either (`value(forHTTPHeaderField:)` lowercases both, for
     /// every header, for every name it is asked).
@@ -80,8 +81,9 @@ package enum CorrelationID {
         )
     }
 
-    /// The value of the earliest of `names` among `fields` (any case), non-empty.
-    private static func first<Fields: Sequence>(of names: [String], in fields: Fields) -> String?
+    /// The value of the earliest of `names` among `fields` (any case), non-empty; each field is looked at once.
+    @inlinable
+    public static func first<Fields: Sequence>(of names: [String], in fields: Fields) -> String?
     where Fields.Element == (String, String) {
         var best: (rank: Int, value: String)?
         for (field, value) in fields where !value.isEmpty {
@@ -94,7 +96,7 @@ package enum CorrelationID {
     }
 
     /// Whether `a` and `b` are the same but for the case of ASCII letters (header names are ASCII).
-    static func equalIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
+    public static func equalIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
         var left = a.utf8.makeIterator()
         var right = b.utf8.makeIterator()
@@ -113,7 +115,7 @@ package enum CorrelationID {
 
     /// The correlation id a header's value gives: a `traceparent`'s trace id, else the value (at most
     /// 256 characters).
-    package static func value(_ value: String, of header: String) -> String {
+    public static func value(_ value: String, of header: String) -> String {
         if equalIgnoringASCIICase(header, TraceParent.headerName),
             let traceID = TraceParent.traceID(of: value)
         {

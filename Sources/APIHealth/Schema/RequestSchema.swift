@@ -81,7 +81,6 @@ final class RequestSchema: Sendable {
 
     var pathsOverflowed: UInt64 { learner.overflowed }
 
-
     /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.
     func foldedHostTag(_ url: URL) -> String {
         var name = url.host?.lowercased() ?? "unknown"

@@ -17,7 +17,10 @@ import Android
 /// ```
 ///
 /// Available on every platform `Package.swift` declares (`Synchronization.Mutex` and `Atomic` need
-/// macOS 15 / iOS 18), and at `package` access so every target of the package uses this one. A lock
+/// macOS 15 / iOS 18), and shared by every target of the package. It is `public` under the `Package` SPI
+/// (`@_spi(Package) import APIHealth`) rather than `package`: this compiler inlines an `@inlinable` function
+/// into another module only when it is public, and a `package` one is called unspecialized there, its
+/// generic closure and state resolved at run time on every lock taken. A lock
 /// around code rather than a value is a `Locked<Void>`; a counter is a `Locked<UInt64>`.
 ///
 /// The lock is the platform's own (`os_unfair_lock` on Apple platforms, a `pthread_mutex_t`
@@ -25,13 +28,13 @@ import Android
 /// and the record path takes a few per request.
 ///
 /// `@unchecked Sendable` because the lock, not the type system, serialises every access to `state`.
-package final class Locked<State>: @unchecked Sendable {
+@_spi(Package) public final class Locked<State>: @unchecked Sendable {
     @usableFromInline let lock = PlatformLock()
     /// Exclusive access is the lock's to enforce: the runtime's own check would only repeat it on
     /// every access.
     @usableFromInline @exclusivity(unchecked) var state: State
 
-    package init(_ state: State) {
+    public init(_ state: State) {
         self.state = state
     }
 
@@ -41,7 +44,7 @@ package final class Locked<State>: @unchecked Sendable {
 
     /// Runs `body` with the state, holding the lock; never call back into the same lock from `body`.
     @inlinable @inline(__always)
-    package func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&state)
@@ -56,15 +59,15 @@ package final class Locked<State>: @unchecked Sendable {
     }
 }
 
-extension Locked where State == Void {
+@_spi(Package) extension Locked where State == Void {
     /// A lock around code rather than a value.
-    package convenience init() {
+    public convenience init() {
         self.init(())
     }
 
     /// Runs `body` holding the lock.
     @inlinable @inline(__always)
-    package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body()
