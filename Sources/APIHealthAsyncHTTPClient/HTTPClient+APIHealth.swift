@@ -69,7 +69,7 @@ extension HTTPClient {
             requestBytes: request.headers.first(name: "content-length").flatMap { UInt64($0) },
             traceID: traceID
         )
-        let response: HTTPClientResponse
+        var response: HTTPClientResponse
         do {
             response = try await execute(request, deadline: deadline, logger: logger)
         } catch {
@@ -81,9 +81,8 @@ extension HTTPClient {
             headers: response.headers,
             redirects: max(response.history.count - 1, 0)
         )
-        var observed = response
-        observed.body = .stream(ObservedBody(base: response.body, observation: observation))
-        return observed
+        response.body = .stream(ObservedBody(base: response.body, observation: observation))
+        return response
     }
 
     /// Executes `request` with `delegate` as `HTTPClient.execute(request:delegate:deadline:logger:)`

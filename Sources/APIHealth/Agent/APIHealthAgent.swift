@@ -88,6 +88,8 @@ public final class APIHealthAgent: Sendable, Service {
     let metricsOverflowed = Locked<UInt64>(0)
     /// Trace propagation, when configured.
     let traceInjection: TraceInjection?
+    /// Whether trace propagation is configured (and the agent enabled): read on every AsyncHTTPClient request.
+    package let propagatesTraces: Bool
     /// Guards who is handed each interval's points (``observeIntervalPoints(_:)``).
     let intervalObservers = Locked<[@Sendable ([Point]) -> Void]>([])
     /// Guards the last interval points, taken at shutdown under the lifecycle lock and handed over after it.
@@ -123,6 +125,7 @@ public final class APIHealthAgent: Sendable, Service {
         self.logger = logger
         self.clock = clock
         self.traceInjection = TraceInjection(configuration.capture.tracePropagation)
+        self.propagatesTraces = traceInjection != nil && configuration.isEnabled
         let schema = RequestSchema(configuration: configuration)
         self.schema = schema
         var spool: SpoolDirectory?

@@ -166,9 +166,6 @@ extension APIHealthAgent {
         }
     }
 
-    /// Whether trace propagation is configured (and the agent enabled).
-    package var propagatesTraces: Bool { traceInjection != nil && configuration.isEnabled }
-
     /// The trace id of the calling task's context when trace propagation is configured for `url`'s host:
     /// for a client that propagates the context itself (AsyncHTTPClient with a tracer of its own).
     package func currentTraceID(for url: URL) -> String? {
