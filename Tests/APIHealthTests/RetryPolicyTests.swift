@@ -63,7 +63,7 @@ import Testing
                 try configuration.validate()
                 return false
             } catch {
-                if case .invalidValue(let refusedName, _) = error { return refusedName == name }
+                if error.code == .invalidValue { return error.setting == name }
                 return false
             }
         }
