@@ -771,7 +771,12 @@ let postingSession: URLSession = {
 /// Posts each gzip body to the InfluxDB v2 write endpoint at `server`, one request after another, as
 /// the shipper does; fails unless the server stores every one (204).
 func postBodies(_ bodies: [[UInt8]], to server: URL) async {
-    let url = InfluxDestination(url: server, api: .v2(organization: "o", bucket: "b")).writeURL(precision: .ns)
+    var components = URLComponents(url: server.appendingPathComponent("api/v2/write"), resolvingAgainstBaseURL: false)!
+    components.queryItems = [
+        URLQueryItem(name: "org", value: "o"), URLQueryItem(name: "bucket", value: "b"),
+        URLQueryItem(name: "precision", value: "ns"),
+    ]
+    let url = components.url!
     for body in bodies {
         var request = URLRequest(url: url)
         request.httpMethod = "POST"

@@ -7,14 +7,12 @@ import FoundationNetworking
 /// The hook's view of an agent (weak, so a registered configuration does not keep the agent alive).
 final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     private weak var agent: APIHealthAgent?
-    let correlationHeaders: [String]
     /// Whether the agent's configuration captures requests at all (read once: the configuration is the agent's for
     /// its life).
     private let isEnabled: Bool
 
     init(agent: APIHealthAgent) {
         self.agent = agent
-        self.correlationHeaders = agent.configuration.capture.correlationHeadersInOrder
         self.isEnabled = agent.configuration.isEnabled
     }
 
@@ -22,6 +20,7 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     var owner: AnyObject? { agent }
     func countUncaptured() { agent?.countUncaptured() }
     var isCapturing: Bool { isEnabled && agent != nil }
+    var correlationHeaders: [String] { agent?.schema.correlationHeaders ?? [] }
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
     func record(_ sample: RequestSample, request: URLRequest) { agent?.recordLater(sample, request: request) }
     func recordEnded(_ request: any EndedRequestSource) { agent?.recordLater(request) }

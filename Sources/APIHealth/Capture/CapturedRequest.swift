@@ -43,8 +43,8 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         var firstByte: Duration?
         var response: HTTPURLResponse?
         var loadedBytes: UInt64 = 0
-        /// The sample of a leg answered with a challenge: recorded as it is only if nothing retries.
-        var challenged: RequestSample?
+        /// The end of a leg answered with a challenge: recorded as it is only if nothing retries.
+        var challenged: Ending?
         var recorded = false
         /// How the request ended, once it has: the agent builds its sample from it when it records it.
         var ending: Ending?
@@ -103,11 +103,7 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         let ended = state.withLock { state -> Bool in
             guard state.leg == leg, !state.recorded else { return false }
             if leg == 0 && Self.isChallenge(ending.response) {
-                state.challenged = sample(
-                    state,
-                    ending,
-                    correlationHeaders: registration.recorder.correlationHeaders
-                )
+                state.challenged = ending
                 return false
             }
             state.recorded = true
@@ -187,12 +183,13 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
 
     /// The hook's protocol was let go: a challenge still kept (nothing retried it) stands as the 401.
     func abandoned() {
-        let challenged = state.withLock { state -> RequestSample? in
-            guard let challenged = state.challenged, state.leg == 0, !state.recorded else { return nil }
+        let ended = state.withLock { state -> Bool in
+            guard let challenged = state.challenged, state.leg == 0, !state.recorded else { return false }
             state.recorded = true
-            return challenged
+            state.ending = challenged
+            return true
         }
-        if let challenged { registration.recorder.record(challenged, request: request) }
+        if ended { registration.recorder.recordEnded(self) }
     }
 
     /// Whether swift-corelibs-foundation answers `response` with an authentication challenge rather
@@ -219,15 +216,6 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     func requestHeader(_ name: String) -> String? { request.value(forHTTPHeaderField: name) }
 
     var urlRequest: URLRequest? { request }
-
-    private func sample(_ state: State, _ ending: Ending, correlationHeaders: [String]) -> RequestSample {
-        sample(
-            firstByte: state.firstByte,
-            loadedBytes: state.loadedBytes,
-            ending,
-            correlationHeaders: correlationHeaders
-        )
-    }
 
     /// The sample of the request that ended as `ending` says.
     ///

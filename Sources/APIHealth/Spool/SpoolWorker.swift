@@ -3,6 +3,10 @@
 /// the files of batches that are gone, and has the batches waiting to be sent compressed. Recording
 /// never touches a file; this loop does it all.
 ///
+/// Its round waits on real time, not the agent's clock: the interval bounds how long a recorded line
+/// stays only in memory, which a crash measures in real time. A test that drives batching with a manual
+/// clock still gets its lines written through.
+///
 /// ```swift
 /// let worker = SpoolWorker(pending: pending, recorder: recorder, compressesBatches: true,
 ///                          lossReporter: reporter, writeThroughInterval: .milliseconds(20))
