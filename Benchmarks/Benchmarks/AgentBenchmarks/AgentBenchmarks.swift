@@ -703,6 +703,9 @@ final class RecordRun: @unchecked Sendable {
     var agent: APIHealthAgent?
     var spool: URL?
     var recorded = 0
+    /// The URLs a run records, made in its setup and let go in its teardown: made when the benchmarks are
+    /// registered, they would stay resident under every benchmark's memory figures.
+    var urls: [URL] = []
 }
 
 /// Fails the run unless `agent` stored exactly `count` points since it had stored `before` (none

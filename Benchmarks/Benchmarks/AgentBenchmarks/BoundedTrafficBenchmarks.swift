@@ -51,20 +51,28 @@ func boundedTrafficBenchmarks() {
     // A host never seen before on every sample (`tenant<N>.api.example.com`): the URL is parsed, the host
     // folded, the path templated and the series rendered (then found among the known ones).
     let fresh = RecordRun()
-    let hosts = (0..<200_000).map { URL(string: "https://tenant\($0 + 1_000).api.example.com/users/8271/orders")! }
     Benchmark(
         "record sample (memory only, a never-seen host each time)",
         configuration: .init(
             metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
             scalingFactor: .kilo,
             maxIterations: 150,
-            setup: { fresh.agent = makeAgent(spool: nil) },
-            teardown: { fresh.agent = nil }
+            setup: {
+                fresh.agent = makeAgent(spool: nil)
+                fresh.urls = (0..<200_000).map {
+                    URL(string: "https://tenant\($0 + 1_000).api.example.com/users/8271/orders")!
+                }
+            },
+            teardown: {
+                fresh.agent = nil
+                fresh.urls = []
+            }
         )
     ) { benchmark in
         guard let agent = fresh.agent else { fatalError("no agent: the setup did not run") }
         var next = sample
         var recorded = fresh.recorded
+        let hosts = fresh.urls
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             next.url = hosts[recorded % hosts.count]
