@@ -45,12 +45,15 @@ let package = Package(
         ),
         // A prefetch hint (header only): the timestamp table's slot is loaded while a line is written.
         .systemLibrary(name: "CPrefetch"),
+        // The lock `Locked` takes on Linux (header only): one atomic operation to take or release it.
+        .systemLibrary(name: "CFutexLock"),
         .target(
             name: "APIHealth",
             dependencies: [
                 "LineProtocol",
                 "CZlib",
                 "CPrefetch",
+                "CFutexLock",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

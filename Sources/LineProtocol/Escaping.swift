@@ -429,6 +429,25 @@ struct ByteWriter {
     }
 }
 
+extension Array where Element == UInt8 {
+    /// Appends `bytes` with one copy, growing the array as appending grows it (the generic
+    /// `append(contentsOf:)` goes through a sequence's copy protocol, several times the cost for a line).
+    @inline(__always)
+    mutating func appendCopy(of bytes: UnsafeBufferPointer<UInt8>) {
+        #if compiler(>=6.2)
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        append(addingCapacity: bytes.count) { room in
+            room.withUnsafeMutableBufferPointer { room, written in
+                room.baseAddress!.initialize(from: source, count: bytes.count)
+                written = bytes.count
+            }
+        }
+        #else
+        append(contentsOf: bytes)
+        #endif
+    }
+}
+
 /// Room a name may take once escaped or repaired: at most 3 bytes per byte.
 @inline(__always)
 func nameBound(_ string: String) -> Int { string.utf8.count * 3 }

@@ -388,21 +388,22 @@ extension LineEncoder {
         fields writeFields: (inout FieldWriter) -> Void
     ) throws(LineProtocolError) -> Repairs {
         // Short lines are written on the stack and copied once; a longer one gets the room it measured.
+        let neededRoom: Int
         let first = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.stackLineBytes) { scratch in
             var writer = ByteWriter(base: scratch.baseAddress!, count: 0, end: Self.stackLineBytes)
             let outcome = writeLine(series: series, timestamp: value, adjust, into: &writer, writeFields)
             if case .written = outcome {
-                buffer.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: writer.count))
+                buffer.appendCopy(of: UnsafeBufferPointer(start: scratch.baseAddress, count: writer.count))
             }
             return outcome
         }
-        let outcome: LineOutcome
-        if case .needsRoom(let room) = first {
-            outcome = ByteWriter.writing(into: &buffer, bound: room) { writer in
-                writeLine(series: series, timestamp: value, adjust, into: &writer, writeFields)
-            }
-        } else {
-            outcome = first
+        switch first {
+        case .written(let repairs): return series.repairs + repairs
+        case .failed(let error): throw error
+        case .needsRoom(let room): neededRoom = room
+        }
+        let outcome = ByteWriter.writing(into: &buffer, bound: neededRoom) { writer in
+            writeLine(series: series, timestamp: value, adjust, into: &writer, writeFields)
         }
         switch outcome {
         case .written(let repairs): return series.repairs + repairs

@@ -47,15 +47,15 @@ struct RecentInstants {
     /// Starts loading the table slots ``claim(series:timestamp:latest:)`` will look at first for a
     /// point of `series` at `timestamp`, so that the claim, made once the point's fields are written,
     /// does not wait for memory: the tables are too large to stay in the processor's cache beside the
-    /// batches. Returns the series' latest instant, for that claim (made under the same lock, with
-    /// nothing claimed between them).
-    mutating func prefetch(series: Int, timestamp: Int64) -> Int64? {
+    /// batches. Returns the series' latest instant and where it is kept, for that claim (made under
+    /// the same lock, with nothing claimed between them).
+    mutating func prefetch(series: Int, timestamp: Int64) -> LatestInstant {
         if current.count >= Self.generationSize { startGeneration() }
         let fingerprint = InstantTable.fingerprint(series, timestamp)
         current.prefetch(fingerprint)
-        let last = latest.value(for: series)
+        let last = latest.find(series)
         // A point earlier than its series' latest is looked up in both generations.
-        if !latestIsComplete || timestamp <= last ?? Int64.min { previous.prefetch(fingerprint) }
+        if !latestIsComplete || timestamp <= last.instant ?? Int64.min { previous.prefetch(fingerprint) }
         return last
     }
 
@@ -68,12 +68,13 @@ struct RecentInstants {
     /// (claiming nothing) when that instant would be more than ``maximumNudge`` units past `timestamp`.
     mutating func claim(series: Int, timestamp: Int64) -> Int64? {
         if current.count >= Self.generationSize { startGeneration() }
-        return claim(series: series, timestamp: timestamp, latest: latest.value(for: series))
+        return claim(series: series, timestamp: timestamp, latest: latest.find(series))
     }
 
     /// ``claim(series:timestamp:)`` right after ``prefetch(series:timestamp:)`` of the same point:
-    /// `last` is what the prefetch returned.
-    mutating func claim(series: Int, timestamp: Int64, latest last: Int64?) -> Int64? {
+    /// `found` is what the prefetch returned.
+    mutating func claim(series: Int, timestamp: Int64, latest found: LatestInstant) -> Int64? {
+        let last = found.instant
         let limit = timestamp.addingReportingOverflow(maximumNudge).overflow ? Int64.max : timestamp + maximumNudge
         var candidate = timestamp
         if !latestIsComplete || candidate <= last ?? Int64.min {
@@ -91,7 +92,7 @@ struct RecentInstants {
             }
         }
         current.insert(InstantTable.fingerprint(series, candidate))
-        if candidate > last ?? Int64.min { latest.set(candidate, for: series) }
+        if candidate > last ?? Int64.min { latest.set(candidate, for: series, found: found) }
         return candidate
     }
 
@@ -109,6 +110,12 @@ struct RecentInstants {
     }
 }
 
+/// A series' latest instant, and the slot of ``LatestInstants`` that holds it (`-1` for none).
+struct LatestInstant {
+    let instant: Int64?
+    fileprivate let slot: Int
+}
+
 /// The latest instant per series, in open addressing (the series identities are hashes already), grown
 /// by doubling while at most half full. A slot holds a series and its instant side by side, so a
 /// lookup reads one cache line; an empty slot's instant is `Int64.min`, which no timestamp is
@@ -118,15 +125,21 @@ private struct LatestInstants {
     private(set) var count = 0
     private static let empty = Int64.min
 
-    func value(for key: Int) -> Int64? {
-        if count == 0 { return nil }
+    func find(_ key: Int) -> LatestInstant {
+        if count == 0 { return LatestInstant(instant: nil, slot: -1) }
         let mask = slots.count - 1
         var slot = key & mask
         while slots[slot].instant != Self.empty {
-            if slots[slot].series == key { return slots[slot].instant }
+            if slots[slot].series == key { return LatestInstant(instant: slots[slot].instant, slot: slot) }
             slot = (slot + 1) & mask
         }
-        return nil
+        return LatestInstant(instant: nil, slot: -1)
+    }
+
+    /// Sets `key`'s instant where `found` (looked up for `key`, with nothing set since) says it is.
+    mutating func set(_ instant: Int64, for key: Int, found: LatestInstant) {
+        guard found.slot >= 0 else { return set(instant, for: key) }
+        slots[found.slot].instant = instant
     }
 
     mutating func set(_ instant: Int64, for key: Int) {

@@ -98,19 +98,26 @@ extension RequestSample {
     /// Whether `a` and `b` are the same but for the case of ASCII letters (header names are ASCII).
     public static func equalIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
-        var left = a.utf8.makeIterator()
-        var right = b.utf8.makeIterator()
-        while true {
-            switch (left.next(), right.next()) {
-            case (nil, nil): return true
-            case (let x?, let y?):
-                if x == y { continue }
-                let lowerX = x >= 65 && x <= 90 ? x | 0x20 : x
-                let lowerY = y >= 65 && y <= 90 ? y | 0x20 : y
-                if lowerX != lowerY { return false }
-            default: return false
+        // Both contiguous (native strings are): compared in place, a byte at a time.
+        if let equal = a.utf8.withContiguousStorageIfAvailable({ left in
+            b.utf8.withContiguousStorageIfAvailable { right in
+                for index in 0..<left.count where left[index] != right[index] {
+                    if lowercasedASCII(left[index]) != lowercasedASCII(right[index]) { return false }
+                }
+                return true
             }
+        }), let equal {
+            return equal
         }
+        for (x, y) in zip(a.utf8, b.utf8) where x != y {
+            if lowercasedASCII(x) != lowercasedASCII(y) { return false }
+        }
+        return true
+    }
+
+    @inline(__always)
+    private static func lowercasedASCII(_ byte: UInt8) -> UInt8 {
+        byte >= 65 && byte <= 90 ? byte | 0x20 : byte
     }
 
     /// The correlation id a header's value gives: a `traceparent`'s trace id, else the value (at most
