@@ -29,15 +29,7 @@ extension APIHealthAgent {
         module: String,
         body: ByteBuffer? = nil
     ) {
-        guard configuration.isEnabled, let url = URL(string: request.url), url.host != nil else { return }
-        recordParseFailure(
-            method: request.method.rawValue,
-            url: url,
-            statusCode: response.map { Int($0.status.code) },
-            error: error,
-            module: module,
-            data: body.map { Data($0.readableBytesView) }
-        )
+        recordParseFailure(of: request, response, error, module, data: body.map { Data($0.readableBytesView) })
     }
 
     /// Decodes the JSON in `body`; when that fails, records a parse failure for the request's endpoint
@@ -70,17 +62,27 @@ extension APIHealthAgent {
         do {
             return try decoder.decode(type, from: data)
         } catch {
-            if configuration.isEnabled, let url = URL(string: request.url), url.host != nil {
-                recordParseFailure(
-                    method: request.method.rawValue,
-                    url: url,
-                    statusCode: response.map { Int($0.status.code) },
-                    error: error,
-                    module: module,
-                    data: data
-                )
-            }
+            recordParseFailure(of: request, response, error, module, data: data)
             throw error
         }
+    }
+
+    /// The parse failure of `request`, when the agent records and its URL has a host.
+    private func recordParseFailure(
+        of request: HTTPClientRequest,
+        _ response: HTTPClientResponse?,
+        _ error: any Error,
+        _ module: String,
+        data: Data?
+    ) {
+        guard configuration.isEnabled, let url = URL(string: request.url), url.host != nil else { return }
+        recordParseFailure(
+            method: request.method.rawValue,
+            url: url,
+            statusCode: response.map { Int($0.status.code) },
+            error: error,
+            module: module,
+            data: data
+        )
     }
 }

@@ -156,7 +156,7 @@ private struct StopsSoon: Service {
         func makeAgent(_ spool: URL, writeThroughInterval: Duration) throws -> APIHealthAgent {
             var configuration = APIHealthConfiguration(serviceName: "write-through")
             configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: writeThroughInterval)
-            configuration.selfMetricsInterval = .seconds(86_400)
+            configuration.selfMetricsInterval = noPeriodicHealthPoint
             return try APIHealthAgent(
                 configuration: configuration,
                 logger: Logger(label: "write-through"),

@@ -29,7 +29,7 @@ extension APIHealthAgent {
     private func makeAgent(spool: URL? = nil) throws -> APIHealthAgent {
         var configuration = APIHealthConfiguration(serviceName: "deferred")
         configuration.spool = spool.map { SpoolOptions(directory: $0) }
-        configuration.selfMetricsInterval = .seconds(3_600)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "deferred"))
     }
 
@@ -52,7 +52,7 @@ extension APIHealthAgent {
         let seen = Locked<[UInt64]>([])
         var configuration = APIHealthConfiguration(serviceName: "deferred")
         configuration.spool = nil
-        configuration.selfMetricsInterval = .seconds(3_600)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         configuration.capture.filter = { sample, _ in
             if let agent = agentBox.withLock({ $0 }) {
                 let recorded = agent.metrics.pointsRecorded

@@ -46,7 +46,7 @@ struct ShipperHarness {
         )
         configuration.spool = SpoolOptions(directory: spool)
         configuration.retry.jitter = 0
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         configure(&configuration)
         let label = self.label
         agent = try APIHealthAgent(

@@ -217,7 +217,7 @@ private func spoolText(_ directory: URL) throws -> String {
     @Test func pointsKeptNowhereAreCountedAtShutdown() async throws {
         var configuration = APIHealthConfiguration(serviceName: "lost")
         configuration.spool = nil
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         let agent = try APIHealthAgent(configuration: configuration, logger: .init(label: "lost"))
         for index in 0..<25 { agent.write(point(index)) }
         await agent.shutdown(deadline: .milliseconds(50))

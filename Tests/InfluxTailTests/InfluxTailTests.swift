@@ -11,7 +11,7 @@ import Testing
 func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async throws {
     var configuration = APIHealthConfiguration(serviceName: "tail-tests")
     configuration.spool = SpoolOptions(directory: directory)
-    configuration.selfMetricsInterval = .seconds(86_400)
+    configuration.selfMetricsInterval = noPeriodicHealthPoint
     configuration.batching.maximumLines = 100
     // Request points only: how many interval points there are would depend on the interval ends passed.
     configuration.aggregation = nil
@@ -105,7 +105,7 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
             destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b"))
         )
         configuration.spool = SpoolOptions(directory: spool)
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "tail"))
         agent.start()
         agent.write(Point(measurement: "other", fields: ["v": 1]))
@@ -282,7 +282,7 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
             destination: InfluxDestination(url: fault.url, api: .v2(organization: "o", bucket: "b"))
         )
         configuration.spool = SpoolOptions(directory: spool)
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "torn"))
         #expect(agent.metrics.spoolLinesLeftOut == 2)
         agent.start()

@@ -14,7 +14,7 @@ func markAsSpool(_ directory: URL) throws {
 private func spoolConfiguration(_ directory: URL, destination: InfluxDestination? = nil) -> APIHealthConfiguration {
     var configuration = APIHealthConfiguration(serviceName: "safety", destination: destination)
     configuration.spool = SpoolOptions(directory: directory)
-    configuration.selfMetricsInterval = .seconds(86_400)
+    configuration.selfMetricsInterval = noPeriodicHealthPoint
     return configuration
 }
 

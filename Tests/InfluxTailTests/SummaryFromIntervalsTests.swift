@@ -14,7 +14,7 @@ import Testing
     func writeSampledSpool(_ directory: URL) async throws {
         var configuration = APIHealthConfiguration(serviceName: "summary-intervals")
         configuration.spool = SpoolOptions(directory: directory)
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         configuration.capture.rawPoints = .errorsAndSlow
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "summary-intervals"))
         agent.start()

@@ -248,7 +248,7 @@ private func exactly(_ value: Any?, _ expected: Double) -> Bool {
         let spool = temporaryDirectory("summary-objectives-agent")
         var configuration = APIHealthConfiguration(serviceName: "summary-objectives")
         configuration.spool = SpoolOptions(directory: spool)
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         configuration.objectives = ObjectiveOptions(
             default: .init(availability: 0.999, latency: .init(target: 0.99, threshold: .milliseconds(300)))
         )

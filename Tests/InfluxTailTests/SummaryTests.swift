@@ -20,7 +20,7 @@ import FoundationNetworking
 func writeKnownSpool(_ directory: URL) async throws {
     var configuration = APIHealthConfiguration(serviceName: "summary-tests")
     configuration.spool = SpoolOptions(directory: directory)
-    configuration.selfMetricsInterval = .seconds(86_400)
+    configuration.selfMetricsInterval = noPeriodicHealthPoint
     let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "summary"))
     agent.start()
     let start = Date(timeIntervalSince1970: 1_763_800_000)

@@ -148,7 +148,7 @@ import Testing
         // Recorded with no destination: unsigned values are written with the `u` suffix.
         var keeping = APIHealthConfiguration(serviceName: "leftovers")
         keeping.spool = SpoolOptions(directory: spool)
-        keeping.selfMetricsInterval = .seconds(86_400)
+        keeping.selfMetricsInterval = noPeriodicHealthPoint
         let first = try APIHealthAgent(configuration: keeping, logger: Logger(label: "leftovers"))
         let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
         for index in 0..<100 {

@@ -17,7 +17,7 @@ import Testing
             destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
         )
         configuration.spool = nil
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "own-error"))
         agent.start()
         let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
@@ -60,7 +60,7 @@ import Testing
             destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
         )
         configuration.spool = SpoolOptions(directory: temporaryDirectory("final-health"))
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "final-health"))
         agent.start()
         let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000

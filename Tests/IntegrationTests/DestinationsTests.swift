@@ -64,7 +64,7 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
         configuration.retry.initialDelay = .milliseconds(200)
         configuration.retry.maximumDelay = .seconds(2)
         configuration.retry.maximumReconnectDelay = .milliseconds(500)
-        configuration.selfMetricsInterval = .seconds(86_400)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         return configuration
     }
 

@@ -51,7 +51,7 @@ import Testing
             configuration.agentMeasurement = "\(name)_agent"
             configuration.aggregation?.measurement = "\(name)_interval"
             configuration.capture.rawPoints = .errorsAndSlow
-            configuration.selfMetricsInterval = .seconds(86_400)
+            configuration.selfMetricsInterval = noPeriodicHealthPoint
             let agent = try APIHealthAgent(
                 configuration: configuration,
                 logger: Logger(label: name),

@@ -15,7 +15,7 @@ import Testing
         let spool = temporaryDirectory("foreign-files")
         var keeping = APIHealthConfiguration(serviceName: "foreign-files")
         keeping.spool = SpoolOptions(directory: spool)
-        keeping.selfMetricsInterval = .seconds(86_400)
+        keeping.selfMetricsInterval = noPeriodicHealthPoint
         // The agent marks the directory as its spool.
         await (try APIHealthAgent(configuration: keeping, logger: Logger(label: "foreign-files"))).shutdown()
         #expect(FileManager.default.fileExists(atPath: spool.appendingPathComponent(SpoolDirectory.markerName).path))
@@ -28,7 +28,7 @@ import Testing
             destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
         )
         sending.spool = SpoolOptions(directory: spool)
-        sending.selfMetricsInterval = .seconds(86_400)
+        sending.selfMetricsInterval = noPeriodicHealthPoint
         let agent = try APIHealthAgent(configuration: sending, logger: Logger(label: "foreign-files"))
         agent.start()
         agent.write(Point(measurement: "ours", fields: ["v": 3], timestamp: Timestamp(nanosecondsSinceEpoch: now)))

@@ -23,3 +23,9 @@ public func waitUntil(
     }
     return try await condition()
 }
+
+/// A `selfMetricsInterval` for tests that must see no periodic health point: the agent's intervals end at
+/// whole multiples of themselves since the Unix epoch, so a day's interval ends at every midnight UTC (a
+/// test running then, or advancing its manual clock across it, saw one point more), while this one's
+/// first end is in 2070.
+public let noPeriodicHealthPoint: Duration = .seconds(100 * 365 * 86_400)

@@ -152,15 +152,7 @@ final class PendingBatches: Sendable {
     /// Encodes `point` into the open batch. Returns `false` if it was refused or dropped (counted).
     @discardableResult
     func record(_ point: Point, now: Duration) -> Bool {
-        append(now: now) { bytes, instants throws(LineProtocolError) in
-            try encoder.encode(
-                point,
-                into: &bytes,
-                claimingTimestamp: { seriesKey, timestamp in
-                    instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
-                }
-            )
-        }
+        append(now: now) { bytes, instants throws(LineProtocolError) in try encode(point, into: &bytes, &instants) }
     }
 
     /// Records `point` after intake has closed, in a sealed batch of its own: the agent's last health
@@ -168,14 +160,23 @@ final class PendingBatches: Sendable {
     @discardableResult
     func recordAfterClose(_ point: Point, now: Duration) -> Bool {
         append(now: now, afterClose: true) { bytes, instants throws(LineProtocolError) in
-            try encoder.encode(
-                point,
-                into: &bytes,
-                claimingTimestamp: { seriesKey, timestamp in
-                    instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
-                }
-            )
+            try encode(point, into: &bytes, &instants)
         }
+    }
+
+    /// Encodes `point` into `bytes`, at an instant its series has not used.
+    private func encode(
+        _ point: Point,
+        into bytes: inout [UInt8],
+        _ instants: inout RecentInstants
+    ) throws(LineProtocolError) -> LineEncoder.Repairs {
+        try encoder.encode(
+            point,
+            into: &bytes,
+            claimingTimestamp: { seriesKey, timestamp in
+                instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
+            }
+        )
     }
 
     /// Encodes one line of a prerendered series into the open batch, as ``record(_:now:)`` does, with

@@ -67,6 +67,7 @@ public struct RequestSample: Sendable {
     ///   - timeToFirstByte: From the start to the response head, if known.
     ///   - redirectCount: Redirects followed; `nil` where they cannot be seen.
     ///   - correlationID: The request's or response's correlation id, if any.
+    @inlinable
     public init(
         method: String,
         url: URL,
