@@ -75,7 +75,7 @@ extension APIHealthAgent {
         _ module: String,
         data: Data?
     ) {
-        guard configuration.isEnabled, let url = URL(string: request.url), url.host != nil else { return }
+        guard configuration.isEnabled, let url = RequestObservation.parsedURL(request.url) else { return }
         recordParseFailure(
             method: request.method.rawValue,
             url: url,
