@@ -166,6 +166,8 @@ let package = Package(
                 "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthTestKit", "LineProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Tests/CaptureProbe",
             swiftSettings: strictSwift6

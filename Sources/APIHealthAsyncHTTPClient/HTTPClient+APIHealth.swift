@@ -30,6 +30,7 @@ extension HTTPClient {
     ///   - logger: As for `HTTPClient.execute(_:timeout:logger:)`.
     /// - Returns: The response, its body passed through as it arrives.
     /// - Throws: Whatever AsyncHTTPClient throws, unchanged.
+    @inlinable
     public func execute(
         _ request: HTTPClientRequest,
         timeout: TimeAmount,
@@ -57,16 +58,47 @@ extension HTTPClient {
         module: String,
         logger: Logger? = nil
     ) async throws -> HTTPClientResponse {
-        var request = request
-        let traceID =
-            agent.propagatesTraces ? agent.propagateTrace(into: &request.headers, url: request.url, client: self) : nil
+        if agent.propagatesTraces {
+            var request = request
+            let traceID = agent.propagateTrace(into: &request.headers, url: request.url, client: self)
+            return try await execute(
+                request,
+                deadline: deadline,
+                recordingTo: agent,
+                module: module,
+                traceID: traceID,
+                logger: logger
+            )
+        }
+        return try await execute(
+            request,
+            deadline: deadline,
+            recordingTo: agent,
+            module: module,
+            traceID: nil,
+            logger: logger
+        )
+    }
+
+    /// Runs `request` (its trace propagated already, as `traceID`) and records it.
+    @inline(__always)
+    private func execute(
+        _ request: HTTPClientRequest,
+        deadline: NIODeadline,
+        recordingTo agent: APIHealthAgent,
+        module: String,
+        traceID: String?,
+        logger: Logger?
+    ) async throws -> HTTPClientResponse {
         let observation = RequestObservation(
             agent: agent,
             module: module,
             method: request.method.rawValue,
             url: request.url,
             requestHeaders: request.headers,
-            requestBytes: request.headers.first(name: "content-length").flatMap { UInt64($0) },
+            // A request without a body sends none (its headers are looked through only when it has one).
+            requestBytes: request.body == nil
+                ? 0 : request.headers.first(name: "content-length").flatMap { UInt64($0) },
             traceID: traceID
         )
         var response: HTTPClientResponse

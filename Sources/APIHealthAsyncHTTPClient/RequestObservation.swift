@@ -8,34 +8,13 @@ import NIOPosix
 /// What is seen of one AsyncHTTPClient request until it ends; records one ``RequestSample`` when it
 /// does: at the end of the body, at an error, or when the caller drops the response unfinished.
 package final class RequestObservation: EndedRequestSource {
-    private let module: String
-    private let method: String
-    private let url: String
-    private let requestHeaders: HTTPHeaders
-    /// The trace id to record as the correlation id, when the client propagates the trace itself.
-    private let traceID: String?
+    /// What the request is, fixed when it starts.
+    private let request: StartedRequest
+    /// When it started, for its duration and time to first byte.
     private let started = ContinuousClock.now
-    private let startedAt = Date()
-
-    private struct Progress {
-        var timeToFirstByte: Duration?
-        var status: Int?
-        var responseHeaders: HTTPHeaders = [:]
-        var redirects: Int?
-        var visits = 0
-        var requestBytes: UInt64?
-        var responseBytes: UInt64 = 0
-        var recorded = false
-        /// The agent to record with, until the sample ends: let go of then, so the observation waiting
-        /// in the agent's queue never keeps the agent alive.
-        var agent: APIHealthAgent?
-        /// Set when the sample ends.
-        var duration: Duration?
-        var error: RequestSample.TransportError?
-    }
 
     /// Guards what has been seen so far.
-    private let progress: Locked<Progress>
+    private let progress: Locked<RequestProgress>
 
     package init(
         agent: APIHealthAgent,
@@ -46,12 +25,15 @@ package final class RequestObservation: EndedRequestSource {
         requestBytes: UInt64?,
         traceID: String? = nil
     ) {
-        self.module = module
-        self.method = method
-        self.url = url
-        self.requestHeaders = requestHeaders
-        self.traceID = traceID
-        self.progress = Locked(Progress(requestBytes: requestBytes, agent: agent))
+        self.request = StartedRequest(
+            method: method,
+            url: url,
+            module: module,
+            requestHeaders: requestHeaders,
+            traceID: traceID,
+            startedAt: Date().timeIntervalSinceReferenceDate
+        )
+        self.progress = Locked(RequestProgress(requestBytes: requestBytes, agent: agent))
     }
 
     deinit {
@@ -99,49 +81,30 @@ package final class RequestObservation: EndedRequestSource {
     }
 
     /// Ends the sample; the agent builds and records it later, off the caller's path (from `deinit`,
-    /// where the observation cannot be kept, from a copy of what it saw).
+    /// where the observation cannot be kept, from a copy of what it saw). The clock is read only for a
+    /// sample that ends here, not for an observation let go of after its end.
     private func end(error: (any Error)?, inDeinit: Bool = false) {
-        let duration = ContinuousClock.now - started
         let ending = progress.withLock { state -> APIHealthAgent? in
             guard !state.recorded, let agent = state.agent else { return nil }
             state.recorded = true
             state.agent = nil
-            state.duration = duration
+            state.duration = ContinuousClock.now - started
             state.error = error.map(Self.transportError)
             return agent
         }
         guard let agent = ending else { return }
         if inDeinit {
-            agent.recordLater(EndedRequestCopy(endedRequest(progress.withLock { $0 })))
+            agent.recordLater(EndedRequestCopy(request: request, progress: progress.withLock { $0 }))
         } else {
             agent.recordLater(self)
         }
     }
 
     package func makeSample(correlationHeaders: [String]) -> RequestSample? {
-        progress.withLock { endedRequest($0) }.sample(correlationHeaders: correlationHeaders)
+        progress.withLock { request.sample(progress: $0, correlationHeaders: correlationHeaders) }
     }
 
-    package func requestHeader(_ name: String) -> String? { requestHeaders.first(name: name) }
-
-    private func endedRequest(_ state: Progress) -> EndedRequest {
-        EndedRequest(
-            method: method,
-            url: url,
-            module: module,
-            startedAt: startedAt,
-            duration: state.duration ?? .zero,
-            statusCode: state.error == nil ? state.status : nil,
-            requestBytes: state.requestBytes ?? 0,
-            responseBytes: state.responseBytes,
-            timeToFirstByte: state.timeToFirstByte,
-            redirects: state.redirects ?? max(state.visits - 1, 0),
-            error: state.error,
-            requestHeaders: requestHeaders,
-            responseHeaders: state.responseHeaders,
-            traceID: traceID
-        )
-    }
+    package func requestHeader(_ name: String) -> String? { request.requestHeaders.first(name: name) }
 
     /// URLs with a host parsed lately, by their text (see ``ParsedURLCache``).
     private static let parsed = ParsedURLCache()
@@ -179,62 +142,77 @@ package final class RequestObservation: EndedRequestSource {
     }
 }
 
-/// What was seen of a request when it ended, from which its sample is built.
-struct EndedRequest: Sendable {
+/// What a request is, fixed when it starts.
+struct StartedRequest: Sendable {
     let method: String
     let url: String
     let module: String
-    let startedAt: Date
-    let duration: Duration
-    let statusCode: Int?
-    let requestBytes: UInt64
-    let responseBytes: UInt64
-    let timeToFirstByte: Duration?
-    let redirects: Int
-    let error: RequestSample.TransportError?
     let requestHeaders: HTTPHeaders
-    let responseHeaders: HTTPHeaders
     /// The trace id the client propagated itself, recorded as the correlation id.
     let traceID: String?
+    /// When the request started, as `Date`'s seconds since its reference date (a `Date` would make the
+    /// struct's layout known only at run time, its fields found through its metadata on every use).
+    let startedAt: TimeInterval
 
-    /// The request's sample, its correlation id the first non-empty value of `correlationHeaders`
-    /// (the request's before the response's); `nil` for a URL without a host.
-    func sample(correlationHeaders: [String]) -> RequestSample? {
+    /// The request's sample after `progress`, its correlation id the first non-empty value of
+    /// `correlationHeaders` (the request's before the response's); `nil` for a URL without a host.
+    func sample(progress: RequestProgress, correlationHeaders: [String]) -> RequestSample? {
         guard let url = RequestObservation.parsedURL(url) else { return nil }
+        let correlationID = traceID ?? correlationID(correlationHeaders, responseHeaders: progress.responseHeaders)
         return RequestSample(
             method: method,
             url: url,
             module: module,
-            startedAt: startedAt,
-            duration: duration,
-            statusCode: statusCode,
-            error: error,
-            requestBytes: requestBytes,
-            responseBytes: responseBytes,
-            timeToFirstByte: timeToFirstByte,
-            redirectCount: redirects,
-            correlationID: correlationID(correlationHeaders)
+            startedAt: Date(timeIntervalSinceReferenceDate: startedAt),
+            duration: progress.duration ?? .zero,
+            statusCode: progress.error == nil ? progress.status : nil,
+            error: progress.error,
+            requestBytes: progress.requestBytes ?? 0,
+            responseBytes: progress.responseBytes,
+            timeToFirstByte: progress.timeToFirstByte,
+            redirectCount: progress.redirects ?? max(progress.visits - 1, 0),
+            correlationID: correlationID
         )
     }
 
-    /// The trace id the client propagated, else the value of the earliest of `names` on the request, else on
-    /// the response.
-    private func correlationID(_ names: [String]) -> String? {
-        if let traceID { return traceID }
-        return CorrelationID.first(of: names, in: requestHeaders.lazy.map { ($0.name, $0.value) })
+    /// The value of the earliest of `names` on the request, else on the response.
+    private func correlationID(_ names: [String], responseHeaders: HTTPHeaders) -> String? {
+        CorrelationID.first(of: names, in: requestHeaders.lazy.map { ($0.name, $0.value) })
             ?? CorrelationID.first(of: names, in: responseHeaders.lazy.map { ($0.name, $0.value) })
     }
+}
+
+/// What has been seen of a request so far.
+struct RequestProgress: Sendable {
+    var timeToFirstByte: Duration?
+    var status: Int?
+    var responseHeaders: HTTPHeaders = [:]
+    var redirects: Int?
+    var visits = 0
+    var requestBytes: UInt64?
+    var responseBytes: UInt64 = 0
+    var recorded = false
+    /// The agent to record with, until the sample ends: let go of then, so the observation waiting
+    /// in the agent's queue never keeps the agent alive.
+    var agent: APIHealthAgent?
+    /// Set when the sample ends.
+    var duration: Duration?
+    var error: RequestSample.TransportError?
 }
 
 /// A copy of what an observation saw, handed to the agent in its place when the observation is
 /// going away (from its `deinit`, where it cannot be kept).
 final class EndedRequestCopy: EndedRequestSource {
-    let request: EndedRequest
+    let request: StartedRequest
+    let progress: RequestProgress
 
-    init(_ request: EndedRequest) { self.request = request }
+    init(request: StartedRequest, progress: RequestProgress) {
+        self.request = request
+        self.progress = progress
+    }
 
     func makeSample(correlationHeaders: [String]) -> RequestSample? {
-        request.sample(correlationHeaders: correlationHeaders)
+        request.sample(progress: progress, correlationHeaders: correlationHeaders)
     }
 
     func requestHeader(_ name: String) -> String? { request.requestHeaders.first(name: name) }

@@ -5,6 +5,8 @@ import AsyncHTTPClient
 import Foundation
 import LineProtocol
 import Logging
+import NIOCore
+import NIOHTTP1
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -35,7 +37,7 @@ guard arguments.count == 3, let count = Int(arguments[2]) else {
 }
 let mode = arguments[1]
 let recording = ["record", "record-filter", "record-rules", "record-objectives"].contains(mode)
-let instrumented = mode.hasSuffix("-instrumented") || recording
+let instrumented = mode.hasSuffix("-instrumented") || recording || mode == "ahc-observation"
 
 var configuration = APIHealthConfiguration(serviceName: "capture-probe")
 configuration.spool = nil
@@ -118,7 +120,26 @@ if mode == "pipeline" {
     print("capture-probe: pipeline \(count) points written")
     exit(0)
 }
-if recording {
+if mode == "ahc-observation" {
+    // What AsyncHTTPClient capture does per request besides AsyncHTTPClient's own work: the observation
+    // made, told of the head, a chunk and the end, then recorded; no request is sent.
+    let url = "http://127.0.0.1:8080/users/1"
+    let responseHeaders: HTTPHeaders = ["content-type": "application/json", "content-length": "21"]
+    for _ in 0..<count {
+        let observation = RequestObservation(
+            agent: agent,
+            module: "probe",
+            method: "GET",
+            url: url,
+            requestHeaders: [:],
+            requestBytes: 0
+        )
+        observation.receivedHead(status: 200, headers: responseHeaders, redirects: 0)
+        observation.received(21)
+        observation.finish()
+    }
+    finished.signal()
+} else if recording {
     var next = probeSample
     for index in 0..<count {
         next.startedAt = Date(timeIntervalSince1970: 1_700_000_000 + Double(index) / 1_000)
@@ -140,10 +161,11 @@ if recording {
                 let client = HTTPClient(eventLoopGroupProvider: .singleton)
                 let request = HTTPClientRequest(url: url)
                 for _ in 0..<count {
-                    let response =
+                    var response =
                         instrumented
                         ? try await client.execute(request, timeout: .seconds(10), recordingTo: agent, module: "probe")
                         : try await client.execute(request, timeout: .seconds(10))
+                    if mode == "ahc-stream" { response.body = .stream(PassThroughBody(base: response.body)) }
                     _ = try await response.body.collect(upTo: 1 << 16)
                 }
                 try await client.shutdown()
@@ -166,6 +188,19 @@ guard recorded == expected else {
     exit(2)
 }
 print("capture-probe: \(mode) \(count) requests, \(recorded) samples recorded")
+
+/// A response body passed through unchanged: the `ahc-stream` mode's wrapper, the least any body wrapper costs.
+struct PassThroughBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let base: HTTPClientResponse.Body
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: HTTPClientResponse.Body.AsyncIterator
+        mutating func next() async throws -> ByteBuffer? { try await base.next() }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+}
 
 /// Follows every redirect, asked at each hop, as an app's delegate does.
 final class FollowingDelegate: NSObject, URLSessionTaskDelegate, Sendable {

@@ -87,7 +87,10 @@ extension RequestSample {
     where Fields.Element == (String, String) {
         var best: (rank: Int, value: String)?
         for (field, value) in fields where !value.isEmpty {
-            guard let rank = names.firstIndex(where: { equalIgnoringASCIICase($0, field) }) else { continue }
+            // Most fields are no name's length: they are passed over without comparing a byte.
+            let length = field.utf8.count
+            guard let rank = names.firstIndex(where: { $0.utf8.count == length && equalIgnoringASCIICase($0, field) })
+            else { continue }
             if best == nil || rank < best!.rank { best = (rank, value) }
             if rank == 0 { break }
         }

@@ -30,65 +30,97 @@ import Android
 /// `pthread_mutex_unlock` take), a `pthread_mutex_t` elsewhere, called directly: `NSLock` would add an
 /// object and a dynamic call to every lock taken, and the record path takes a few per request.
 ///
-/// `@unchecked Sendable` because the lock, not the type system, serialises every access to `state`.
-@_spi(Package) public final class Locked<State>: @unchecked Sendable {
-    @usableFromInline let lock = PlatformLock()
-    /// Exclusive access is the lock's to enforce: the runtime's own check would only repeat it on
-    /// every access.
-    @usableFromInline @exclusivity(unchecked) var state: State
+/// One allocation holds both the state and the lock (a `ManagedBuffer`: the state its header, the lock
+/// its one element), as `NIOLockedValueBox` does: the lock never moves, and a `Locked` costs one
+/// allocation where a class holding the state and a separately allocated lock cost two.
+///
+/// `@unchecked Sendable` because the lock, not the type system, serialises every access to the state.
+@_spi(Package) public struct Locked<State>: @unchecked Sendable {
+    @usableFromInline let storage: LockedStorage<State>
 
+    @inlinable
     public init(_ state: State) {
-        self.state = state
-    }
-
-    deinit {
-        lock.destroy()
+        storage = LockedStorage.make(state)
     }
 
     /// Runs `body` with the state, holding the lock; never call back into the same lock from `body`.
     @inlinable @inline(__always)
     public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&state)
+        let lock = storage.lock
+        PlatformLock.lock(lock)
+        defer { PlatformLock.unlock(lock) }
+        return try body(&storage.state.pointee)
     }
 
     /// Runs `body` if the lock is free now; `nil` without waiting if another thread holds it.
     @inline(__always)
     func withLockIfAvailable<Result>(_ body: (inout State) throws -> Result) rethrows -> Result? {
-        guard lock.try() else { return nil }
-        defer { lock.unlock() }
-        return try body(&state)
+        let lock = storage.lock
+        guard PlatformLock.try(lock) else { return nil }
+        defer { PlatformLock.unlock(lock) }
+        return try body(&storage.state.pointee)
     }
 }
 
 @_spi(Package) extension Locked where State == Void {
     /// A lock around code rather than a value.
-    public convenience init() {
+    @inlinable
+    public init() {
         self.init(())
     }
 
     /// Runs `body` holding the lock.
     @inlinable @inline(__always)
     public func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
+        let lock = storage.lock
+        PlatformLock.lock(lock)
+        defer { PlatformLock.unlock(lock) }
         return try body()
     }
 
     /// Takes the lock, for code that holds it across steps that throw typed errors (pair it with
-    /// ``unlock()`` in a `defer`).
+    /// ``release()`` in a `defer`).
     @inline(__always)
-    func acquire() { lock.lock() }
+    func acquire() { PlatformLock.lock(storage.lock) }
 
     /// Lets go of the lock taken with ``acquire()``.
     @inline(__always)
-    func release() { lock.unlock() }
+    func release() { PlatformLock.unlock(storage.lock) }
 }
 
-/// A platform lock at a fixed address, allocated once and never moved (a lock must not be copied).
+/// The state (the header) and the lock (the one element) of a ``Locked``, in one allocation.
 @usableFromInline
-struct PlatformLock {
+final class LockedStorage<State>: ManagedBuffer<State, PlatformLock.Primitive> {
+    @inlinable
+    static func make(_ state: State) -> LockedStorage {
+        let buffer = create(minimumCapacity: 1) { _ in state }
+        let storage = unsafeDowncast(buffer, to: LockedStorage.self)
+        storage.withUnsafeMutablePointerToElements { PlatformLock.initialize($0) }
+        return storage
+    }
+
+    /// The state: the buffer's header, reached through its address (`header` is a stored property the
+    /// runtime would check for exclusive access on every use: the lock already ensures it).
+    @inlinable
+    var state: UnsafeMutablePointer<State> {
+        @inline(__always) get { withUnsafeMutablePointerToHeader { $0 } }
+    }
+
+    /// The lock: the buffer's one element, where it lies for the buffer's life (the `Locked` holding
+    /// the buffer keeps it alive while the lock is used).
+    @inlinable
+    var lock: UnsafeMutablePointer<PlatformLock.Primitive> {
+        @inline(__always) get { withUnsafeMutablePointerToElements { $0 } }
+    }
+
+    deinit {
+        withUnsafeMutablePointerToElements { PlatformLock.destroy($0) }
+    }
+}
+
+/// The platform's lock, operated on where it lies (a lock must not be copied or moved).
+@usableFromInline
+enum PlatformLock {
     #if canImport(Darwin)
     @usableFromInline typealias Primitive = os_unfair_lock
     #elseif os(Linux)
@@ -97,10 +129,8 @@ struct PlatformLock {
     @usableFromInline typealias Primitive = pthread_mutex_t
     #endif
 
-    @usableFromInline let primitive: UnsafeMutablePointer<Primitive>
-
-    init() {
-        primitive = .allocate(capacity: 1)
+    @usableFromInline
+    static func initialize(_ primitive: UnsafeMutablePointer<Primitive>) {
         #if canImport(Darwin)
         primitive.initialize(to: os_unfair_lock())
         #elseif os(Linux)
@@ -112,17 +142,16 @@ struct PlatformLock {
         #endif
     }
 
-    /// Frees the lock; it must not be held.
-    func destroy() {
+    /// Ends the lock; it must not be held.
+    static func destroy(_ primitive: UnsafeMutablePointer<Primitive>) {
         #if !canImport(Darwin) && !os(Linux)
         pthread_mutex_destroy(primitive)
         #endif
         primitive.deinitialize(count: 1)
-        primitive.deallocate()
     }
 
     @inlinable @inline(__always)
-    func lock() {
+    static func lock(_ primitive: UnsafeMutablePointer<Primitive>) {
         #if canImport(Darwin)
         os_unfair_lock_lock(primitive)
         #elseif os(Linux)
@@ -134,7 +163,7 @@ struct PlatformLock {
     }
 
     @inlinable @inline(__always)
-    func unlock() {
+    static func unlock(_ primitive: UnsafeMutablePointer<Primitive>) {
         #if canImport(Darwin)
         os_unfair_lock_unlock(primitive)
         #elseif os(Linux)
@@ -147,7 +176,7 @@ struct PlatformLock {
 
     /// Takes the lock if it is free; `false` without waiting if another thread holds it.
     @inline(__always)
-    func `try`() -> Bool {
+    static func `try`(_ primitive: UnsafeMutablePointer<Primitive>) -> Bool {
         #if canImport(Darwin)
         os_unfair_lock_trylock(primitive)
         #elseif os(Linux)
