@@ -106,6 +106,10 @@ package final class RequestObservation: EndedRequestSource {
 
     package func requestHeader(_ name: String) -> String? { request.requestHeaders.first(name: name) }
 
+    package func responseHeader(_ name: String) -> String? {
+        progress.withLock { $0.responseHeaders.first(name: name) }
+    }
+
     /// URLs with a host parsed lately, by their text (see ``ParsedURLCache``).
     private static let parsed = ParsedURLCache()
 
@@ -216,4 +220,6 @@ final class EndedRequestCopy: EndedRequestSource {
     }
 
     func requestHeader(_ name: String) -> String? { request.requestHeaders.first(name: name) }
+
+    func responseHeader(_ name: String) -> String? { progress.responseHeaders.first(name: name) }
 }

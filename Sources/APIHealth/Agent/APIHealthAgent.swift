@@ -126,7 +126,7 @@ public final class APIHealthAgent: Sendable, Service {
         self.clock = clock
         self.traceInjection = TraceInjection(configuration.capture.tracePropagation)
         self.propagatesTraces = traceInjection != nil && configuration.isEnabled
-        let schema = RequestSchema(configuration: configuration)
+        let schema = RequestSchema(configuration: configuration, logger: logger)
         self.schema = schema
         var spool: SpoolDirectory?
         if configuration.isEnabled, let options = configuration.spool {
@@ -268,6 +268,7 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
         metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
         metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
+        metrics.countryValuesIgnored = schema.countryValuesIgnored
         if let aggregator = schema.aggregator {
             metrics.endpointLimit = aggregator.options.maximumEndpoints
             metrics.endpoints = aggregator.count

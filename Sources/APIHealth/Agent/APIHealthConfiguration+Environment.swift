@@ -60,6 +60,19 @@ extension APIHealthConfiguration {
         if let deadline = try variables.milliseconds(V.shutdownDeadline) { configuration.shutdownDeadline = deadline }
         if let instance = variables[V.instance] { configuration.instance = instance }
         if let text = variables[V.tags] { configuration.globalTags = try globalTags(from: text) }
+        if let text = variables[V.country] {
+            guard let country = CountryCode(text) else {
+                throw .invalidSetting(
+                    name: V.country.rawValue,
+                    reason: "\"\(text)\" is not an ISO 3166-1 alpha-2 country code (BR, DE, US)"
+                )
+            }
+            configuration.country = country.code
+        }
+        if let text = variables[V.countryHeader] {
+            let header = text.trimmingCharacters(in: .whitespaces)
+            configuration.capture.countryHeader = header.isEmpty ? nil : header
+        }
         if let text = variables[V.rawPoints] {
             guard let rawPoints = RawPoints(environmentValue: text) else {
                 throw .invalidSetting(

@@ -28,6 +28,17 @@ extension APIHealthConfiguration {
                     reason: "\"\(key)\" has an empty value, which line protocol cannot carry"
                 )
             }
+            if key == PointSchema.Tag.country, CountryCode(value)?.code != value {
+                throw .invalidSetting(
+                    name: "country",
+                    reason: "\"\(value)\" is not an ISO 3166-1 alpha-2 country code in upper case (BR, DE, US)"
+                )
+            }
+        }
+        if let header = capture.countryHeader,
+            header.isEmpty || !header.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") })
+        {
+            throw .invalidSetting(name: "capture.countryHeader", reason: "\"\(header)\" is not a header name")
         }
         if let aggregation {
             let unit = Duration.nanoseconds(precision.nanosecondsPerUnit)

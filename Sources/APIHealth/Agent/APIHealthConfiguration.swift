@@ -30,6 +30,21 @@ public struct APIHealthConfiguration: Sendable {
     /// configuration.globalTags = ["env": "prod", "region": "eu-1", "version": "2.4.1"]
     /// ```
     public var globalTags: [String: String] = [:]
+    /// The `country` global tag: the ISO 3166-1 alpha-2 code of the country the requests are made from
+    /// (`APIHEALTH_COUNTRY=BR`), so alerts can say an API cannot be reached from one country. Set as
+    /// given, upper-cased; a value that is not a ``CountryCode`` fails ``validate()``. Learned at run time
+    /// instead with ``CaptureOptions/countryHeader`` (this value then stands until a response says
+    /// otherwise), or taken from the device's region on Apple platforms (``useDeviceRegionAsCountry()``).
+    ///
+    /// ```swift
+    /// configuration.country = "BR"    // the same as globalTags["country"] = "BR"
+    /// ```
+    public var country: String? {
+        get { globalTags[PointSchema.Tag.country] }
+        set {
+            globalTags[PointSchema.Tag.country] = newValue.map { $0.trimmingCharacters(in: .whitespaces).uppercased() }
+        }
+    }
     /// Requests summed per endpoint and interval, with a mergeable duration histogram; `nil` writes
     /// no interval points (and then every request is written as a point of its own).
     public var aggregation: AggregationOptions? = AggregationOptions()
@@ -158,6 +173,18 @@ public struct APIHealthConfiguration: Sendable {
         /// Trace headers for requests to first-party hosts (see ``TracePropagation``); `nil` (the default)
         /// adds none. With it, a request's `traceparent` is the first correlation header looked at.
         public var tracePropagation: TracePropagation?
+        /// A response header the API's CDN adds with the country it saw the client in (Cloudflare's
+        /// `CF-IPCountry`, CloudFront's `CloudFront-Viewer-Country`, Fastly's or Akamai's as configured
+        /// there); `nil` (the default) learns nothing (`APIHEALTH_COUNTRY_HEADER`). When a response carries
+        /// a country code other than the one tagged, the `country` tag changes for every point from then on
+        /// (once per change, logged at `info`); a value that is no ``CountryCode`` (`XX`, `T1`) is ignored,
+        /// counted in ``AgentMetrics/countryValuesIgnored`` and said once at `warning`. Responses of every
+        /// captured host are read: name a header only your own API's CDN sets.
+        ///
+        /// ```swift
+        /// configuration.capture.countryHeader = "CloudFront-Viewer-Country"
+        /// ```
+        public var countryHeader: String?
         /// Statuses that count as a success, or a failure, on some endpoints (see ``SuccessRule``);
         /// elsewhere a status below 400 succeeds and a transport error fails.
         public var successRules: [SuccessRule] = []
@@ -193,6 +220,21 @@ public struct APIHealthConfiguration: Sendable {
         /// The defaults: automatic templating only, 500 distinct paths, learning after 20 values.
         public init() {}
     }
+
+    #if canImport(Darwin)
+    /// Sets ``country`` from the device's region setting (Settings › General › Language & Region), the
+    /// opt-in an app makes to tell where its installs are; a region that names no single country (Latin
+    /// America, `419`) sets nothing.
+    ///
+    /// ```swift
+    /// configuration.useDeviceRegionAsCountry()
+    /// ```
+    public mutating func useDeviceRegionAsCountry() {
+        if let country = CountryCode(regionIdentifier: Locale.current.region?.identifier) {
+            self.country = country.code
+        }
+    }
+    #endif
 
     /// This machine's host name (`gethostname`, no name lookup), or `unknown`.
     static func hostName() -> String {

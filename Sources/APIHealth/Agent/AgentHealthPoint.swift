@@ -34,6 +34,7 @@ enum AgentHealthPoint {
             Point.Field(F.endpoints, .uint(UInt64(max(metrics.endpoints, 0)))),
             Point.Field(F.requestsOverflowed, .uint(metrics.requestsOverflowed)),
             Point.Field(F.endpointsEvicted, .uint(metrics.endpointsEvicted)),
+            Point.Field(F.countryValuesIgnored, .uint(metrics.countryValuesIgnored)),
         ]
         if let error = metrics.lastError {
             // On one line (a server's message often ends in a line break): the encoder has nothing to

@@ -66,6 +66,9 @@ public struct AgentMetrics: Sendable, Hashable {
     public var requestsOverflowed: UInt64 = 0
     /// Endpoint aggregates evicted after ``AggregationOptions/idleEviction`` without a request.
     public var endpointsEvicted: UInt64 = 0
+    /// Values of the country header (``APIHealthConfiguration/CaptureOptions/countryHeader``) that were
+    /// not country codes, ignored.
+    public var countryValuesIgnored: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?
     /// What each destination did, in the order they are configured (the counters above add them up;

@@ -17,6 +17,8 @@ package enum EnvironmentVariable: String, CaseIterable, Sendable {
     case gzipLevel = "APIHEALTH_GZIP_LEVEL"
     case instance = "APIHEALTH_INSTANCE"
     case tags = "APIHEALTH_TAGS"
+    case country = "APIHEALTH_COUNTRY"
+    case countryHeader = "APIHEALTH_COUNTRY_HEADER"
     case rawPoints = "APIHEALTH_RAW_POINTS"
     case rawPointsPerSecond = "APIHEALTH_RAW_POINTS_PER_SECOND"
     case maximumEndpoints = "APIHEALTH_MAXIMUM_ENDPOINTS"

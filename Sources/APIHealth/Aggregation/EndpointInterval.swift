@@ -46,6 +46,8 @@ struct IntervalCounts: Sendable {
     var responseBytes: UInt64 = 0
     /// Requests at or below the endpoint's latency objective's threshold.
     var withinLatencyObjective: UInt64 = 0
+    /// Transport errors by ``TransportErrorKind`` (its raw value is the index).
+    var transportErrors: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
     /// Requests per bucket (not cumulative), one more than there are bounds.
     var buckets: [UInt64]
 
@@ -174,31 +176,58 @@ final class EndpointInterval: @unchecked Sendable {
     }
 
     /// Adds one request, and says whether it is also written as a point of its own.
-    func add(duration: Duration, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
+    func add(
+        duration: Duration,
+        failed: Bool,
+        transportError: TransportErrorKind? = nil,
+        requestBytes: UInt64,
+        responseBytes: UInt64
+    ) -> Added {
         let nanoseconds = RequestSchema.wholeNanoseconds(duration) ?? .max
         let added = lock.withLock {
             addHoldingLock(
                 nanoseconds: nanoseconds,
                 failed: failed,
+                transportError: transportError,
                 requestBytes: requestBytes,
                 responseBytes: responseBytes
             )
         }
         guard added == .evicted else { return added }
-        return moved(duration: duration, failed: failed, requestBytes: requestBytes, responseBytes: responseBytes)
+        return moved(
+            duration: duration,
+            failed: failed,
+            transportError: transportError,
+            requestBytes: requestBytes,
+            responseBytes: responseBytes
+        )
     }
 
     /// ``add(duration:failed:requestBytes:responseBytes:)`` for a caller that holds the lock already
     /// (the record path, which found the request's series under it); `.evicted` is the caller's to
     /// take to ``add(duration:failed:requestBytes:responseBytes:)`` once it has released the lock.
     @inline(__always)
-    func addHoldingLock(nanoseconds: Int64, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
+    func addHoldingLock(
+        nanoseconds: Int64,
+        failed: Bool,
+        transportError: TransportErrorKind? = nil,
+        requestBytes: UInt64,
+        responseBytes: UInt64
+    ) -> Added {
         if state.isClosed { return .closed }
         if state.isEvicted { return .evicted }
         let bucket = histogram.index(of: nanoseconds)
         state.total &+= 1
         state.counts.count &+= 1
         if failed { state.counts.errors &+= 1 }
+        if let transportError {
+            switch transportError {
+            case .dns: state.counts.transportErrors.0 &+= 1
+            case .connect: state.counts.transportErrors.1 &+= 1
+            case .tls: state.counts.transportErrors.2 &+= 1
+            case .timeout: state.counts.transportErrors.3 &+= 1
+            }
+        }
         let (sum, overflow) = state.counts.durationSum.addingReportingOverflow(nanoseconds)
         state.counts.durationSum = overflow ? (nanoseconds < 0 ? .min : .max) : sum
         if nanoseconds < state.counts.minimum { state.counts.minimum = nanoseconds }
@@ -232,16 +261,22 @@ final class EndpointInterval: @unchecked Sendable {
 
     /// Adds a request that reached this aggregate after it was evicted: to the aggregate now in its place.
     @inline(never)
-    private func moved(duration: Duration, failed: Bool, requestBytes: UInt64, responseBytes: UInt64) -> Added {
-        let target = lock.withLock { state.forward } ?? aggregator?.readmit(self)
-        guard let target, target !== self else {
-            // Readmitted itself (or closed): add here, once.
-            if target === self {
-                return add(duration: duration, failed: failed, requestBytes: requestBytes, responseBytes: responseBytes)
-            }
-            return .closed
-        }
-        return target.add(duration: duration, failed: failed, requestBytes: requestBytes, responseBytes: responseBytes)
+    private func moved(
+        duration: Duration,
+        failed: Bool,
+        transportError: TransportErrorKind?,
+        requestBytes: UInt64,
+        responseBytes: UInt64
+    ) -> Added {
+        // Readmitted itself (added here, once), or sent to the aggregate in its place; none once closed.
+        guard let target = lock.withLock({ state.forward }) ?? aggregator?.readmit(self) else { return .closed }
+        return target.add(
+            duration: duration,
+            failed: failed,
+            transportError: transportError,
+            requestBytes: requestBytes,
+            responseBytes: responseBytes
+        )
     }
 
     /// Requests counted here since the start.
@@ -296,6 +331,7 @@ final class EndpointInterval: @unchecked Sendable {
             state.counts.requestBytes = 0
             state.counts.responseBytes = 0
             state.counts.withinLatencyObjective = 0
+            state.counts.transportErrors = (0, 0, 0, 0)
             for index in state.counts.buckets.indices { state.counts.buckets[index] = 0 }
             return taken
         }

@@ -205,6 +205,13 @@ final class RequestAggregator: Sendable {
             cumulative += inBucket
             fields.append(Point.Field(histogram.fieldNames[index], .int(Int64(clamping: cumulative))))
         }
+        let transportErrors = counts.transportErrors
+        for (kind, count) in zip(
+            TransportErrorKind.allCases,
+            [transportErrors.0, transportErrors.1, transportErrors.2, transportErrors.3]
+        ) where count > 0 {
+            fields.append(Point.Field(kind.fieldName, .int(Int64(clamping: count))))
+        }
         if let availability = objective.availability {
             fields.append(Point.Field(F.objectiveAvailability, .float(availability)))
         }

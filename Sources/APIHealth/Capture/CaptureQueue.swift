@@ -24,6 +24,15 @@ struct DeferredSample {
         }
     }
 
+    /// The value of the response's header `name`, where the request's end kept its response (a sample
+    /// built by the platform's metrics carries none).
+    func responseHeader(_ name: String) -> String? {
+        switch source {
+        case .sample: nil
+        case .request(let request): request.responseHeader(name)
+        }
+    }
+
     /// What the capture filter sees of the request.
     var request: SentRequest {
         switch source {
@@ -41,12 +50,17 @@ package protocol EndedRequestSource: AnyObject, Sendable {
     func makeSample(correlationHeaders: [String]) -> RequestSample?
     /// The value of the request's header `name` (any case), for the capture filter.
     func requestHeader(_ name: String) -> String?
+    /// The value of the response's header `name` (any case), `nil` without a response; the country
+    /// header is read through it (``APIHealthConfiguration/CaptureOptions/countryHeader``); `nil` (the
+    /// default) for a source that keeps no response.
+    func responseHeader(_ name: String) -> String?
     /// The request as URLSession sent it, for URLSession capture; `nil` (the default) otherwise.
     var urlRequest: URLRequest? { get }
 }
 
 extension EndedRequestSource {
     package var urlRequest: URLRequest? { nil }
+    package func responseHeader(_ name: String) -> String? { nil }
 }
 
 /// The capture queue: ended requests wait here, off the request's own path, until they are recorded.

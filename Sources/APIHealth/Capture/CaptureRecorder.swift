@@ -24,4 +24,10 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
     func record(_ sample: RequestSample, request: URLRequest) { agent?.recordLater(sample, request: request) }
     func recordEnded(_ request: any EndedRequestSource) { agent?.recordLater(request) }
+    func observeCountry(in response: HTTPURLResponse?) {
+        guard let response, let schema = agent?.schema, let header = schema.countryLearner?.header,
+            let value = CorrelationID.find(in: response, headers: [header])
+        else { return }
+        schema.observeCountry(value)
+    }
 }

@@ -17,6 +17,8 @@ protocol SampleRecorder: AnyObject, Sendable {
     func record(_ sample: RequestSample, request: URLRequest)
     /// Hands an ended request to the agent, which builds its sample off the request's path.
     func recordEnded(_ request: any EndedRequestSource)
+    /// Reads the country header of `response`, where the agent learns the country from one.
+    func observeCountry(in response: HTTPURLResponse?)
     /// Counts a request the hook let through without recording it.
     func countUncaptured()
 }

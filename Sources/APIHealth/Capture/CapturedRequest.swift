@@ -215,6 +215,10 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
 
     func requestHeader(_ name: String) -> String? { request.value(forHTTPHeaderField: name) }
 
+    func responseHeader(_ name: String) -> String? {
+        state.withLock { $0.ending?.response }.flatMap { CorrelationID.find(in: $0, headers: [name]) }
+    }
+
     var urlRequest: URLRequest? { request }
 
     /// The sample of the request that ended as `ending` says.

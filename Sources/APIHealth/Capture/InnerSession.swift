@@ -169,6 +169,7 @@ final class InnerSessionLoad: @unchecked Sendable {
         sample.statusCode = sampleError == nil ? (state.response?.statusCode ?? sample.statusCode) : nil
         sample.error = sampleError.map(RequestSample.TransportError.init)
         sample.responseBytes = state.responseBytes
+        registration.recorder.observeCountry(in: state.response)
         registration.recorder.record(sample, request: state.request)
         let failure = error.map { UncheckedSendable($0) }
         toClient(ending: true) { client, owner in

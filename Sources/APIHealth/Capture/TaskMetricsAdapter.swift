@@ -69,6 +69,11 @@ extension RequestSample {
             return found
         }
         guard let response else { return nil }
+        return find(in: response, headers: headers)
+    }
+
+    /// The first of `headers` on `response` (any case).
+    static func find(in response: HTTPURLResponse, headers: [String]) -> String? {
         if let fields = CorelibsResponse.headerFields(of: response) {
             return first(of: headers, in: fields.lazy.map { ($0.key, $0.value) })
         }

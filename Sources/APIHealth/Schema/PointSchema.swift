@@ -39,6 +39,9 @@ public enum PointSchema {
         public static let service = "service"
         /// Which replica wrote the point (``APIHealthConfiguration/instance``), on every point.
         public static let instance = "instance"
+        /// The ISO 3166-1 alpha-2 country the requests were made from (``APIHealthConfiguration/country``), a
+        /// global tag: configured, learned from a response header, or the device's region.
+        public static let country = "country"
     }
 
     /// Tag keys the agent writes itself: ``APIHealthConfiguration/globalTags`` cannot use them.
@@ -83,6 +86,15 @@ public enum PointSchema {
         /// Requests of the interval that took at most ``objectiveLatencyMilliseconds``: the good events of the
         /// latency objective, counted at record time, so they never depend on which bucket bounds exist.
         public static let requestsWithinLatencyObjective = "requests_within_latency_objective"
+        /// Transport errors of the interval that failed looking up the host's name (on `status_class=error` points).
+        public static let dnsErrors = "errors_dns"
+        /// Transport errors of the interval that failed to connect: refused, unreachable, no network, the
+        /// connection lost.
+        public static let connectErrors = "errors_connect"
+        /// Transport errors of the interval that failed the TLS handshake or the server's certificate.
+        public static let tlsErrors = "errors_tls"
+        /// Transport errors of the interval that timed out.
+        public static let timeoutErrors = "errors_timeout"
         /// The field of the bucket bound `milliseconds`: `le_300`, `le_2.5`.
         ///
         /// - Parameter milliseconds: The bucket's upper bound, in milliseconds.
@@ -186,6 +198,8 @@ public enum PointSchema {
         public static let requestsOverflowed = "requests_overflowed"
         /// Endpoint aggregates evicted for being idle.
         public static let endpointsEvicted = "endpoints_evicted"
+        /// Values of the country header that were not country codes (``APIHealthConfiguration/CaptureOptions/countryHeader``).
+        public static let countryValuesIgnored = "country_values_ignored"
     }
 
     /// Tags of request points (beside the global tags).
@@ -224,6 +238,11 @@ public enum PointSchema {
         IntervalField.objectiveAvailability, IntervalField.objectiveLatency, IntervalField.objectiveLatencyMilliseconds,
         IntervalField.requestsWithinLatencyObjective,
     ]
+    /// Fields an interval point of transport errors (`status_class=error`) carries for the kinds of error
+    /// seen in it (each only when some were): what the reachability alerts name as the failing kind.
+    public static let transportErrorIntervalFields = [
+        IntervalField.dnsErrors, IntervalField.connectErrors, IntervalField.tlsErrors, IntervalField.timeoutErrors,
+    ]
     /// Fields of the agent's own health points.
     public static let agentFields = [
         AgentField.pointsRecorded, AgentField.pointsInvalid, AgentField.pointsRepaired, AgentField.pointsWritten,
@@ -233,5 +252,6 @@ public enum PointSchema {
         AgentField.metricsOverflowed, AgentField.lastError, AgentField.intervalPoints,
         AgentField.requestsOnlyAggregated, AgentField.requestsFiltered, AgentField.endpointLimit,
         AgentField.endpoints, AgentField.requestsOverflowed, AgentField.endpointsEvicted,
+        AgentField.countryValuesIgnored,
     ]
 }

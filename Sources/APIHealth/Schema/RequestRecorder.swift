@@ -44,6 +44,7 @@ final class RequestRecorder: Sendable {
                 series.interval?.addHoldingLock(
                     nanoseconds: nanoseconds,
                     failed: RequestSchema.isFailure(sample, series: series),
+                    transportError: TransportErrorKind(sample.error),
                     requestBytes: sample.requestBytes,
                     responseBytes: sample.responseBytes
                 )
@@ -59,6 +60,7 @@ final class RequestRecorder: Sendable {
                 added = interval.add(
                     duration: sample.duration,
                     failed: RequestSchema.isFailure(sample, series: series),
+                    transportError: TransportErrorKind(sample.error),
                     requestBytes: sample.requestBytes,
                     responseBytes: sample.responseBytes
                 )
@@ -95,7 +97,9 @@ final class RequestRecorder: Sendable {
     /// Records every queued request, in the order they were queued (see ``CaptureQueue/drain(waitingForOneUnderWay:_:)``).
     func drain(waitingForOneUnderWay: Bool = true) {
         let correlationHeaders = schema.correlationHeaders
+        let countryHeader = schema.countryLearner?.header
         queue.drain(waitingForOneUnderWay: waitingForOneUnderWay) { deferred in
+            if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
             if let sample = deferred.sample(correlationHeaders: correlationHeaders) {
                 record(sample, request: deferred.request, now: deferred.now)
             }

@@ -1,5 +1,6 @@
 import Foundation
 import LineProtocol
+import Logging
 
 /// Turns samples into points: templated, capped paths and the documented tags and fields.
 final class RequestSchema: Sendable {
@@ -23,8 +24,12 @@ final class RequestSchema: Sendable {
     private let rendered = RenderedSeries()
     /// The request fields' keys, checked and escaped once.
     private let keys = RequestFieldKeys()
-    /// `service`, `instance` and the global tags, on every point.
-    let everyPointTags: [Point.Tag]
+    /// `service`, `instance` and the global tags as configured.
+    private let configuredEveryPointTags: [Point.Tag]
+    /// Learns the `country` tag from responses, when ``APIHealthConfiguration/CaptureOptions/countryHeader`` is set.
+    let countryLearner: CountryLearner?
+    /// Says once when the country header carries something that is no country code, and each change.
+    private let logger: Logger?
     /// The headers a sample's correlation id is read from, in order.
     let correlationHeaders: [String]
     /// The interval aggregates (`nil` when ``APIHealthConfiguration/aggregation`` is).
@@ -34,8 +39,9 @@ final class RequestSchema: Sendable {
         "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT",
     ]
 
-    init(configuration: APIHealthConfiguration) {
+    init(configuration: APIHealthConfiguration, logger: Logger? = nil) {
         self.configuration = configuration
+        self.logger = logger
         self.templater = PathTemplater(rules: configuration.capture.pathRules)
         self.learner = EndpointLearner(
             threshold: configuration.capture.learningThreshold,
@@ -65,7 +71,10 @@ final class RequestSchema: Sendable {
         self.excludedHostNames = names
         self.successPolicy = SuccessPolicy(configuration.capture.successRules)
         self.filter = configuration.capture.filter
-        self.everyPointTags = configuration.everyPointTags
+        self.configuredEveryPointTags = configuration.everyPointTags
+        self.countryLearner = configuration.capture.countryHeader.map {
+            CountryLearner(header: $0, everyPointTags: configuration.everyPointTags)
+        }
         self.correlationHeaders = configuration.capture.correlationHeadersInOrder
         let rendered = self.rendered
         self.aggregator = configuration.aggregation.map {
@@ -80,6 +89,35 @@ final class RequestSchema: Sendable {
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
+
+    /// `service`, `instance` and the global tags, with the country learned so far: on every point.
+    var everyPointTags: [Point.Tag] { countryLearner?.everyPointTags ?? configuredEveryPointTags }
+
+    /// Values of the country header that were no country code.
+    var countryValuesIgnored: UInt64 { countryLearner?.ignored ?? 0 }
+
+    /// Takes the country header's `value` from a response: a new country re-renders every series (the
+    /// interval aggregates of the old one end with their interval).
+    func observeCountry(_ value: String) {
+        guard let countryLearner else { return }
+        switch countryLearner.observe(value) {
+        case .unchanged: return
+        case .changed(let country, _):
+            rendered.invalidate()
+            logger?.info(
+                "APIHealth tags points with the country the API's CDN saw",
+                metadata: ["apihealth.country": "\(country)", "apihealth.country.header": "\(countryLearner.header)"]
+            )
+        case .ignored(let value, let first):
+            guard first else { return }
+            logger?.warning(
+                "APIHealth ignores a country header value that is not an ISO 3166-1 alpha-2 code (counted in country_values_ignored; said once)",
+                metadata: [
+                    "apihealth.country.header": "\(countryLearner.header)", "apihealth.country.value": "\(value)",
+                ]
+            )
+        }
+    }
 
     /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.
     func foldedHostTag(_ url: URL) -> String {

@@ -1,0 +1,204 @@
+import APIHealthTestKit
+import Foundation
+import LineProtocol
+import Logging
+import TestSupport
+import Testing
+
+@_spi(Package) @_spi(Benchmarking) @testable import APIHealth
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The `country` tag: configured (checked at start), from the environment, learned from a response header the
+/// API's CDN adds (once per change, a value that is no country code ignored and counted), and the transport
+/// errors' kinds that the reachability alerts name.
+@Suite struct CountryTests {
+    @Test func countryCodesAreTwoLettersOfAnAssignedCountry() {
+        #expect(CountryCode("BR")?.code == "BR")
+        #expect(CountryCode(" de ")?.code == "DE")
+        #expect(CountryCode("us")?.code == "US")
+        #expect(CountryCode("XK")?.code == "XK")
+        for refused in ["", "B", "BRA", "XX", "T1", "ZZ", "A1", "EU", "UK", "Ü1", "B R", "B\nR"] {
+            #expect(CountryCode(refused) == nil, "\(refused)")
+        }
+        #expect(CountryCode.assigned.count == 250)
+        #expect(CountryCode(regionIdentifier: "BR")?.code == "BR")
+        #expect(CountryCode(regionIdentifier: "419") == nil)
+        #expect(CountryCode(regionIdentifier: "001") == nil)
+        #expect(CountryCode(regionIdentifier: nil) == nil)
+    }
+
+    @Test func aConfiguredCountryIsAGlobalTagCheckedAtStart() throws {
+        var configuration = APIHealthConfiguration(serviceName: "country")
+        configuration.spool = nil
+        configuration.country = " br"
+        #expect(configuration.globalTags == ["country": "BR"])
+        try configuration.validate()
+        #expect(configuration.everyPointTags.contains(Point.Tag("country", "BR")))
+
+        for bad in ["Brazil", "XX", "T1", "b"] {
+            var wrong = configuration
+            wrong.country = bad
+            #expect(throws: APIHealthConfiguration.Error.self, "\(bad)") { try wrong.validate() }
+            #expect(throws: APIHealthConfiguration.Error.self) {
+                try APIHealthAgent(configuration: wrong, logger: Logger(label: "country"))
+            }
+        }
+        // Through the global tags too: one spelling, upper case.
+        var lower = configuration
+        lower.globalTags = ["country": "br"]
+        #expect {
+            try lower.validate()
+        } throws: { error in
+            "\(error)".contains("not an ISO 3166-1 alpha-2 country code")
+        }
+        var header = configuration
+        header.capture.countryHeader = "Bad Header:"
+        #expect(throws: APIHealthConfiguration.Error.self) { try header.validate() }
+    }
+
+    @Test func theEnvironmentSetsTheCountryAndTheHeaderToLearnItFrom() throws {
+        let configuration = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_COUNTRY": "de", "APIHEALTH_COUNTRY_HEADER": " CloudFront-Viewer-Country "],
+            serviceName: "country"
+        )
+        #expect(configuration.country == "DE")
+        #expect(configuration.capture.countryHeader == "CloudFront-Viewer-Country")
+        #expect {
+            try APIHealthConfiguration.fromEnvironment(["APIHEALTH_COUNTRY": "Germany"], serviceName: "country")
+        } throws: { error in
+            "\(error)".contains("APIHEALTH_COUNTRY") && "\(error)".contains("Germany")
+        }
+        let tagged = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_TAGS": "country=XX"], serviceName: "c")
+        #expect(throws: APIHealthConfiguration.Error.self) { try tagged.validate() }
+        let none = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_COUNTRY_HEADER": ""], serviceName: "c")
+        #expect(none.capture.countryHeader == nil)
+    }
+
+    /// The learner alone: a change is a change once; the same value again costs nothing; a value that is no
+    /// country code is counted each time it comes after another value, and reported the first time.
+    @Test func theLearnerChangesTheTagOncePerChange() {
+        let base = [Point.Tag("instance", "i"), Point.Tag("service", "s")]
+        let learner = CountryLearner(header: "CF-IPCountry", everyPointTags: base)
+        #expect(
+            learner.observe("BR")
+                == .changed(
+                    country: "BR",
+                    everyPointTags: [
+                        Point.Tag("country", "BR"), Point.Tag("instance", "i"), Point.Tag("service", "s"),
+                    ]
+                )
+        )
+        #expect(learner.observe("BR") == .unchanged)
+        #expect(learner.observe("br") == .unchanged, "the same country in another case")
+        #expect(learner.observe("XX") == .ignored(value: "XX", first: true))
+        #expect(learner.observe("XX") == .unchanged)
+        #expect(learner.observe("T1") == .ignored(value: "T1", first: false))
+        #expect(learner.everyPointTags.contains(Point.Tag("country", "BR")), "an ignored value keeps the country")
+        if case .changed(let country, _) = learner.observe("DE") { #expect(country == "DE") } else { Issue.record() }
+        #expect(learner.ignored == 2)
+        #expect(learner.everyPointTags.filter { $0.key == "country" } == [Point.Tag("country", "DE")])
+    }
+
+    /// Real requests through an instrumented URLSession to a loopback API whose CDN header says where the
+    /// client is: the points carry the country the server saw, from the response that said it on.
+    @Test func urlSessionRequestsLearnTheCountryFromTheResponseHeader() async throws {
+        let country = Locked("BR")
+        let server = try await LoopbackHTTPServer.start { _ in
+            .text(200, "ok", headers: [("CloudFront-Viewer-Country", country.withLock { $0 })])
+        }
+        var configuration = APIHealthConfiguration(serviceName: "country")
+        configuration.spool = nil
+        configuration.country = "US"
+        configuration.capture.countryHeader = "cloudfront-viewer-country"
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "country"))
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        agent.instrument(sessionConfiguration, module: "api")
+        let session = URLSession(configuration: sessionConfiguration)
+        let url = URL(string: "\(server.baseURL)/items")!
+
+        func countries() async -> [String] {
+            agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.request }
+                .map { point in point.tags.first { $0.key == "country" }?.value ?? "-" }
+        }
+        // The configured country stands until a response says otherwise; the response that says so is the
+        // first of the new country (the header is read before its sample is recorded).
+        for _ in 0..<3 { _ = try await session.data(from: url) }
+        #expect(await waitUntil { await countries().count == 3 })
+        country.withLock { $0 = "XX" }
+        for _ in 0..<2 { _ = try await session.data(from: url) }
+        #expect(await waitUntil { await countries().count == 5 })
+        country.withLock { $0 = "DE" }
+        for _ in 0..<2 { _ = try await session.data(from: url) }
+        #expect(await waitUntil { await countries().count == 7 })
+        #expect(await countries() == ["BR", "BR", "BR", "BR", "BR", "DE", "DE"])
+        #expect(agent.metrics.countryValuesIgnored == 1)
+
+        // The interval points of the two countries are two series; the health point carries the last.
+        _ = agent.recordIntervalPoints(endingAt: Timestamp(date: Date().addingTimeInterval(10)))
+        let intervals = agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.requestInterval }
+        let counts = Dictionary(
+            grouping: intervals,
+            by: { point in point.tags.first { $0.key == "country" }?.value ?? "-" }
+        ).mapValues { $0.reduce(0) { $0 + (Self.int($1, "count") ?? 0) } }
+        #expect(counts == ["BR": 5, "DE": 2], "\(counts)")
+        let health = AgentHealthPoint.make(agent.metrics, schema: agent.schema, configuration: agent.configuration)
+        #expect(health.tags.contains(Point.Tag("country", "DE")))
+        #expect(health.fields.contains(Point.Field("country_values_ignored", .uint(1))))
+        await agent.shutdown(deadline: .seconds(5))
+        try await server.shutdown()
+    }
+
+    static func int(_ point: Point, _ field: String) -> Int64? {
+        switch point.fields.first(where: { $0.key == field })?.value {
+        case .int(let value)?: value
+        case .uint(let value)?: Int64(value)
+        default: nil
+        }
+    }
+
+    @Test func transportErrorsAreCountedByKindOnTheIntervalPoint() throws {
+        let agent = try FleetSchemaTests.agent()
+        func failed(_ code: Int, domain: String = "NSURLErrorDomain") -> RequestSample {
+            var sample = FleetSchemaTests.sample(status: nil)
+            sample.error = RequestSample.TransportError(domain: domain, code: code)
+            return sample
+        }
+        for code in [-1003, -1006, -1004, -1004, -1004, -1009, -1200, -1202, -1001, -999] {
+            agent.record(failed(code))
+        }
+        agent.record(failed(61, domain: "NSPOSIXErrorDomain"))
+        agent.record(FleetSchemaTests.sample(status: 503))
+        _ = agent.recordIntervalPoints(endingAt: FleetSchemaTests.end)
+        let intervals = agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.requestInterval }
+        let transport = try #require(intervals.first { $0.tags.contains(Point.Tag("status_class", "error")) })
+        #expect(Self.int(transport, "count") == 11 && Self.int(transport, "errors") == 11)
+        #expect(Self.int(transport, "errors_dns") == 2)
+        #expect(Self.int(transport, "errors_connect") == 4)
+        #expect(Self.int(transport, "errors_tls") == 2)
+        #expect(Self.int(transport, "errors_timeout") == 1)
+        let server = try #require(intervals.first { $0.tags.contains(Point.Tag("status_class", "5xx")) })
+        #expect(server.fields.allSatisfy { !PointSchema.transportErrorIntervalFields.contains($0.key) })
+    }
+
+    /// A real refused connection, through URLSession: the kind corelibs reports is the one counted.
+    @Test func aRefusedConnectionCountsAsAConnectError() async throws {
+        let down = try RefusingPort()
+        var configuration = APIHealthConfiguration(serviceName: "country")
+        configuration.spool = nil
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "country"))
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        agent.instrument(sessionConfiguration, module: "api")
+        let session = URLSession(configuration: sessionConfiguration)
+        _ = try? await session.data(from: URL(string: "http://127.0.0.1:\(down.port)/items")!)
+        #expect(await waitUntil { agent.metrics.pointsRecorded >= 1 })
+        _ = agent.recordIntervalPoints(endingAt: Timestamp(date: Date().addingTimeInterval(10)))
+        let interval = agent.pendingPoints().first { $0.measurement == PointSchema.Measurement.requestInterval }
+        #expect(interval.flatMap { Self.int($0, "errors_connect") } == 1, "\(String(describing: interval))")
+        await agent.shutdown(deadline: .seconds(5))
+    }
+}
