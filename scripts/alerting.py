@@ -11,6 +11,14 @@ rate is above 14.4 over 1 h and over 5 min, or above 6 over 6 h and over 30 min;
 or above 1 over 3 d and 6 h. The burn rate of a window is its bad share over 1 - the objective; the objective comes
 from the interval points themselves (objective_availability, objective_latency), so one rule set serves every
 endpoint, and changing an objective needs no new rules.
+
+Every window is recorded once per evaluation (dashboards/alerts/apihealth.recording.rules.yml, Sloth's and Pyrra's
+scheme): per endpoint and global tag, the requests, failures and requests within the latency threshold of each window
+and its objective, the windows up to 6 h every minute and the 1-day and 3-day ones every 5 minutes; the alerts read
+those series, not the raw 10 s points. Reachability needs no objective: per host and every global tag (country,
+region, env, and any other), the share of requests failing with transport errors, and separately with 5xx, compared
+with the same host's share everywhere else. Every alert that divides needs MIN_REQUESTS requests in its window; a
+small endpoint failing steadily for hours is a ticket by its absolute count of failures.
 """
 import json
 
@@ -21,7 +29,9 @@ PARSE_FAILURE = "apihealth_parse_failure"
 # (region, env) included: the alert says from which region an API cannot be reached.
 SUMMED_AWAY = ["instance", "status_class"]
 # The global tags the InfluxQL flavour keeps (InfluxQL cannot group by "every tag but these"): add yours.
-INFLUXQL_GLOBAL_TAGS = ["region", "env"]
+INFLUXQL_GLOBAL_TAGS = ["country", "region", "env"]
+# Reachability is per host: the endpoint tags but the host are summed away too.
+HOST_SUMMED_AWAY = SUMMED_AWAY + ["method", "path", "module"]
 ENDPOINT_TAGS = ["host", "method", "path", "module", "service"]
 
 # (severity, for, [(burn-rate factor, long window, short window), ...])
@@ -40,6 +50,38 @@ LOSS_WINDOW = "10m"
 LOSS_FIELDS = ["points_dropped", "points_lost", "points_rejected", "points_expired"]
 PARSE_FAILURE_WINDOW = "15m"
 PARSE_FAILURE_SHARE = 0.01
+
+# The minimum-traffic guard: no alert that divides (burn rates, reachability, parse failures) fires on fewer requests
+# than this in its window (the long window of a burn-rate arm). At one request a minute a single failure is 1.7 % of
+# an hour: a burn rate of 16.7 against 99.9 %, a page, on one request. Raise it to hear less from small endpoints, lower
+# it to hear sooner; the failing-steadily ticket below still covers what it silences.
+MIN_REQUESTS = 100
+# A ticket for any endpoint failing steadily, whatever its traffic: at least STEADY_MIN_FAILURES failures in
+# STEADY_WINDOW, more than STEADY_MIN_SHARE of its requests, and still failing in the last hour.
+STEADY_WINDOW = "6h"
+STEADY_MIN_FAILURES = 20
+STEADY_MIN_SHARE = 0.05
+# Reachability: requests from one place (every global tag: country, region, env) failing to reach a host, above
+# REACHABILITY_MIN_SHARE and more than REACHABILITY_FACTOR times the host's share everywhere else, over
+# REACHABILITY_WINDOW, for REACHABILITY_FOR.
+REACHABILITY_WINDOW = "10m"
+REACHABILITY_FOR = "5m"
+REACHABILITY_MIN_SHARE = 0.05
+REACHABILITY_FACTOR = 5
+# Notifications: grouped by alert, host and country (one outage, one notice), in Alertmanager
+# (dashboards/alerts/alertmanager.yml) and Grafana's notification policy alike.
+GROUP_BY = ["alertname", "host", "country"]
+# The example webhook receiver the shipped delivery files name: change it to yours.
+WEBHOOK = "http://alert-receiver:9000/apihealth"
+# Flux: " from country BR" where the row has a country (a Flux string interpolation of a missing column fails).
+FLUX_COUNTRY = '${ if exists r.country then " from country " + r.country else "" }'
+# Transport error kinds the interval points count (status_class="error" points), and how an annotation names each.
+TRANSPORT_ERROR_KINDS = [("errors_dns", "DNS"), ("errors_connect", "connect"), ("errors_tls", "TLS"),
+                         ("errors_timeout", "timeout")]
+# Recording: (group interval, windows recorded at it). The short windows every evaluation; the 1-day and 3-day ones,
+# which move by a fraction of a percent a minute, every 5 minutes, read by the ticket alerts as their latest value.
+RECORDED_WINDOWS = [("1m", ["5m", "30m", "1h", "2h", "6h"]), ("5m", ["1d", "3d"])]
+SECONDS["10m"] = 600
 
 OBJECTIVES = {
     "availability": {
@@ -81,9 +123,72 @@ def promql_burn(objective, window, selector=""):
     return f"({promql_bad_share(objective, window, selector)}) / (1 - {target})"
 
 
+# Recorded series: apihealth_endpoint:<what>:sum<window> per endpoint and global tag (the interval points summed over
+# instances and status classes), apihealth_endpoint:<objective>:last<window>, and per host
+# apihealth_host:<what>:sum<REACHABILITY_WINDOW>.
+RECORDED_SUMS = [("requests", "count"), ("errors", "errors"),
+                 ("requests_within_latency_objective", "requests_within_latency_objective")]
+
+
+def recorded_name(what, window):
+    aggregate = "last" if what.startswith("objective_") else "sum"
+    return f"apihealth_endpoint:{what}:{aggregate}{window}"
+
+
+def host_recorded_name(what):
+    return f"apihealth_host:{what}:sum{REACHABILITY_WINDOW}"
+
+
+def window_interval(window):
+    return next(interval for interval, windows in RECORDED_WINDOWS if window in windows)
+
+
+def latest(name, interval="1m"):
+    """The latest value of a series recorded every `interval`: its last sample within two intervals."""
+    return f"last_over_time({name}[{2 * int(interval[:-1])}m])"
+
+
+def recorded(what, window):
+    return latest(recorded_name(what, window), window_interval(window))
+
+
+def recorded_burn(objective, window):
+    """The burn rate of `objective` over `window`, per endpoint (and global tag), from the recorded series."""
+    requests = recorded("requests", window)
+    if objective == "availability":
+        bad = f"{recorded('errors', window)} / {requests}"
+    else:
+        bad = f"(1 - {recorded('requests_within_latency_objective', window)} / {requests})"
+    return f"({bad}) / (1 - {recorded(OBJECTIVES[objective]['objective'], window)})"
+
+
 def promql_alert(objective, arms):
-    return "\nor\n".join(f"(\n  {promql_burn(objective, long)} > {factor}\n  and\n  {promql_burn(objective, short)} > "
-                         f"{factor}\n)" for factor, long, short in arms) + "\n"
+    return "\nor\n".join(f"(\n  {recorded_burn(objective, long)} > {factor}\n  and\n  {recorded_burn(objective, short)} > "
+                         f"{factor}\n  and\n  {recorded('requests', long)} >= {MIN_REQUESTS}\n)"
+                         for factor, long, short in arms) + "\n"
+
+
+def recording_groups():
+    groups = []
+    for interval, windows in RECORDED_WINDOWS:
+        rules = []
+        for window in windows:
+            for what, field in RECORDED_SUMS:
+                rules.append({"record": recorded_name(what, window), "expr": promql_sum(field, window)})
+            for objective in OBJECTIVES.values():
+                rules.append({"record": recorded_name(objective["objective"], window),
+                              "expr": (f"max without ({', '.join(SUMMED_AWAY)}) "
+                                       f"(last_over_time({INTERVAL}_{objective['objective']}[{window}]))")})
+        if interval == "1m":
+            by_host = ", ".join(HOST_SUMMED_AWAY)
+            for what, field, status_class in (("requests", "count", None), ("transport_errors", "errors", "error"),
+                                              ("server_errors", "count", "5xx")):
+                selector = f'{{status_class="{status_class}"}}' if status_class else ""
+                rules.append({"record": host_recorded_name(what),
+                              "expr": (f"sum without ({by_host}) "
+                                       f"(sum_over_time({INTERVAL}_{field}{selector}[{REACHABILITY_WINDOW}]))")})
+        groups.append({"name": f"apihealth-windows-{interval}", "interval": interval, "rules": rules})
+    return {"groups": groups}
 
 
 # A Go template (vmalert, Prometheus) that sets $selector to the alert's labels as a series selector's filters.
@@ -101,8 +206,92 @@ def query_template(expression, format_):
             f'{{{{ else }}}}unknown{{{{ end }}}}')
 
 
-# Where the requests were made from, when the service tags its region (the global tag the product's origin names).
-WHERE_TEMPLATE_PREFIX = "{{ with $labels.region }}from region {{ . }} {{ end }}"
+# Where the requests were made from, when the service tags its country or region.
+WHERE_TEMPLATE_PREFIX = ("{{ with $labels.country }}from country {{ . }} {{ end }}"
+                         "{{ with $labels.region }}from region {{ . }} {{ end }}")
+# The place an alert per host and global tag is about, as " country=BR region=sa-east env=prod".
+PLACE_TEMPLATE = "".join(f"{{{{ with $labels.{tag} }}}} {tag}={{{{ . }}}}{{{{ end }}}}" for tag in INFLUXQL_GLOBAL_TAGS)
+
+
+def reachability_rules():
+    """Per host and every global tag, no objective needed: requests from one place failing far above the host's
+    share everywhere else, for transport errors and for 5xx."""
+    rules = []
+    requests = latest(host_recorded_name("requests"))
+    for alert, what, failing in (
+        ("APIHealthReachabilityTransportErrors", "transport_errors", "end in a transport error (no response)"),
+        ("APIHealthReachabilityServerErrors", "server_errors", "get a 5xx response"),
+    ):
+        failures = latest(host_recorded_name(what))
+        here = f"{failures} / {requests}"
+        elsewhere = (f"(sum by (host) ({failures}) - on (host) group_right {failures})\n    / "
+                     f"(sum by (host) ({requests}) - on (host) group_right {requests})")
+        expr = (f"{here} > {REACHABILITY_MIN_SHARE}\nand\n{requests} >= {MIN_REQUESTS}\nand\n"
+                f"{here}\n  > {REACHABILITY_FACTOR} * (\n    {elsewhere}\n  )\n")
+        # The annotation's queries: %[1]s is the alert's labels as filters, %[2]s its host.
+        def total(name, filters):
+            return f"sum(last_over_time({name}{{{filters}}}[2m]))"
+        failures_name, requests_name = host_recorded_name(what), host_recorded_name("requests")
+        elsewhere_query = (f"({total(failures_name, 'host=%[2]q')} - {total(failures_name, '%[1]s')}) / "
+                           f"({total(requests_name, 'host=%[2]q')} - {total(requests_name, '%[1]s')})")
+        quoted = elsewhere_query.replace('"', '\\"')
+        share_elsewhere = (f'{{{{ with printf "{quoted}" $selector $labels.host | query }}}}'
+                           f'{{{{ . | first | value | humanizePercentage }}}}{{{{ else }}}}unknown{{{{ end }}}}')
+        annotations = {
+            "summary": (f"{{{{ $labels.host }}}} unreachable from{PLACE_TEMPLATE}: {{{{ $value | humanizePercentage }}}} "
+                        f"of requests {failing.split(' (')[0]} ({{{{ $labels.service }}}})"),
+        }
+        if what == "transport_errors":
+            kinds = " or ".join(
+                f'label_set(sum(sum_over_time({INTERVAL}_{field}{{%[1]sstatus_class="error"}}[{REACHABILITY_WINDOW}])), '
+                f'"kind", "{name}")' for field, name in TRANSPORT_ERROR_KINDS)
+            kinds_query = f"sort_desc(({kinds}) > 0)".replace('"', '\\"')
+            failing_kind = (f'{{{{ with printf "{kinds_query}" $selector | query }}}}{{{{ $top := . | first }}}}'
+                            f'{{{{ $top | label "kind" }}}} ({{{{ $top | value | printf "%.0f" }}}} in the last '
+                            f'{REACHABILITY_WINDOW}){{{{ else }}}}unknown (the agent did not tell){{{{ end }}}}')
+            kind_sentence = f" Most of them: {failing_kind}."
+        else:
+            failing_kind = "5xx"
+            kind_sentence = ""
+        annotations["description"] = (
+            SELECTOR_TEMPLATE
+            + f"Requests from {{{{ $labels.service }}}} to https://{{{{ $labels.host }}}} made from{PLACE_TEMPLATE} "
+              f"{failing}: {{{{ $value | humanizePercentage }}}} of them over the last {REACHABILITY_WINDOW}, against "
+              f"{share_elsewhere} of the host's requests from everywhere else.{kind_sentence} No objective is needed "
+              f"for this alert; it waits for {MIN_REQUESTS} requests in the window. A place that cannot reach a host "
+              f"others reach points at what that place is served: a DNS answer, a route, a firewall, a CDN edge, a "
+              f"certificate. Check the host from there, and the upstream's status page."
+        )
+        annotations["share_here"] = "{{ $value | humanizePercentage }}"
+        annotations["share_elsewhere"] = SELECTOR_TEMPLATE + share_elsewhere
+        annotations["failing_kind"] = SELECTOR_TEMPLATE + failing_kind if what == "transport_errors" else failing_kind
+        rules.append({"alert": alert, "expr": expr, "for": REACHABILITY_FOR, "labels": {"severity": "page"},
+                      "annotations": annotations})
+    return rules
+
+
+def steady_failure_rule():
+    errors, requests = recorded("errors", STEADY_WINDOW), recorded("requests", STEADY_WINDOW)
+    return {
+        "alert": "APIHealthEndpointFailingSteadily",
+        "expr": (f"{errors} / {requests} > {STEADY_MIN_SHARE}\nand\n{errors} >= {STEADY_MIN_FAILURES}\nand\n"
+                 f"{recorded('errors', '1h')} > 0\n"),
+        "for": "15m",
+        "labels": {"severity": "ticket"},
+        "annotations": {
+            "summary": ("{{ $labels.method }} {{ $labels.host }}{{ $labels.path }} has been failing for hours: "
+                        f"{{{{ $value | humanizePercentage }}}} of its requests over {STEADY_WINDOW} "
+                        "({{ $labels.service }})"),
+            "description": (
+                "Requests from {{ $labels.service }} (module {{ $labels.module }}) to {{ $labels.method }} "
+                f"https://{{{{ $labels.host }}}}{{{{ $labels.path }}}} {WHERE_TEMPLATE_PREFIX}fail steadily: "
+                f"{{{{ $value | humanizePercentage }}}} of them over the last {STEADY_WINDOW}, at least "
+                f"{STEADY_MIN_FAILURES} failures, and some in the last hour. Ticket: the endpoint may be too small "
+                f"for the ratio alerts (they need {MIN_REQUESTS} requests in a window), or fail below what pages; "
+                "either way it has not worked for hours. No objective is needed for this alert."
+            ),
+        },
+    }
 
 
 def vmalert_annotations(objective, severity, arms):
@@ -183,7 +372,7 @@ def vmalert_rules():
             "alert": "APIHealthResponsesNotParsing",
             "expr": (f"sum without (instance, status, failure) (sum_over_time({PARSE_FAILURE}_count"
                      f"[{PARSE_FAILURE_WINDOW}]))\n/\n{promql_sum('count', PARSE_FAILURE_WINDOW)}\n"
-                     f"> {PARSE_FAILURE_SHARE}\n"),
+                     f"> {PARSE_FAILURE_SHARE}\nand\n{promql_sum('count', PARSE_FAILURE_WINDOW)} >= {MIN_REQUESTS}\n"),
             "for": "5m",
             "labels": {"severity": "page"},
             "annotations": {
@@ -200,8 +389,10 @@ def vmalert_rules():
             },
         },
     ]
+    objectives.append(steady_failure_rule())
     return {"groups": [
         {"name": "apihealth-objectives", "interval": EVALUATION_INTERVAL, "rules": objectives},
+        {"name": "apihealth-reachability", "interval": EVALUATION_INTERVAL, "rules": reachability_rules()},
         {"name": "apihealth-agents", "interval": EVALUATION_INTERVAL, "rules": agents},
     ]}
 
@@ -240,6 +431,8 @@ def yaml(value, indent=0):
                 inner = yaml(item, indent + 2).split("\n")
                 lines.append(f"{pad}- {inner[0].lstrip()}")
                 lines.extend(inner[1:])
+            elif isinstance(item, list):
+                lines.append(f"{pad}- {json.dumps(item)}")
             else:
                 lines.append(f"{pad}- {yaml_scalar(item, indent + 2)}")
     return "\n".join(lines)
@@ -249,15 +442,21 @@ def yaml(value, indent=0):
 # InfluxQL and Flux: the same burn rates, for Grafana alerting and InfluxDB checks
 # ----------------------------------------------------------------------------------------------------------------
 
-def influxql_burn(objective):
-    """The burn rate of `objective` over Grafana's time range ($timeFilter), per endpoint and global tag."""
+def influxql_burn(objective, guarded=False):
+    """The burn rate of `objective` over Grafana's time range ($timeFilter), per endpoint and global tag; `guarded`:
+    only where the range holds MIN_REQUESTS requests (a subquery: InfluxQL has no HAVING)."""
     if objective == "availability":
         bad = 'sum("errors") / sum("count")'
     else:
         bad = '(1 - sum("requests_within_latency_objective") / sum("count"))'
     group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
-    return (f'SELECT {bad} / (1 - max("{OBJECTIVES[objective]["objective"]}")) AS "burn_rate" FROM "{INTERVAL}" '
-            f'WHERE $timeFilter GROUP BY {group}')
+    requests = ', sum("count") AS "requests"' if guarded else ""
+    burn = (f'SELECT {bad} / (1 - max("{OBJECTIVES[objective]["objective"]}")) AS "burn_rate"{requests} '
+            f'FROM "{INTERVAL}" WHERE $timeFilter GROUP BY {group}')
+    if not guarded:
+        return burn
+    return f'SELECT "burn_rate" FROM ({burn}) WHERE "requests" >= {MIN_REQUESTS} GROUP BY {group}'
+
 
 
 # Per instance seen in the time range: its health points per interval (fill(0) makes the empty ones), averaged over
@@ -270,8 +469,9 @@ INFLUXQL_AGENT_LOSS = ("SELECT " + " + ".join(f'spread("{field}")' for field in 
                        + f' AS "points_lost" FROM "{AGENT}" WHERE $timeFilter GROUP BY "service", "instance"')
 
 
-def flux_burn(objective, bucket="apihealth"):
-    """The burn rate of `objective` over the query's range, per endpoint: every tag but instance and status_class."""
+def flux_burn(objective, bucket="apihealth", guarded=False):
+    """The burn rate of `objective` over the query's range, per endpoint: every tag but instance and status_class;
+    `guarded`: only where the range holds MIN_REQUESTS requests."""
     good_or_bad = "errors" if objective == "availability" else "requests_within_latency_objective"
     target = OBJECTIVES[objective]["objective"]
     share = ("r.errors / r.count" if objective == "availability"
@@ -294,7 +494,7 @@ objective = data
 union(tables: [counts |> drop(columns: ["_start", "_stop"]), objective])
     |> group(columns: ["_field", "_value"], mode: "except")
     |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
-    |> filter(fn: (r) => exists r.{target} and r.count > 0.0)
+    |> filter(fn: (r) => exists r.{target} and r.count > {f"{float(MIN_REQUESTS) - 0.5}" if guarded else "0.0"})
     |> map(fn: (r) => ({{r with _value: ({share}) / (1.0 - r.{target}), _time: now()}}))
     |> drop(columns: ["count", "{good_or_bad}", "{target}", "_measurement"])
 """
@@ -357,7 +557,10 @@ def grafana_rules(language, datasource):
                 pair = []
                 for window in (long, short):
                     query, reduced = next(letters), next(letters)
-                    text = influxql_burn(objective) if language == "influxql" else flux_burn(objective)
+                    # The minimum-traffic guard on the long window: an endpoint with fewer requests has no value.
+                    guarded = window == long
+                    text = (influxql_burn(objective, guarded) if language == "influxql"
+                            else flux_burn(objective, guarded=guarded))
                     data.append(grafana_query(query, datasource, language, text, SECONDS[window]))
                     data.append(grafana_reduce(reduced, query))
                     pair.append(f"${reduced} > {factor}")
@@ -433,6 +636,28 @@ def grafana_rules(language, datasource):
     return rules
 
 
+def grafana_delivery():
+    """A contact point per severity (a webhook) and a notification policy grouping as Alertmanager does. Grafana has no
+    inhibition: a ticket of an endpoint that also pages is sent too."""
+    contact_points = [{
+        "orgId": 1, "name": f"apihealth-{severity}",
+        "receivers": [{"uid": f"apihealth-{severity}-webhook", "type": "webhook",
+                       "settings": {"url": f"{WEBHOOK}/{severity}", "httpMethod": "POST"},
+                       "disableResolveMessage": False}],
+    } for severity in ("page", "ticket")]
+    policy = {
+        "orgId": 1, "receiver": "apihealth-ticket", "group_by": GROUP_BY,
+        "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h",
+        "routes": [
+            {"receiver": "apihealth-page", "object_matchers": [["severity", "=", "page"]], "group_wait": "10s",
+             "repeat_interval": "1h"},
+            {"receiver": "apihealth-ticket", "object_matchers": [["severity", "=", "ticket"]],
+             "repeat_interval": "24h"},
+        ],
+    }
+    return {"apiVersion": 1, "contactPoints": contact_points, "policies": [policy]}
+
+
 def grafana_alerting(language, datasource):
     return {
         "apiVersion": 1,
@@ -454,7 +679,7 @@ def influxdb_check_query(objective, factor, long, short):
     """A check's query: min(burn over long, burn over short) / factor per endpoint, as the field "burn_over_limit":
     above 1 when both windows burn faster than factor."""
     def window(name, seconds):
-        body = flux_burn(objective, bucket="apihealth").replace(
+        body = flux_burn(objective, bucket="apihealth", guarded=name == long).replace(
             "range(start: v.timeRangeStart, stop: v.timeRangeStop)", f"range(start: -{name})")
         return body.replace("data = ", f"data_{name} = ").replace("data\n", f"data_{name}\n") \
                    .replace("counts = ", f"counts_{name} = ").replace("counts |>", f"counts_{name} |>") \
@@ -463,9 +688,14 @@ def influxdb_check_query(objective, factor, long, short):
     return (window(long, SECONDS[long]) + "\n" + window(short, SECONDS[short]) + "\n"
             f"union(tables: [burn_{long}, burn_{short}])\n"
             f"    |> group(columns: [\"_value\"], mode: \"except\")\n"
-            f"    |> min()\n"
+            # The slower of the two burn rates, where both windows have one (the long one only with the minimum
+            # traffic of the guard).
+            f"    |> reduce(identity: {{windows: 0, slower: 0.0}}, fn: (r, accumulator) => ({{windows: accumulator.windows + 1, "
+            f"slower: if accumulator.windows == 0 or r._value < accumulator.slower then r._value else accumulator.slower}}))\n"
+            f"    |> filter(fn: (r) => r.windows == 2)\n"
             f"    |> map(fn: (r) => ({{r with _measurement: \"{INTERVAL}\", _field: \"burn_over_limit\", "
-            f"_value: r._value / {float(factor)}, _time: now()}}))\n"
+            f"_value: r.slower / {float(factor)}, _time: now()}}))\n"
+            f"    |> drop(columns: [\"windows\", \"slower\"])\n"
             # The check reads the field its query's last _field filter names (fieldsAsCols makes it a column).
             f"    |> filter(fn: (r) => r._field == \"burn_over_limit\")\n")
 
@@ -492,7 +722,7 @@ def influxdb_resources():
                         "every": EVALUATION_INTERVAL, "offset": "0s",
                         "query": influxdb_check_query(objective, factor, long, short),
                         "statusMessageTemplate": (
-                            f"${{ r.method }} ${{ r.host }}${{ r.path }} ({{r.service}}) burns its {objective} "
+                            f"${{ r.method }} ${{ r.host }}${{ r.path }} ({{r.service}}){FLUX_COUNTRY} burns its {objective} "
                             f"budget: ${{ string(v: r.burn_over_limit * {float(factor)}) }}x over {long} and "
                             f"{short} (limit {factor}x)").replace("{r.service}", "${ r.service }"),
                         "tags": [{"key": "severity", "value": severity}],
@@ -506,7 +736,7 @@ def influxdb_resources():
             "metadata": {"name": f"apihealth-{severity}"},
             "spec": {
                 "name": f"APIHealth {severity}", "endpointName": "apihealth-alerts", "every": EVALUATION_INTERVAL,
-                "offset": "0s", "messageTemplate": "${ r._message }",
+                "offset": "0s", "messageTemplate": f"{severity}:{FLUX_COUNTRY} ${{ r._message }}",
                 "statusRules": [{"currentLevel": level}],
                 "tagRules": [{"key": "severity", "value": severity, "operator": "equal"}],
             },
@@ -518,15 +748,24 @@ def write_all(root):
     alerts = root / "alerts"
     alerts.mkdir(exist_ok=True)
     header = ("# Generated by scripts/build-dashboards (scripts/alerting.py): edit those, not this file.\n"
-              "# vmalert: vmalert -rule=dashboards/alerts/apihealth.rules.yml -datasource.url=http://victoria:8428 "
-              "-notifier.url=http://alertmanager:9093\n")
+              "# vmalert: vmalert -rule='dashboards/alerts/*.rules.yml' -datasource.url=http://victoria:8428 "
+              "-remoteWrite.url=http://victoria:8428 -notifier.url=http://alertmanager:9093\n")
     (alerts / "apihealth.rules.yml").write_text(header + yaml(vmalert_rules()) + "\n")
+    (alerts / "apihealth.recording.rules.yml").write_text(
+        "# Generated by scripts/build-dashboards (scripts/alerting.py): edit those, not this file.\n"
+        "# The windows the alerts of apihealth.rules.yml read, recorded once per evaluation: load both files\n"
+        "# (vmalert -rule='dashboards/alerts/*.rules.yml' ... -remoteWrite.url=<the datasource's write URL>).\n"
+        + yaml(recording_groups()) + "\n")
     provisioning = root / "grafana" / "provisioning" / "alerting"
     provisioning.mkdir(exist_ok=True)
     for language, datasource in (("influxql", "apihealth-influxql"), ("flux", "apihealth-influxdb")):
         (provisioning / f"apihealth-{language}.yml").write_text(
             "# Generated by scripts/build-dashboards (scripts/alerting.py): Grafana alert rules on the "
             f"{language} datasource.\n" + yaml(grafana_alerting(language, datasource)) + "\n")
+    (provisioning / "apihealth-delivery.yml").write_text(
+        "# Generated by scripts/build-dashboards (scripts/alerting.py): where Grafana sends the APIHealth alerts,\n"
+        "# grouped by alert, host and country like dashboards/alerts/alertmanager.yml. Change the webhook URLs.\n"
+        + yaml(grafana_delivery()) + "\n")
     path = root / "influxdb" / "apihealth-template.json"
     template = json.loads(path.read_text())
     template = [item for item in template if item["kind"] in ("Variable", "Dashboard")] + influxdb_resources()

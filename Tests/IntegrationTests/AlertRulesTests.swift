@@ -5,16 +5,21 @@ import Testing
 @testable import APIHealth
 
 /// The shipped alert rules (dashboards/alerts, Grafana's provisioning/alerting, the InfluxDB template's checks), run
-/// on a real alert engine: vmalert checks every rule file, then replays the rules over a known history written to a
-/// real VictoriaMetrics, and the alerts it fires (the `ALERTS` series) must be exactly the expected ones; the
+/// on a real alert engine: vmalert checks every rule file, then replays the recording rules and the alerts reading
+/// them over known histories written to a real VictoriaMetrics, and the alerts it fires (the `ALERTS` series) must be
+/// exactly the expected ones; the
 /// InfluxQL of the Grafana rules runs on a real InfluxDB 1.x over the same history. There is no Flux engine here:
 /// the Flux rules and the InfluxDB checks are checked for the names they read, as the dashboards' Flux is.
 @Suite struct AlertRulesTests {
     static let alerts = DashboardFiles.folder.appendingPathComponent("alerts")
 
+    /// The rule files vmalert loads (`*.rules.yml`): the recorded windows, then the alerts.
     static func ruleFiles() throws -> [URL] {
-        try DashboardFiles.files("alerts", ".yml").map { alerts.appendingPathComponent($0.name) }
+        try DashboardFiles.files("alerts", ".rules.yml").map { alerts.appendingPathComponent($0.name) }
     }
+
+    static let recordingRules = alerts.appendingPathComponent("apihealth.recording.rules.yml")
+    static let alertRules = alerts.appendingPathComponent("apihealth.rules.yml")
 
     static func vmalert(_ arguments: [String]) async throws -> (status: Int32?, stdout: String, stderr: String) {
         try await Child.run(try VictoriaProcess.path(of: "vmalert"), arguments + ["-loggerLevel=WARN"])
@@ -22,11 +27,13 @@ import Testing
 
     @Test func everyRuleFilePassesVmalertsCheck() async throws {
         let files = try Self.ruleFiles()
-        #expect(files.map(\.lastPathComponent) == ["apihealth.rules.yml"])
+        #expect(files.map(\.lastPathComponent) == ["apihealth.recording.rules.yml", "apihealth.rules.yml"])
         for file in files {
             let result = try await Self.vmalert(["-dryRun", "-rule=\(file.path)"])
             #expect(result.status == 0, "\(file.lastPathComponent): \(result.stderr)")
         }
+        let both = try await Self.vmalert(["-dryRun"] + files.map { "-rule=\($0.path)" })
+        #expect(both.status == 0, "both files at once: \(both.stderr)")
         // The check reads expressions and templates: a rule with a broken one fails it.
         let broken = try String(contentsOf: files[0], encoding: .utf8)
             .replacingOccurrences(of: "sum_over_time(apihealth_request_interval_errors[1h])", with: "sum_over_time(")
@@ -75,13 +82,16 @@ import Testing
     ]
 
     /// vmalert refuses the `query` template function in replay mode: the replayed copy leaves out the annotations
-    /// that call it (the budget left), and nothing else.
+    /// that call it (the budget left; the reachability alerts' share elsewhere and failing kind), and nothing else.
     static func replayableRules() throws -> URL {
-        let text = try String(contentsOf: try ruleFiles()[0], encoding: .utf8)
+        let text = try String(contentsOf: alertRules, encoding: .utf8)
         let kept = text.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.contains("| query }}") }
         #expect(
-            text.split(separator: "\n", omittingEmptySubsequences: false).count - kept.count == 4,
-            "one description per burn-rate alert"
+            text.split(separator: "\n", omittingEmptySubsequences: false).count - kept.count == 4 + 3 + 2,
+            """
+            one description per burn-rate alert; description, share elsewhere and failing kind of the transport \
+            errors' reachability alert, description and share elsewhere of the 5xx one
+            """
         )
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -96,35 +106,64 @@ import Testing
         return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
     }
 
-    @Test func replayFiresExactlyTheExpectedAlertsForEachEndpointAndAgent() async throws {
-        let server = try await VictoriaProcess.victoriaMetrics()
-        defer { server.stop() }
+    /// Writes `lines` to `server`, replays the recording rules and then the alerts reading them over the `replayed`
+    /// seconds ending at `end`, and returns the firing `ALERTS` series once `count` of them are searchable. vmalert
+    /// replays one group after another, and the groups recorded every 5 minutes at the query step of 1 minute (so
+    /// every window's value is the one of its evaluation's minute); the alerts run once every recorded sample is
+    /// written and searchable.
+    static func replay(
+        _ lines: [UInt8],
+        on server: VictoriaProcess,
+        end: Int64,
+        replayed: Int64,
+        count: Int
+    ) async throws -> [VictoriaMetrics.Series] {
         let victoria = VictoriaMetrics(base: server.url)
-        let end = AlertHistory.end()
-        let reply = try await victoria.write(AlertHistory.lines(end: end), precision: "s")
+        let reply = try await victoria.write(lines, precision: "s")
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await victoria.invalidRows() == 0)
         try await victoria.forceFlush()
 
         let rules = try Self.replayableRules()
         defer { try? FileManager.default.removeItem(at: rules.deletingLastPathComponent()) }
-        let result = try await Self.vmalert([
-            "-rule=\(rules.path)", "-datasource.url=\(server.url.absoluteString)",
-            "-remoteWrite.url=\(server.url.absoluteString)",
-            "-replay.timeFrom=\(Self.rfc3339(end - AlertHistory.replayed))", "-replay.timeTo=\(Self.rfc3339(end))",
-            // One query point per evaluation (the default step is 5 min, which breaks `for`).
-            "-datasource.queryStep=1m", "-replay.disableProgressBar", "-replay.rulesDelay=0s",
-        ])
-        #expect(result.status == 0, "\(result.stderr)")
-
-        let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
-        var firings = Set<Firing>()
+        for file in [Self.recordingRules, rules] {
+            let result = try await Self.vmalert([
+                "-rule=\(file.path)", "-datasource.url=\(server.url.absoluteString)",
+                "-remoteWrite.url=\(server.url.absoluteString)",
+                "-replay.timeFrom=\(Self.rfc3339(end - replayed))", "-replay.timeTo=\(Self.rfc3339(end))",
+                // One query point per evaluation (the default step is 5 min, which breaks `for`).
+                "-datasource.queryStep=1m", "-replay.disableProgressBar", "-replay.rulesDelay=0s",
+            ])
+            #expect(result.status == 0, "\(file.lastPathComponent): \(result.stderr)")
+            // vmalert's remote write is flushed when it exits; the server makes it searchable.
+            let recorded = try await waitUntil {
+                try await victoria.query("max(timestamp(apihealth_endpoint:requests:sum3d))", at: Double(end))
+                    .first?.value == Double(end)
+            }
+            #expect(recorded, "the recorded windows reach the end")
+        }
         var alerts: [VictoriaMetrics.Series] = []
-        // vmalert's remote write is flushed when it exits; the server makes it searchable.
         _ = try await waitUntil {
             alerts = try await victoria.export(namePattern: "ALERTS").filter { $0.labels["alertstate"] == "firing" }
-            return Set(alerts.map { $0.labels["alertname"] ?? "" }).count == 6
+            return alerts.count >= count
         }
+        return alerts
+    }
+
+    @Test func replayFiresExactlyTheExpectedAlertsForEachEndpointAndAgent() async throws {
+        let server = try await VictoriaProcess.victoriaMetrics()
+        defer { server.stop() }
+        let victoria = VictoriaMetrics(base: server.url)
+        let end = AlertHistory.end()
+        let alerts = try await Self.replay(
+            AlertHistory.lines(end: end),
+            on: server,
+            end: end,
+            replayed: AlertHistory.replayed,
+            count: Self.expectedFirings.count
+        )
+        let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
+        var firings = Set<Firing>()
         for series in alerts {
             var labels = series.labels
             let alert = labels["alertname"] ?? ""
@@ -179,6 +218,65 @@ import Testing
         }
         #expect(abs((burn["burning"]?["availability"] ?? 0) - 20) < 1e-9)
         #expect(abs((burn["slow"]?["latency"] ?? 0) - 12) < 1e-9)
+    }
+
+    /// Which alerts fire over ``AlertScenarios`` (minutes before the end; reachability reads a 10-minute window and
+    /// waits 5 minutes, the failing-steadily ticket reads 6 hours and waits 15):
+    /// - maps from BR: every request fails to connect from -60 to -30. One failed minute of ten is 10 %, above 5 %
+    ///   and 5 times the 0 % from DE and US: pending at -59, firing at -54. The last failed minute (-30.5) leaves the
+    ///   window at -20; the window's transport errors are gone then, and the alert reads its latest recorded value
+    ///   within 2 minutes (one minute old): firing to -20. Its 6-hour share passes 5 % with 19 failed minutes (1,140
+    ///   of 21,600) at -41: the ticket fires from -26 to the end.
+    /// - video from DE: half the requests get a 5xx from -120 to -90. One such minute is 5 % (not above); two are
+    ///   10 %: pending -118, firing -113, to -82 (two such minutes in the window at -82, one at -81).
+    /// - small (one request a minute, 99.9 % objective): its one failure at -29.5 is 1/60 of the hour, a burn rate of
+    ///   16.7, and 1/5 of five minutes, which paged without the guard (replayed: -27 to -25). The hour holds 60
+    ///   requests, under the guard's 100; the six hours (360 requests) burn 2.8, under 6: nothing fires.
+    /// - tiny (one request a minute, no objective): 30 % fail from -360. The 20th failure (5.6 % of the 6 hours'
+    ///   360 requests) comes at -296: the ticket fires at -281, to the end.
+    /// - nothing from DE or US to maps, from BR or US to video, nor any burn-rate alert.
+    static let expectedScenarioFirings: Set<Firing> = [
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "maps from BR", from: -54, to: -20),
+        Firing(alert: "APIHealthEndpointFailingSteadily", who: "maps from BR", from: -26, to: 0),
+        Firing(alert: "APIHealthReachabilityServerErrors", who: "video from DE", from: -113, to: -82),
+        Firing(alert: "APIHealthEndpointFailingSteadily", who: "tiny", from: -281, to: 0),
+    ]
+
+    @Test func replayTellsACountryOutageWithoutObjectivesAndGuardsSmallEndpoints() async throws {
+        let server = try await VictoriaProcess.victoriaMetrics()
+        defer { server.stop() }
+        let end = AlertHistory.end()
+        let alerts = try await Self.replay(
+            AlertScenarios.lines(end: end),
+            on: server,
+            end: end,
+            replayed: AlertScenarios.replayed,
+            count: Self.expectedScenarioFirings.count
+        )
+        var firings = Set<Firing>()
+        for series in alerts {
+            var labels = series.labels
+            let alert = labels["alertname"] ?? ""
+            let severity = labels["severity"]
+            for name in ["__name__", "alertname", "alertstate", "alertgroup", "severity"] { labels[name] = nil }
+            let who: String
+            if alert.hasPrefix("APIHealthReachability") {
+                // Per host and place: no endpoint tags, no instance.
+                #expect(Set(labels.keys) == ["host", "service", "country"], "\(alert): \(series.labels)")
+                #expect(severity == "page")
+                let place = AlertScenarios.places.first { $0.host == labels["host"] && $0.country == labels["country"] }
+                who = place?.name ?? "\(labels)"
+            } else {
+                #expect(severity == (alert.hasSuffix("Page") ? "page" : "ticket"), "\(alert)")
+                who = AlertScenarios.places.first { $0.labels == labels }?.name ?? "\(labels)"
+            }
+            let minutes = series.timestamps.map { ($0 / 1_000 - end) / 60 }.sorted()
+            #expect(minutes == Array((minutes.first ?? 0)...(minutes.last ?? -1)), "\(alert) \(who): \(minutes)")
+            firings.insert(Firing(alert: alert, who: who, from: minutes.first ?? 0, to: minutes.last ?? 0))
+        }
+        let unexpected = firings.subtracting(Self.expectedScenarioFirings)
+        let missing = Self.expectedScenarioFirings.subtracting(firings)
+        #expect(firings == Self.expectedScenarioFirings, "unexpected: \(unexpected); missing: \(missing)")
     }
 
     /// The Grafana rules' InfluxQL, as Grafana sends it for a window ending at `end`.
@@ -358,7 +456,11 @@ import Testing
             let name = (check["metadata"] as! [String: Any])["name"] as! String
             let windows = DashboardFiles.matches(#"range\(start: -([0-9a-z]+)\)"#, in: query)
             #expect(windows.count == 2 && name.hasSuffix("\(windows[0])-\(windows[1])"), "\(name): \(windows)")
-            #expect(query.contains(#"_field: "burn_over_limit""#) && query.contains("|> min()"))
+            // The slower burn rate of the two windows, only where both have one: the long window only with the
+            // guard's minimum traffic.
+            #expect(query.contains(#"_field: "burn_over_limit""#) && query.contains("r.windows == 2"))
+            #expect(query.contains("r.count > 99.5"), "\(name): the long window's minimum-traffic guard")
+            #expect((spec["statusMessageTemplate"] as? String)?.contains("r.country") == true, "\(name)")
             // InfluxDB's check task pivots the fields into columns and tests the one the query's filter names.
             #expect(query.hasSuffix("|> filter(fn: (r) => r._field == \"burn_over_limit\")\n"), "\(name)")
             #expect((spec["statusMessageTemplate"] as? String)?.contains("r.burn_over_limit") == true)
@@ -375,6 +477,7 @@ import Testing
         for rule in rules {
             let spec = rule["spec"] as! [String: Any]
             #expect(spec["endpointName"] as? String == endpointName)
+            #expect((spec["messageTemplate"] as? String)?.contains("exists r.country") == true)
             let tag = try #require((spec["tagRules"] as? [[String: String]])?.first)
             #expect(severities.contains(tag["value"] ?? ""))
         }
@@ -382,21 +485,25 @@ import Testing
     }
 
     /// The annotations call the `query` template function, which replay refuses: vmalert evaluates the shipped
-    /// file live over the history ending now, and its page alert for the burning endpoint reads as a person on call
-    /// needs it (which objective, how fast, the budget left, from where).
-    @Test func theLiveAnnotationsSayTheObjectiveTheBurnRateAndTheBudgetLeft() async throws {
+    /// files live over the history ending now, and its page alert for the burning endpoint reads as a person on call
+    /// needs it (which objective, how fast, the budget left, from where). The country scenarios are written to end
+    /// 40 minutes from now, so BR's requests to the maps host have failed to connect for the last 20 minutes: its
+    /// reachability alert names the share failing there and elsewhere and the failing kind.
+    @Test func theLiveAnnotationsSayTheObjectiveTheBurnRateTheBudgetLeftAndTheFailingKind() async throws {
         let server = try await VictoriaProcess.victoriaMetrics()
         defer { server.stop() }
         let victoria = VictoriaMetrics(base: server.url)
         let end = Int64(Date().timeIntervalSince1970) / 60 * 60
-        let reply = try await victoria.write(AlertHistory.lines(end: end), precision: "s")
-        #expect(reply.status == 204, "\(reply.text)")
+        for lines in [AlertHistory.lines(end: end), AlertScenarios.lines(end: end + 40 * 60)] {
+            let reply = try await victoria.write(lines, precision: "s")
+            #expect(reply.status == 204, "\(reply.text)")
+        }
         try await victoria.forceFlush()
         let port = try VictoriaProcess.freePort()
         let vmalert = try Child(
             try VictoriaProcess.path(of: "vmalert"),
-            [
-                "-rule=\(try Self.ruleFiles()[0].path)", "-datasource.url=\(server.url.absoluteString)",
+            try Self.ruleFiles().map { "-rule=\($0.path)" } + [
+                "-datasource.url=\(server.url.absoluteString)", "-remoteWrite.url=\(server.url.absoluteString)",
                 // Nothing listens there: the alerts are read from vmalert's own API.
                 "-notifier.url=http://127.0.0.1:\(try VictoriaProcess.freePort())",
                 "-httpListenAddr=127.0.0.1:\(port)", "-loggerLevel=ERROR",
@@ -406,9 +513,11 @@ import Testing
             vmalert.signal(SIGTERM)
             vmalert.process.waitUntilExit()
         }
-        // vmalert starts each group after a random delay of up to its interval (1 min).
+        // vmalert starts each group after a random delay of up to its interval (1 min); the alerts read what the
+        // recording group wrote at its last evaluation.
         var page: [String: Any]?
-        let appeared = try await waitUntil(timeout: .seconds(180)) {
+        var unreachable: [String: Any]?
+        let appeared = try await waitUntil(timeout: .seconds(300)) {
             guard vmalert.process.isRunning else { return true }
             guard let reply = try? await HTTP.send("GET", URL(string: "http://127.0.0.1:\(port)/api/v1/alerts")!),
                 reply.status == 200,
@@ -419,7 +528,8 @@ import Testing
                 $0["name"] as? String == "APIHealthAvailabilityBurnPage"
                     && ($0["labels"] as? [String: String])?["host"] == AlertHistory.burning.host
             }
-            return page != nil
+            unreachable = alerts.first { $0["name"] as? String == "APIHealthReachabilityTransportErrors" }
+            return page != nil && unreachable != nil
         }
         #expect(appeared && vmalert.process.isRunning, "\(vmalert.stderr)")
         let labels = try #require(page?["labels"] as? [String: String])
@@ -443,5 +553,30 @@ import Testing
         #expect(
             annotations["summary"]?.hasPrefix("POST api.burning.example/v1/pay burns its availability budget") == true
         )
+
+        var place = try #require(unreachable?["labels"] as? [String: String])
+        place["alertgroup"] = nil
+        #expect(
+            place == [
+                "alertname": "APIHealthReachabilityTransportErrors", "severity": "page", "host": "api.maps.example",
+                "country": "BR", "service": AlertScenarios.service,
+            ],
+            "\(place)"
+        )
+        let told = try #require(unreachable?["annotations"] as? [String: String])
+        #expect(told["share_here"] == "100%" && told["share_elsewhere"] == "0%", "\(told)")
+        // 60 connect errors a minute over the 10-minute window.
+        #expect(told["failing_kind"] == "connect (600 in the last 10m)", "\(told)")
+        #expect(
+            told["summary"]
+                == "api.maps.example unreachable from country=BR: 100% of requests end in a transport error (checkout)",
+            "\(told)"
+        )
+        for phrase in [
+            "Requests from checkout to https://api.maps.example made from country=BR end in a transport error",
+            "against 0% of the host's requests from everywhere else", "Most of them: connect (600 in the last 10m).",
+        ] {
+            #expect(told["description"]?.contains(phrase) == true, "\(phrase) in \(told)")
+        }
     }
 }
