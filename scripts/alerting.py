@@ -78,9 +78,11 @@ FLUX_COUNTRY = '${ if exists r.country then " from country " + r.country else ""
 # Transport error kinds the interval points count (status_class="error" points), and how an annotation names each.
 TRANSPORT_ERROR_KINDS = [("errors_dns", "DNS"), ("errors_connect", "connect"), ("errors_tls", "TLS"),
                          ("errors_timeout", "timeout")]
-# Recording: (group interval, windows recorded at it). The short windows every evaluation; the 1-day and 3-day ones,
-# which move by a fraction of a percent a minute, every 5 minutes, read by the ticket alerts as their latest value.
-RECORDED_WINDOWS = [("1m", ["5m", "30m", "1h", "2h", "6h"]), ("5m", ["1d", "3d"])]
+# Recording: (group interval, windows recorded at it), each window summed from the raw points at its resolution. The
+# windows up to an hour every minute; 2 h and 6 h (the long window of the slow page, the short ones of the tickets)
+# every 5 minutes; 1 d and 3 d (the tickets' long windows, which move by a fraction of a percent a minute) every 15.
+# An alert reads a window's latest value, at most two of its intervals old.
+RECORDED_WINDOWS = [("1m", ["5m", "30m", "1h"]), ("5m", ["2h", "6h"]), ("15m", ["1d", "3d"])]
 SECONDS["10m"] = 600
 
 OBJECTIVES = {
@@ -547,6 +549,72 @@ def grafana_reduce(ref, source):
     return grafana_expression(ref, "reduce", expression=source, reducer="last", settings={"mode": "dropNN"})
 
 
+def reachability_query(language, what, by_host):
+    """Grafana's query of one reachability sum over its time range: the place's or the host's failures (`what`:
+    transport_errors, server_errors) or requests."""
+    field, status_class = {"requests": ("count", None), "transport_errors": ("errors", "error"),
+                           "server_errors": ("count", "5xx")}[what]
+    if language == "influxql":
+        tags = ["host"] if by_host else ["host", "service"] + INFLUXQL_GLOBAL_TAGS
+        where = f""""status_class" = '{status_class}' AND """ if status_class else ""
+        return (f'SELECT sum("{field}") AS "{what}" FROM "{INTERVAL}" WHERE {where}$timeFilter '
+                f'GROUP BY {", ".join(f"{chr(34)}{tag}{chr(34)}" for tag in tags)}')
+    status = f' and r.status_class == "{status_class}"' if status_class else ""
+    group = ('group(columns: ["host"])' if by_host else
+             'group(columns: ["instance", "status_class", "method", "path", "module", "_field", "_measurement", '
+             '"_time", "_value", "_start", "_stop"], mode: "except")')
+    return f"""// Reachability: {what} {"per host" if by_host else "per host and place"}
+from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{field}"{status})
+    |> {group}
+    |> sum()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+"""
+
+
+def grafana_reachability_rules(language, datasource):
+    """The reachability alerts in Grafana: four sums over the window (the place's failures and requests, the host's),
+    reduced, compared in a math expression that joins a place to its host."""
+    rules = []
+    flavour = "InfluxQL" if language == "influxql" else "Flux"
+    for alert, what, failing in (("APIHealthReachabilityTransportErrors", "transport_errors", "end in a transport error"),
+                                 ("APIHealthReachabilityServerErrors", "server_errors", "get a 5xx response")):
+        data = []
+        for ref, reduced, name, by_host in (("A", "E", what, False), ("B", "F", "requests", False),
+                                            ("C", "G", what, True), ("D", "H", "requests", True)):
+            data.append(grafana_query(ref, datasource, language, reachability_query(language, name, by_host),
+                                      SECONDS[REACHABILITY_WINDOW]))
+            data.append(grafana_reduce(reduced, ref))
+        data.append(grafana_expression("I", "math", expression="$E / $F"))
+        data.append(grafana_expression("J", "math", expression="($G - $E) / ($H - $F)"))
+        data.append(grafana_expression(
+            "K", "math", expression=(f"$I > {REACHABILITY_MIN_SHARE} && $F >= {MIN_REQUESTS} && "
+                                     f"$I > {REACHABILITY_FACTOR} * $J")))
+        rules.append({
+            "uid": f"apihealth-{language}-{what.replace('_', '-')}-reachability",
+            "title": f"{alert} ({flavour})",
+            "condition": "K",
+            "data": data,
+            "noDataState": "OK",
+            "execErrState": "Error",
+            "for": REACHABILITY_FOR,
+            "labels": {"severity": "page"},
+            "annotations": {
+                "summary": (f"{{{{ $labels.host }}}} unreachable from{PLACE_TEMPLATE}: "
+                            f"{{{{ humanizePercentage $values.I.Value }}}} of requests {failing}"),
+                "description": (
+                    f"Requests from {{{{ $labels.service }}}} to https://{{{{ $labels.host }}}} made from"
+                    f"{PLACE_TEMPLATE} {failing}: {{{{ humanizePercentage $values.I.Value }}}} of them over the last "
+                    f"{REACHABILITY_WINDOW}, against {{{{ humanizePercentage $values.J.Value }}}} of the host's "
+                    f"requests from everywhere else ({{{{ $values.F.Value }}}} requests here; it waits for "
+                    f"{MIN_REQUESTS}). No objective is needed for this alert."
+                ),
+            },
+        })
+    return rules
+
+
 def grafana_rules(language, datasource):
     rules = []
     letters = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -633,6 +701,7 @@ def grafana_rules(language, datasource):
                         "description": "{{ $values.B.Value }} points dropped, lost, rejected or expired in 10 min: "
                                        "the dashboards and alerts undercount. The agent's last_error says why."},
     })
+    rules += grafana_reachability_rules(language, datasource)
     return rules
 
 

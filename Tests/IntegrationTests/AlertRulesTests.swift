@@ -279,6 +279,57 @@ import Testing
         #expect(firings == Self.expectedScenarioFirings, "unexpected: \(unexpected); missing: \(missing)")
     }
 
+    /// The Grafana reachability rules' four InfluxQL sums (a place's failures and requests, its host's), run on a real
+    /// InfluxDB 1.x over ``AlertScenarios`` and combined as the rule's math expression does: 40 minutes before the
+    /// end only BR's requests to the maps host are told (transport errors), 100 minutes before only DE's to the
+    /// video host (5xx).
+    @Test func theGrafanaReachabilityRulesTellTheFailingCountryOnInfluxDB() async throws {
+        let influx = try await InfluxDB1.freshDatabase("reachability")
+        let end = AlertHistory.end()
+        let lines = AlertScenarios.lines(end: end)
+        let reply = try await influx.write(lines, precision: "s")
+        #expect(reply.status == 204, "\(reply.text)")
+        #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
+        // The transport errors' rule, then the 5xx one: four sums each.
+        let queries = try Self.grafanaQueries("influxql").filter {
+            $0.query.hasPrefix("SELECT sum(") && !$0.query.contains("burn_rate")
+        }
+        let sumsOfBothRules = 2 * 4
+        #expect(queries.count == sumsOfBothRules)
+        for (rule, at, failure, told) in [
+            (0, end - 40 * 60, "transport_errors", ["api.maps.example BR"]),
+            (1, end - 100 * 60, "server_errors", ["api.video.example DE"]),
+        ] {
+            let sums = queries[(rule * 4)..<(rule * 4 + 4)]
+            #expect(
+                sums.count == 4 && sums.allSatisfy { $0.seconds == 600 } && sums.first?.query.contains(failure) == true,
+                "\(failure)"
+            )
+            // The rule's order: the place's failures, its requests, the host's failures, its requests.
+            var values: [[String: Double]] = []
+            for (query, seconds) in sums {
+                var byKey: [String: Double] = [:]
+                for entry in try await influx.query(Self.influxQL(query, seconds: seconds, end: at)) {
+                    let key = [entry.tags["host"] ?? "", entry.tags["country"] ?? ""].filter { !$0.isEmpty }
+                        .joined(separator: " ")
+                    let column = entry.columns.last ?? ""
+                    byKey[key] = InfluxQLDashboardTests.number(entry.rows.first, column)
+                }
+                values.append(byKey)
+            }
+            var firing: [String] = []
+            for (place, failures) in values[0] {
+                let host = String(place.split(separator: " ")[0])
+                let requests = values[1][place] ?? 0
+                let elsewhere = ((values[2][host] ?? 0) - failures) / ((values[3][host] ?? 0) - requests)
+                if failures / requests > 0.05 && requests >= 100 && failures / requests > 5 * elsewhere {
+                    firing.append(place)
+                }
+            }
+            #expect(firing == told, "\(failure) at \((at - end) / 60) min: \(values)")
+        }
+    }
+
     /// The Grafana rules' InfluxQL, as Grafana sends it for a window ending at `end`.
     static func influxQL(_ query: String, seconds: Int64, end: Int64) -> String {
         query.replacingOccurrences(of: "$timeFilter", with: "time > \(end - seconds)s AND time <= \(end)s")
@@ -327,8 +378,10 @@ import Testing
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
         let queries = try Self.grafanaQueries("influxql")
-        // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules.
-        #expect(queries.count == 4 * 5 + 2)
+        // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules
+        // and the two reachability rules' four sums.
+        let expectedQueries = 4 * 5 + 2 + 2 * 4
+        #expect(queries.count == expectedQueries)
         let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
         for (query, seconds) in queries where query.contains("\"burn_rate\"") {
             let latency = query.contains("requests_within_latency_objective")
@@ -429,7 +482,8 @@ import Testing
         // burn_over_limit is the field a check's query makes, for the check to test.
         let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields).union(["burn_over_limit"])
         let flux = try Self.grafanaQueries("flux")
-        #expect(flux.count == 4 * 5 + 2)
+        let expectedQueries = 4 * 5 + 2 + 2 * 4
+        #expect(flux.count == expectedQueries)
         let template = try #require(try DashboardFiles.json("influxdb/apihealth-template.json") as? [[String: Any]])
         let checks = template.filter { $0["kind"] as? String == "CheckThreshold" }
         #expect(checks.count == 8, "one check per objective and window pair")
@@ -441,7 +495,7 @@ import Testing
             for name in DashboardFiles.matches(#"r\._field == "([^"]+)""#, in: query) {
                 #expect(fields.contains(name), "unknown field \(name)")
             }
-            if query.contains("apihealth_request_interval") {
+            if query.contains("apihealth_request_interval") && !query.hasPrefix("// Reachability") {
                 // Summed over instances and status classes, every other tag (global ones included) kept.
                 #expect(
                     query.contains(
