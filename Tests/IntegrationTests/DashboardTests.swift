@@ -31,7 +31,8 @@ private typealias Files = DashboardFiles
     )
     static let fields = Set(
         PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields
-            + PointSchema.intervalFields + PointSchema.objectiveIntervalFields + MetricsSchema.fields
+            + PointSchema.intervalFields + PointSchema.objectiveIntervalFields + PointSchema.transportErrorIntervalFields
+            + MetricsSchema.fields
     ).union(bucketFields)
     static let metricTypes: Set<String> = [
         MetricsSchema.MetricType.counter, MetricsSchema.MetricType.floatingPointCounter, MetricsSchema.MetricType.meter,
