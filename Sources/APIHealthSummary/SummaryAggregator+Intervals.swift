@@ -192,7 +192,8 @@ extension SummaryAggregator {
             let method = point.tag(PointSchema.Tag.method)
         else { return }
         for filter in tagFilters where point.tag(filter.key) != filter.value { return }
-        let index = endpoint(EndpointKey(host: host, path: path, method: method))
+        let key = EndpointKey(host: host, path: path, method: method, country: point.tag(PointSchema.Tag.country))
+        let index = endpoint(key)
         addIntervalPoint(point, endpoint: index)
     }
 

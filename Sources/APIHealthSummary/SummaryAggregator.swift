@@ -2,7 +2,8 @@ import APIHealth
 import Foundation
 import LineProtocol
 
-/// Folds spool lines into one row per endpoint (host, path, method): requests, errors, nearest-rank
+/// Folds spool lines into one row per endpoint (host, path, method, and the `country` tag where lines
+/// carry one): requests, errors, nearest-rank
 /// percentiles of `duration_ms`, the latest status, parse failures, and p95 per time slot.
 ///
 /// An endpoint's requests, errors and percentiles come from its raw points when every request has one,
@@ -88,6 +89,8 @@ package struct SummaryAggregator: Sendable {
         var host: String
         var path: String
         var method: String
+        /// The `country` tag, so the same endpoint seen from two countries is two rows.
+        var country: String?
     }
 
     struct Endpoint: Sendable {
@@ -232,7 +235,8 @@ package struct SummaryAggregator: Sendable {
         guard let host = point.tag(PointSchema.Tag.host), let path = point.tag(PointSchema.Tag.path),
             let method = point.tag(PointSchema.Tag.method)
         else { return .foreign }
-        let index = endpoint(EndpointKey(host: host, path: path, method: method))
+        let key = EndpointKey(host: host, path: path, method: method, country: point.tag(PointSchema.Tag.country))
+        let index = endpoint(key)
         if isInterval { return .interval(endpoint: index) }
         if isRequest { return .request(endpoint: index, status: point.tag(PointSchema.Tag.status) ?? "?") }
         return .parseFailure(endpoint: index)
@@ -310,6 +314,7 @@ package struct SummaryAggregator: Sendable {
                 host: endpoint.key.host,
                 path: endpoint.key.path,
                 method: endpoint.key.method,
+                country: endpoint.key.country,
                 requests: fromIntervals ? endpoint.intervals.requests : endpoint.requests,
                 errors: fromIntervals ? endpoint.intervals.errors : endpoint.errors,
                 parseFailures: endpoint.parseFailures,

@@ -1,9 +1,11 @@
-/// One endpoint (host, templated path, method) of a summary: what `influx-tail --summary` and the
-/// demo's closing table print per row.
+/// One endpoint (host, templated path, method) of a summary, from one country when its lines carry the
+/// `country` tag: what `influx-tail --summary` and the demo's closing table print per row.
 package struct SummaryRow: Sendable, Hashable {
     package var host: String
     package var path: String
     package var method: String
+    /// The `country` tag of its lines (`BR`); `nil` when they carry none.
+    package var country: String?
     package var requests: Int
     /// Requests that failed: a transport error or a status of 400 or more (the `errors` field).
     package var errors: Int
@@ -107,12 +109,15 @@ package enum SummaryOrder: String, Sendable, CaseIterable {
     /// Highest current burn rate first (either objective), then most budget used; rows without an
     /// objective last, worst first.
     case burn
-    /// By host, path and method.
+    /// By host, path, method and country.
     case endpoint
 
-    /// `rows` in this order (ties broken by endpoint and method, so the order is stable).
+    /// `rows` in this order (ties broken by endpoint, method and country, so the order is stable).
     package func sorted(_ rows: [SummaryRow]) -> [SummaryRow] {
-        rows.sorted { a, b in precedes(a, b) ?? ((a.host, a.path, a.method) < (b.host, b.path, b.method)) }
+        rows.sorted { a, b in
+            precedes(a, b)
+                ?? ((a.host, a.path, a.method, a.country ?? "") < (b.host, b.path, b.method, b.country ?? ""))
+        }
     }
 
     /// Whether `a` comes before `b` in this order; `nil` when the order does not tell them apart.

@@ -9,7 +9,11 @@ import Foundation
 ///
 /// Every line of the table fits in `width` columns: with less room, the least important columns are
 /// left out (sparkline, parse failures, p50, last status, errors, p95, in that order) and the endpoint
-/// is shortened with an ellipsis after its first third.
+/// is shortened, its host first (a loopback host goes entirely), so the end of its path stays readable.
+///
+/// When a row's lines carry the `country` tag, the table has a COUNTRY column after the endpoint (rows
+/// are then per endpoint and country; `-` for a row without one). The footer's request total is the sum
+/// of the rows', whatever they were read from.
 ///
 /// When a row has an objective (its interval points carry `objective_availability` or
 /// `objective_latency`), the table shows per objective the objective, the budget used over the points
@@ -40,7 +44,7 @@ package struct SummaryTable: Sendable {
     }
 
     private enum Column: CaseIterable {
-        case method, endpoint, requests, errors, errorPercent, p50, p95, p99
+        case method, endpoint, country, requests, errors, errorPercent, p50, p95, p99
         case availabilityObjective, availabilityUsed, availabilityBurn, latencyObjective, latencyUsed, latencyBurn
         case burnMark, last, parse, sparkline
 
@@ -48,6 +52,7 @@ package struct SummaryTable: Sendable {
             switch self {
             case .method: return "METHOD"
             case .endpoint: return "ENDPOINT"
+            case .country: return "COUNTRY"
             case .requests: return "REQS"
             case .errors: return "ERRS"
             case .errorPercent: return "ERR%"
@@ -83,13 +88,13 @@ package struct SummaryTable: Sendable {
             case .latencyBurn: return 2
             case .availabilityBurn: return 1
             case .burnMark: return 0
-            case .method, .endpoint, .requests, .errorPercent, .p99: return nil
+            case .method, .endpoint, .country, .requests, .errorPercent, .p99: return nil
             }
         }
 
         var alignsRight: Bool {
             switch self {
-            case .method, .endpoint, .sparkline, .last, .burnMark: return false
+            case .method, .endpoint, .country, .sparkline, .last, .burnMark: return false
             default: return true
             }
         }
@@ -103,10 +108,22 @@ package struct SummaryTable: Sendable {
     private static let endpointMinimum = 16
 
     /// The table: a header, one line per row, and the footer. Ends with a line end.
-    package func render(_ rows: [SummaryRow], counts: SummaryCounts, title: String? = nil) -> String {
+    ///
+    /// - Parameters:
+    ///   - rows: The rows to show.
+    ///   - counts: What was read besides the rows, for the footer.
+    ///   - title: A line above the header.
+    ///   - allRows: Every row when `rows` is only the first of them: the footer's totals are theirs.
+    package func render(
+        _ rows: [SummaryRow],
+        counts: SummaryCounts,
+        title: String? = nil,
+        allRows: [SummaryRow]? = nil
+    ) -> String {
         let cells = rows.map { row -> [Column: String] in
             [
                 .method: Terminal.visible(row.method), .endpoint: Terminal.visible(row.endpoint),
+                .country: row.country.map(Terminal.visible) ?? "-",
                 .requests: String(row.requests), .errors: String(row.errors),
                 .errorPercent: Self.percent(row.errorPercent, requests: row.requests),
                 .p50: Self.percentile(row.p50, row), .p95: Self.percentile(row.p95, row),
@@ -124,6 +141,7 @@ package struct SummaryTable: Sendable {
         }
         let hasAvailability = rows.contains { $0.availability != nil }
         let hasLatency = rows.contains { $0.latency != nil }
+        let hasCountry = (allRows ?? rows).contains { $0.country != nil }
         var widths: [Column: Int] = [:]
         for column in Column.allCases {
             widths[column] = cells.reduce(column.title.count) { max($0, $1[column]?.count ?? 0) }
@@ -133,6 +151,7 @@ package struct SummaryTable: Sendable {
             if Column.availabilityColumns.contains(column) { return hasAvailability }
             if Column.latencyColumns.contains(column) { return hasLatency }
             if column == .burnMark { return hasAvailability || hasLatency }
+            if column == .country { return hasCountry }
             return true
         }
         func total(_ columns: [Column], endpoint: Int) -> Int {
@@ -150,15 +169,26 @@ package struct SummaryTable: Sendable {
         if let title { out += paint(Self.fit(Terminal.visible(title), width), .bold) + "\n" }
         out += paint(line(shown.map { ($0, $0.title) }, widths: widths), .boldUnderlined) + "\n"
         for (row, cell) in zip(rows, cells) {
-            out += line(shown.map { ($0, cell[$0] ?? "") }, widths: widths, row: row) + "\n"
+            var cells = shown.map { ($0, cell[$0] ?? "") }
+            if let index = cells.firstIndex(where: { $0.0 == .endpoint }) {
+                cells[index].1 = Self.fitEndpoint(
+                    host: Terminal.visible(row.host),
+                    path: Terminal.visible(row.path),
+                    endpointWidth
+                )
+            }
+            out += line(cells, widths: widths, row: row) + "\n"
         }
         if rows.isEmpty { out += Self.fit("(no apihealth_request lines to summarise)", width) + "\n" }
-        let fromIntervals = rows.filter { $0.source == .intervalPoints }.count
+        let every = allRows ?? rows
+        let fromIntervals = every.filter { $0.source == .intervalPoints }.count
         for footer in Self.footer(
             counts,
             width: width,
+            requests: every.reduce(0) { $0 + $1.requests },
+            parseFailures: every.reduce(0) { $0 + $1.parseFailures },
             endpointsFromIntervals: fromIntervals,
-            of: rows.count,
+            of: every.count,
             objectives: hasAvailability || hasLatency
         ) {
             out += paint(footer, .dim) + "\n"
@@ -216,8 +246,31 @@ package struct SummaryTable: Sendable {
         Terminal.paint(text, style, colors: colors)
     }
 
-    /// `text` cut to `width` columns with an ellipsis after its first third, so the start of the host
-    /// and most of the end of the path stay readable.
+    /// An endpoint cut to `width` columns, its host shortened first (a loopback host, which says least,
+    /// left out entirely), then its path cut from the front: `api.ex…/checkout/orders`, `…/checkout/orders`,
+    /// `…kout/orders`.
+    package static func fitEndpoint(host: String, path: String, _ width: Int) -> String {
+        let hostCharacters = Array(host)
+        let pathCharacters = Array(path)
+        guard hostCharacters.count + pathCharacters.count > width else { return host + path }
+        guard width > 1 else { return String(pathCharacters.suffix(width)) }
+        let room = width - pathCharacters.count
+        if room >= 2, !isLoopback(host) { return String(hostCharacters.prefix(room - 1)) + "…" + path }
+        return "…" + String(pathCharacters.suffix(width - 1))
+    }
+
+    /// Whether `host` (with or without a port) names this machine: `127.x.x.x`, `localhost`, `[::1]`.
+    static func isLoopback(_ host: String) -> Bool {
+        let name: Substring
+        if host.hasPrefix("[") {
+            name = host.dropFirst().prefix { $0 != "]" }
+        } else {
+            name = host.prefix { $0 != ":" }
+        }
+        return name.hasPrefix("127.") || name.lowercased() == "localhost" || name == "::1"
+    }
+
+    /// `text` cut to `width` columns with an ellipsis after its first third.
     package static func fit(_ text: String, _ width: Int) -> String {
         let characters = Array(text)
         guard characters.count > width else { return text }
@@ -261,12 +314,16 @@ package struct SummaryTable: Sendable {
         return objectivePercent(objective.objective) + threshold
     }
 
-    /// A share of the budget as a percentage: `0%`, `2.5%`, `40%`, `1000%`; `-` without requests.
+    /// The budget used: below the whole budget as a percentage of it (`0%`, `2.5%`, `40%`), from the
+    /// whole budget on as how many budgets (`1.0×`, `7.0×`, `67×`, `1000×`); `-` without requests.
     static func budget(_ used: Double?) -> String {
         guard let used, used.isFinite else { return "-" }
+        // A share computed as 0.99999… from exact counts is the whole budget.
+        let budgets = used * (1 + 1e-9)
+        if budgets >= 1 { return String(format: budgets < 9.95 ? "%.1f×" : "%.0f×", used) }
         let percent = used * 100
         if percent == 0 { return "0%" }
-        return String(format: percent < 10 ? "%.1f%%" : "%.0f%%", percent)
+        return String(format: percent < 9.95 ? "%.1f%%" : "%.0f%%", percent)
     }
 
     /// A burn rate: `0`, `0.04`, `2.5`, `14.4`; `-` without requests in the window.
@@ -292,16 +349,26 @@ package struct SummaryTable: Sendable {
     }
 
     /// What was read besides the rows, packed into lines of at most `width` columns.
+    ///
+    /// - Parameters:
+    ///   - requests: The rows' requests, summed: the footer's total, so it always agrees with the rows
+    ///     (raw request lines read, when they are fewer or more, are said apart); `nil`: the lines read.
+    ///   - parseFailures: The rows' parse failures, summed; `nil`: the lines read.
     package static func footer(
         _ counts: SummaryCounts,
         width: Int,
+        requests: Int? = nil,
+        parseFailures: Int? = nil,
         endpointsFromIntervals: Int = 0,
         of endpoints: Int = 0,
         objectives: Bool = false
     ) -> [String] {
+        let total = requests ?? counts.requestLines
         var items = [
-            "\(counts.lines) lines", "\(counts.requestLines) requests", "\(counts.parseFailureLines) parse failures",
+            "\(counts.lines) lines", "\(total) requests",
+            "\(parseFailures ?? counts.parseFailureLines) parse failures",
         ]
+        if total != counts.requestLines { items.append("\(counts.requestLines) raw request lines read") }
         if counts.intervalLines > 0 { items.append("\(counts.intervalLines) interval points") }
         if endpointsFromIntervals > 0 {
             items.append(
@@ -312,7 +379,8 @@ package struct SummaryTable: Sendable {
         }
         if objectives {
             items += [
-                "A. availability, L. latency objective", "USED: budget spent over the points read",
+                "A. availability, L. latency objective",
+                "USED: budget spent over the points read (past the whole budget: how many budgets, ×)",
                 "BURN\(burnWindowMinutes)m: burn rate over their last \(burnWindowMinutes) min",
                 "!! burn ≥ \(number(burnRatePage)), ! ≥ \(number(burnRateWarning))",
             ]
@@ -348,6 +416,7 @@ package struct SummaryTable: Sendable {
             let series = row.p95OverTime.map { $0.map(number) ?? "null" }.joined(separator: ",")
             out +=
                 "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
+                + (row.country.map { "\"country\":\(string($0))," } ?? "")
                 + "\"requests\":\(row.requests),\"errors\":\(row.errors),\"error_percent\":\(number(row.errorPercent)),"
                 + "\"p50_ms\":\(row.p50.map(number) ?? "null"),\"p95_ms\":\(row.p95.map(number) ?? "null"),"
                 + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.source == .intervalPoints ? "\"bucket_bounds\"" : row.percentilesExact ? "\"exact\"" : "\"sketch\""),"

@@ -46,6 +46,14 @@ struct Demo: AsyncParsableCommand {
             With objectives, the table shows per endpoint each objective, the budget used and the burn rate \
             over the last 5 minutes, and marks the endpoints burning fastest (see influx-tail --help).
 
+            Several countries (--countries BR,DE,US) run as a fleet would: one agent per country, each with \
+            its country tag, its own clients and its own spool (the spool directory's sibling <dir>-BR, \
+            <dir>-DE, …), the same service name; --rate is shared among them (each sends rate/N). The table \
+            then has one row per endpoint and country. --unreachable-from BR sends that country's traffic to \
+            a loopback port that refuses connections: every request fails to connect, recorded under the \
+            API's host, as a client in that country sees it (a capture filter puts the API's host and port \
+            back on each sample), so rules comparing a host across countries see it.
+
             SIGTERM and Ctrl-C stop the traffic and flush what is pending before exit.
             """
     )
@@ -58,6 +66,22 @@ struct Demo: AsyncParsableCommand {
 
     @Option(help: "Comma-separated modules to exercise (catalog, checkout, accounts).")
     var modules: String = "catalog,checkout,accounts"
+
+    @Option(
+        help: """
+            Comma-separated ISO 3166-1 alpha-2 countries to run as, one agent each (BR,DE,US); --rate is \
+            shared among them.
+            """
+    )
+    var countries: String?
+
+    @Option(
+        help: """
+            A country of --countries the API cannot be reached from: its requests fail to connect, recorded \
+            under the API's host.
+            """
+    )
+    var unreachableFrom: String?
 
     @Flag(
         inversion: .prefixedNo,
@@ -81,40 +105,92 @@ struct Demo: AsyncParsableCommand {
         for module in moduleList where !known.contains(module) {
             throw ValidationError("unknown module '\(module)'; choose from \(known.sorted().joined(separator: ", "))")
         }
+        let countries = try countryList()
+        if let unreachableFrom {
+            guard let country = CountryCode(unreachableFrom) else {
+                throw ValidationError(
+                    "--unreachable-from '\(unreachableFrom)' is not an ISO 3166-1 alpha-2 country code"
+                )
+            }
+            guard countries.contains(country.code) else {
+                throw ValidationError("--unreachable-from \(country.code) must name one of --countries")
+            }
+        }
     }
 
+    /// The countries of `--countries`, upper case, in the order given; empty without the option.
+    func countryList() throws -> [String] {
+        guard let countries else { return [] }
+        var codes: [String] = []
+        for text in countries.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let code = CountryCode(text) else {
+                throw ValidationError("--countries: '\(text)' is not an ISO 3166-1 alpha-2 country code")
+            }
+            guard !codes.contains(code.code) else { throw ValidationError("--countries: \(code.code) twice") }
+            codes.append(code.code)
+        }
+        return codes
+    }
+
+    /// The country `--unreachable-from` names, upper case.
+    var unreachableCountry: String? { unreachableFrom.flatMap { CountryCode($0)?.code } }
+
     var moduleList: [String] { modules.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+
+    /// One agent of the run: the service as it runs in one country (or the only one, without --countries).
+    struct Member {
+        var country: String?
+        var agent: APIHealthAgent
+        var configuration: APIHealthConfiguration
+        /// Lines already in its spool at start: recorded by earlier runs.
+        var leftovers: Int
+        /// Where its traffic goes: the local API, or a port that refuses connections.
+        var baseURL: String
+        /// The port refusing its connections, held for the run, when the API is unreachable from its country.
+        var refusing: RefusingSocket?
+    }
 
     func run() async throws {
         var logger = Logger(label: "apihealth-demo")
         logger.logLevel = .notice
-        let configuration: APIHealthConfiguration
+        let loaded: APIHealthConfiguration
         do {
-            var loaded = try APIHealthConfiguration.fromEnvironment(serviceName: "apihealth-demo")
-            loaded.batching.flushDelay = min(loaded.batching.flushDelay, .seconds(5))
-            if defaultObjectives && loaded.objectives == ObjectiveOptions() { loaded.objectives = Self.demoObjectives }
-            configuration = loaded
+            var configuration = try APIHealthConfiguration.fromEnvironment(serviceName: "apihealth-demo")
+            configuration.batching.flushDelay = min(configuration.batching.flushDelay, .seconds(5))
+            if defaultObjectives && configuration.objectives == ObjectiveOptions() {
+                configuration.objectives = Self.demoObjectives
+            }
+            loaded = configuration
         } catch {
             throw ValidationError("configuration: \(error)")
         }
-        let agent = try APIHealthAgent(configuration: configuration, logger: logger)
-        // Every swift-metrics Counter, Meter and Timer of this process goes out through the agent too.
-        MetricsSystem.bootstrap(APIHealthMetricsFactory(agent: agent))
-        // Lines already in the spool were recorded by earlier runs: counted apart from this run's.
-        let leftovers = agent.metrics.pendingLines
-        let runStart = Int64(Date().timeIntervalSince1970 * 1e9)
+        let countries = try countryList()
         let server = try await LoopbackHTTPServer.start(threads: 2, handler: DemoAPI.handle)
+        let members: [Member]
+        do {
+            members = try makeMembers(loaded, countries: countries, apiBaseURL: server.baseURL, logger: logger)
+        } catch {
+            try? await server.shutdown()
+            throw error
+        }
+        let configuration = members[0].configuration
+        // Every swift-metrics Counter, Meter and Timer of this process goes out through the (first) agent too.
+        MetricsSystem.bootstrap(APIHealthMetricsFactory(agent: members[0].agent))
+        let runStart = Int64(Date().timeIntervalSince1970 * 1e9)
         let counters = DemoCounters()
-        let traffic = DemoTraffic(
-            agent: agent,
-            baseURL: server.baseURL,
-            modules: moduleList,
-            rate: rate,
-            duration: .seconds(duration),
-            counters: counters,
-            logger: logger
-        )
-        let keeping = Self.wherePendingLinesAre(configuration)
+        let traffic = members.map { member in
+            DemoTraffic(
+                agent: member.agent,
+                baseURL: member.baseURL,
+                modules: moduleList,
+                rate: rate / Double(members.count),
+                duration: .seconds(duration),
+                counters: counters,
+                logger: logger,
+                retriesConnections: member.refusing == nil
+            )
+        }
+        let keeping = Self.wherePendingLinesAre(members.map(\.configuration))
         let destination = configuration.destination.map { $0.redactedURL } ?? "nowhere (pending \(keeping))"
         if configuration.isEnabled {
             print("apihealth-demo: local API at \(server.baseURL), shipping to \(destination)")
@@ -123,9 +199,19 @@ struct Demo: AsyncParsableCommand {
                 "apihealth-demo: local API at \(server.baseURL); APIHealth is disabled (APIHEALTH_ENABLED=0): recording nothing"
             )
         }
+        if !countries.isEmpty {
+            var fleet = "apihealth-demo: one agent per country: \(countries.joined(separator: ", "))"
+            if let member = members.first(where: { $0.refusing != nil }), let country = member.country {
+                fleet +=
+                    "; unreachable from \(country) (its requests go to \(member.baseURL), which refuses connections)"
+            }
+            print(fleet)
+        }
         // A disabled agent makes no spool: there is nothing to follow.
-        let spool = configuration.isEnabled ? configuration.spool : nil
-        let follower = try spool.map { SpoolFollower(reader: try SpoolReader(directory: $0.directory)) }
+        let followers = try members.compactMap { member -> SpoolFollower? in
+            guard member.configuration.isEnabled, let spool = member.configuration.spool else { return nil }
+            return SpoolFollower(reader: try SpoolReader(directory: spool.directory))
+        }
         var aggregator = SummaryAggregator(
             precision: configuration.precision,
             since: runStart,
@@ -138,46 +224,53 @@ struct Demo: AsyncParsableCommand {
         let intervalPoints = Locked<[Point]>([])
         if configuration.aggregation != nil {
             aggregator.readsIntervalLines = false
-            agent.observeIntervalPoints { points in intervalPoints.withLock { $0.append(contentsOf: points) } }
+            for member in members {
+                member.agent.observeIntervalPoints { points in
+                    intervalPoints.withLock { $0.append(contentsOf: points) }
+                }
+            }
         }
         let status = DemoStatus(
             counters: counters,
-            agent: agent,
+            agents: members.map(\.agent),
             total: duration,
             destination: configuration.destination?.redactedURL,
             pendingLinesAre: keeping,
             logger: logger
         )
         let progress = Task {
-            await status.run(follower: follower, aggregator: aggregator, intervalPoints: intervalPoints)
+            await status.run(followers: followers, aggregator: aggregator, intervalPoints: intervalPoints)
         }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [
-                    .init(service: agent),
-                    .init(service: traffic, successTerminationBehavior: .gracefullyShutdownGroup),
-                ],
+                services: members.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0.agent) }
+                    + [
+                        .init(
+                            service: DemoFleetTraffic(traffic: traffic),
+                            successTerminationBehavior: .gracefullyShutdownGroup
+                        )
+                    ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )
         )
         try await group.run()
         progress.cancel()
-        var (finalFollower, summary) = await progress.value
+        var (finalFollowers, summary) = await progress.value
         try await server.shutdown()
-        if var reader = finalFollower {
-            // What the agent wrote while shutting down (the last batch, its health point).
-            try? reader.poll(reportingTornTails: false) { segment in
+        for index in finalFollowers.indices {
+            // What the agents wrote while shutting down (the last batch, its health point).
+            try? finalFollowers[index].poll(reportingTornTails: false) { segment in
                 for problem in segment.problems { summary.count(problem) }
                 for line in segment.lines { summary.add(line) }
             }
-            finalFollower = reader
         }
         for point in intervalPoints.withLock({ $0 }) { summary.add(intervalPoint: point) }
         intervalPoints.withLock { $0 = [] }
         status.warnIfUnreachable()
-        printSummary(counters: counters, agent: agent, configuration: configuration, leftovers: leftovers)
-        if finalFollower != nil {
+        printSummary(counters: counters, members: members)
+        withExtendedLifetime(members.map(\.refusing)) {}
+        if !finalFollowers.isEmpty {
             let rows = SummaryOrder.worst.sorted(summary.rows())
             print("")
             print(
@@ -196,50 +289,118 @@ struct Demo: AsyncParsableCommand {
         }
     }
 
-    /// Where lines wait until they are sent: in the spool, or in memory only (lost at exit) without one.
-    static func wherePendingLinesAre(_ configuration: APIHealthConfiguration) -> String {
-        if let spool = configuration.spool { return "in the spool at \(spool.directory.path)" }
+    /// One agent per country of `countries` (one without), each tagged with its country and writing to its
+    /// own spool (the spool directory's sibling `<dir>-BR`); the unreachable country's traffic goes to a port
+    /// that refuses connections and is recorded under `apiBaseURL`'s host and port.
+    private func makeMembers(
+        _ loaded: APIHealthConfiguration,
+        countries: [String],
+        apiBaseURL: String,
+        logger: Logger
+    ) throws -> [Member] {
+        guard !countries.isEmpty else {
+            let agent = try APIHealthAgent(configuration: loaded, logger: logger)
+            return [
+                Member(
+                    country: nil,
+                    agent: agent,
+                    configuration: loaded,
+                    leftovers: agent.metrics.pendingLines,
+                    baseURL: apiBaseURL
+                )
+            ]
+        }
+        let apiPort = URL(string: apiBaseURL)?.port
+        return try countries.map { country in
+            var configuration = loaded
+            configuration.country = country
+            if let directory = configuration.spool?.directory {
+                configuration.spool?.directory = directory.deletingLastPathComponent()
+                    .appendingPathComponent(directory.lastPathComponent + "-" + country, isDirectory: true)
+            }
+            var refusing: RefusingSocket?
+            if country == unreachableCountry {
+                let socket = try RefusingSocket()
+                refusing = socket
+                let refusedPort = socket.port
+                // Recorded as a client in that country sees it: a request to the API's host that fails to connect.
+                configuration.capture.filter = { sample, _ in
+                    guard var parts = URLComponents(url: sample.url, resolvingAgainstBaseURL: false),
+                        parts.port == refusedPort, let apiPort
+                    else { return sample }
+                    parts.port = apiPort
+                    var recorded = sample
+                    recorded.url = parts.url ?? sample.url
+                    return recorded
+                }
+            }
+            let agent = try APIHealthAgent(configuration: configuration, logger: logger)
+            return Member(
+                country: country,
+                agent: agent,
+                configuration: configuration,
+                leftovers: agent.metrics.pendingLines,
+                baseURL: refusing?.baseURL ?? apiBaseURL,
+                refusing: refusing
+            )
+        }
+    }
+
+    /// Where lines wait until they are sent: in the spool (one per agent), or in memory only (lost at exit)
+    /// without one.
+    static func wherePendingLinesAre(_ configurations: [APIHealthConfiguration]) -> String {
+        let spools = configurations.compactMap { $0.spool?.directory.path }
+        if spools.count == 1 { return "in the spool at \(spools[0])" }
+        if !spools.isEmpty { return "in the spools at \(spools.joined(separator: ", "))" }
         return "in memory only (APIHEALTH_SPOOL_DIR=none): lost at exit"
     }
 
-    private func printSummary(
-        counters: DemoCounters,
-        agent: APIHealthAgent,
-        configuration: APIHealthConfiguration,
-        leftovers: Int
-    ) {
+    private func printSummary(counters: DemoCounters, members: [Member]) {
         let seen = counters.snapshot
-        let metrics = agent.metrics
-        // Lines neither delivered nor on disk when the agent let go of the spool (a full disk, or no spool)
+        let all = members.map(\.agent.metrics)
+        func sum(_ value: (AgentMetrics) -> UInt64) -> UInt64 { all.reduce(0) { $0 + value($1) } }
+        // Lines neither delivered nor on disk when an agent let go of its spool (a full disk, or no spool)
         // are lost, not pending: each point is counted once, so written, pending and lost add up.
-        let lost = Int(clamping: metrics.pointsLost)
-        let kept = max(0, metrics.pendingLines - lost)
-        // The agent sends what it found in the spool first, so what was written goes to leftovers first.
-        let earlierPending = max(0, min(kept, leftovers - Int(clamping: metrics.pointsWritten)))
+        var lost = 0
+        var kept = 0
+        var earlierPending = 0
+        for (member, metrics) in zip(members, all) {
+            let memberLost = Int(clamping: metrics.pointsLost)
+            let memberKept = max(0, metrics.pendingLines - memberLost)
+            lost += memberLost
+            kept += memberKept
+            // An agent sends what it found in its spool first, so what it wrote goes to leftovers first.
+            earlierPending += max(0, min(memberKept, member.leftovers - Int(clamping: metrics.pointsWritten)))
+        }
+        let leftovers = members.reduce(0) { $0 + $1.leftovers }
         var text = """
             apihealth-demo summary
               requests         \(seen.requests)
               errors           \(seen.errors)
               parse failures   \(seen.parseFailures)
-              interval points  \(metrics.intervalPoints)
-              points written   \(metrics.pointsWritten)
+              interval points  \(sum(\.intervalPoints))
+              points written   \(sum(\.pointsWritten))
               points pending   \(kept - earlierPending)
               points lost      \(lost)
-              points dropped   \(metrics.pointsDropped)
-              points rejected  \(metrics.pointsRejected)
+              points dropped   \(sum(\.pointsDropped))
+              points rejected  \(sum(\.pointsRejected))
             """
         if leftovers > 0 {
             text +=
                 "\n  from earlier runs: \(leftovers) points were in the spool at start, \(earlierPending) still pending"
         }
-        if configuration.destination != nil, kept > 0, let error = metrics.lastError {
+        let configuration = members[0].configuration
+        if configuration.destination != nil, kept > 0, let error = all.compactMap(\.lastError).first {
             text += "\n  last error       \(error)"
         }
         print(text)
-        if let spool = configuration.spool, kept > 0 {
-            print("Pending lines are in \(spool.directory.path). Look at them with:")
-            print("  swift run influx-tail --spool '\(spool.directory.path)' --summary")
-            print("  swift run influx-tail --spool '\(spool.directory.path)' --format table -n 20")
+        let spools = members.compactMap { $0.configuration.spool?.directory.path }
+        if !spools.isEmpty, kept > 0 {
+            print("Pending lines are in \(spools.joined(separator: ", ")). Look at them with:")
+            for spool in spools {
+                print("  swift run influx-tail --spool '\(spool)' --summary")
+            }
+            print("  swift run influx-tail --spool '\(spools[0])' --format table -n 20")
         }
     }
 }

@@ -8,7 +8,8 @@ import Logging
 /// per-endpoint summary of what it writes to the spool while it runs.
 final class DemoStatus: Sendable {
     let counters: DemoCounters
-    let agent: APIHealthAgent
+    /// One agent, or one per country.
+    let agents: [APIHealthAgent]
     /// Seconds of traffic asked for.
     let total: Double
     let destination: String?
@@ -20,40 +21,41 @@ final class DemoStatus: Sendable {
 
     init(
         counters: DemoCounters,
-        agent: APIHealthAgent,
+        agents: [APIHealthAgent],
         total: Double,
         destination: String?,
         pendingLinesAre: String,
         logger: Logger
     ) {
         self.counters = counters
-        self.agent = agent
+        self.agents = agents
         self.total = total
         self.destination = destination
         self.pendingLinesAre = pendingLinesAre
         self.logger = logger
     }
 
-    /// Until cancelled: the status line four times a second (on a terminal only) and the spool's new
+    /// Until cancelled: the status line four times a second (on a terminal only) and the spools' new
     /// lines into `aggregator` once a second. Returns both for the final poll and table.
     func run(
-        follower: SpoolFollower?,
+        followers: [SpoolFollower],
         aggregator: SummaryAggregator,
         intervalPoints: Locked<[Point]>
-    ) async -> (SpoolFollower?, SummaryAggregator) {
-        var follower = follower
+    ) async -> ([SpoolFollower], SummaryAggregator) {
+        var followers = followers
         var aggregator = aggregator
         let onTerminal = Terminal.isTerminal
         let start = ContinuousClock.now
         var tick = 0
         while !Task.isCancelled {
             warnIfUnreachable(clearingLine: onTerminal)
-            if tick % 4 == 0, var reader = follower {
-                try? reader.poll(reportingTornTails: false) { segment in
-                    for problem in segment.problems { aggregator.count(problem) }
-                    for line in segment.lines { aggregator.add(line) }
+            if tick % 4 == 0, !followers.isEmpty {
+                for index in followers.indices {
+                    try? followers[index].poll(reportingTornTails: false) { segment in
+                        for problem in segment.problems { aggregator.count(problem) }
+                        for line in segment.lines { aggregator.add(line) }
+                    }
                 }
-                follower = reader
                 let points = intervalPoints.withLock { points in
                     defer { points = [] }
                     return points
@@ -65,27 +67,26 @@ final class DemoStatus: Sendable {
             try? await Task.sleep(for: .milliseconds(250))
         }
         if onTerminal { Terminal.write("\r\u{1B}[K") }
-        return (follower, aggregator)
+        return (followers, aggregator)
     }
 
     /// The status line, cut to the terminal's width.
     func line(elapsed: Duration) -> String {
         let seen = counters.snapshot
-        let metrics = agent.metrics
+        let metrics = agents.map(\.metrics)
+        let pending = metrics.reduce(0) { $0 + $1.pendingLines }
+        let written = metrics.reduce(0) { $0 + $1.pointsWritten }
         let text =
             "\(elapsed.components.seconds)s/\(Int(total))s  requests \(seen.requests)  errors \(seen.errors)"
-            + "  parse failures \(seen.parseFailures)  points pending \(metrics.pendingLines)  written \(metrics.pointsWritten)"
+            + "  parse failures \(seen.parseFailures)  points pending \(pending)  written \(written)"
         return String(text.prefix(max(10, Terminal.columns() - 1)))
     }
 
-    /// Says once, at warning level, that the destination cannot be reached and why: when sending has
-    /// failed and nothing has been written yet. Returns whether it said so now.
+    /// Says once, at warning level, that the destination cannot be reached and why: when an agent's
+    /// sending has failed and it has written nothing yet. Returns whether it said so now.
     @discardableResult
     func warnIfUnreachable(clearingLine: Bool = false) -> Bool {
-        let metrics = agent.metrics
-        guard let destination, metrics.pointsWritten == 0, metrics.retries > 0 || metrics.pointsRejected > 0,
-            let error = metrics.lastError
-        else { return false }
+        guard let destination, let error = agents.lazy.compactMap(Self.sendingError).first else { return false }
         let first = warned.withLock { warned in
             defer { warned = true }
             return !warned
@@ -97,5 +98,12 @@ final class DemoStatus: Sendable {
             metadata: ["apihealth.destination": "\(destination)"]
         )
         return true
+    }
+
+    /// Why `agent` cannot send, when its sending has failed and it has written nothing yet.
+    private static func sendingError(_ agent: APIHealthAgent) -> String? {
+        let metrics = agent.metrics
+        guard metrics.pointsWritten == 0, metrics.retries > 0 || metrics.pointsRejected > 0 else { return nil }
+        return metrics.lastError
     }
 }

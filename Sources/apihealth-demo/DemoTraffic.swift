@@ -42,6 +42,9 @@ struct DemoTraffic: Service {
     let duration: Duration
     let counters: DemoCounters
     let logger: Logger
+    /// Whether AsyncHTTPClient retries a connection that could not be made until the request's timeout
+    /// (its default); off, a refused connection fails the request at once, as URLSession's does.
+    var retriesConnections = true
 
     func run() async throws {
         var sessions: [String: URLSession] = [:]
@@ -54,7 +57,9 @@ struct DemoTraffic: Service {
         let sessionsByModule = sessions
         let endpoints = DemoAPI.endpoints.filter { modules.contains($0.module) }
         guard !endpoints.isEmpty else { return }
-        let httpClient = HTTPClient(eventLoopGroupProvider: .singleton)
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.connectionPool.retryConnectionEstablishment = retriesConnections
+        let httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         let start = ContinuousClock.now
         let interval = Duration.seconds(1 / max(rate, 0.1))
         // A plain task group collected as it goes (`withDiscardingTaskGroup` needs macOS 14): at most
@@ -175,6 +180,19 @@ struct DemoTraffic: Service {
             }
         } catch {
             counters.add(error: true, parseFailure: false)
+        }
+    }
+}
+
+/// Every country's traffic as one service, so the group stops when the traffic is over, not when the first
+/// country's is (another country's ending then would be a service ending unasked).
+struct DemoFleetTraffic: Service {
+    let traffic: [DemoTraffic]
+
+    func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for country in traffic { group.addTask { try await country.run() } }
+            try await group.waitForAll()
         }
     }
 }

@@ -30,7 +30,11 @@ struct InfluxTail: ParsableCommand {
             requests than its raw points (APIHEALTH_RAW_POINTS=errors-and-slow or none: raw points are sampled), \
             its requests, errors and percentiles come from the interval points: the counts are exact and each \
             percentile, shown as ≤ N, is the upper bound of the histogram bucket that holds it; the footer says \
-            how many endpoints were read that way (JSON: "source"). Rows are worst first (error %, then p99) unless --sort says \
+            how many endpoints were read that way (JSON: "source"). The footer's requests are the rows' own, \
+            summed (raw request lines, when they count otherwise, are said apart). When lines carry the country \
+            tag (APIHEALTH_COUNTRY), rows are per endpoint and country and a COUNTRY column follows the endpoint \
+            (JSON: "country"). A long endpoint is shortened host first, a loopback host left out, so the end of \
+            its path stays readable. Rows are worst first (error %, then p99) unless --sort says \
             otherwise. On a terminal, error % is yellow from \(Int(SummaryTable.errorPercentWarning)) % and red from \
             \(Int(SummaryTable.errorPercentAlarm)) %, p99 yellow from \(Int(SummaryTable.p99Warning)) ms and red from \
             \(Int(SummaryTable.p99Alarm)) ms. Torn, corrupt and foreign lines are counted in the footer. With -f \
@@ -40,15 +44,15 @@ struct InfluxTail: ParsableCommand {
             Objectives (APIHEALTH_OBJECTIVE_AVAILABILITY, APIHEALTH_OBJECTIVE_LATENCY with \
             APIHEALTH_OBJECTIVE_LATENCY_MS) travel on the interval points; when an endpoint's points carry one, \
             the table adds per objective (A. availability, L. latency) the objective, USED (the budget spent over \
-            the interval points read: bad requests / ((1 - objective) x requests); 40% is 40 % of the budget, above \
-            100% the objective was missed) and BURN\(SummaryTable.burnWindowMinutes)m (the burn rate, bad share / \
+            the interval points read: bad requests / ((1 - objective) x requests); 40% is 40 % of the budget, from \
+            the whole budget on it counts budgets: 1.0× spent exactly it, 67× sixty-seven times it) and BURN\(SummaryTable.burnWindowMinutes)m (the burn rate, bad share / \
             (1 - objective), over the interval points of the last \(SummaryTable.burnWindowMinutes) minutes before \
             the newest one read, all of them when the spool spans less; - without requests then). Bad is failed \
             (errors) for availability and slower than the threshold (count - requests_within_latency_objective) \
             for latency, as the shipped burn-rate alerts count them. The ! column marks the endpoints burning \
             fastest: !! at a burn rate of \(SummaryTable.burnRatePage) or more (the rate that pages over 1 hour), ! \
             at \(Int(SummaryTable.burnRateWarning)) or more (the rate that pages over 6 hours); on a terminal they \
-            and their burn rates are red and yellow, and a budget used past 100% is red. --sort burn puts the \
+            and their burn rates are red and yellow, and a budget used up (1.0× or more) is red. --sort burn puts the \
             fastest first. Without objectives the table has none of these columns.
 
             Examples:

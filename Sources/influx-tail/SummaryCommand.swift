@@ -71,6 +71,7 @@ struct SummaryCommand {
     }
 
     private func table(_ aggregator: SummaryAggregator, title: String?, height: Int?) -> String {
+        let every = aggregator.rows()
         var shown = selected(aggregator)
         let columns = width ?? Terminal.columns()
         if let height {
@@ -78,7 +79,12 @@ struct SummaryCommand {
             let room = max(1, height - 6)
             if shown.count > room { shown = Array(shown.prefix(room)) }
         }
-        return SummaryTable(width: columns, colors: colors).render(shown, counts: aggregator.counts, title: title)
+        return SummaryTable(width: columns, colors: colors).render(
+            shown,
+            counts: aggregator.counts,
+            title: title,
+            allRows: every
+        )
     }
 
     private func title() -> String {

@@ -38,10 +38,10 @@ private func intervalLine(
 /// Four endpoints whose budgets and burn rates are known (the burn-rate window is the 5 minutes before
 /// the newest point, `newest`, which a point stamped exactly 5 minutes earlier is not in):
 /// - GET a.example.com/users/{id}, 99.9 % available and 99 % within 300 ms: 3,000 requests, 30 failed, 10
-///   slow; budget used 30 / (0.001 × 3,000) = 1000 % and 10 / (0.01 × 3,000) = 33 %. In the window (the
+///   slow; budget used 30 / (0.001 × 3,000) = 10 budgets (10×) and 10 / (0.01 × 3,000) = 33 %. In the window (the
 ///   point 10 s before the newest) 1,000 requests, 20 failed, 10 slow: burn rates 20 (marked !!) and 1.
 /// - POST b.example.com/orders, 99 % available, no latency objective: 100 requests, 7 failed, at the newest
-///   point: used 700 %, burn rate 7 (marked !).
+///   point: used 7 budgets (7.0×), burn rate 7 (marked !).
 /// - GET c.example.com/health: no objective, 50 requests.
 /// - GET a.example.com/old, 99.9 % available: 100 requests, none failed, 15 minutes before: used 0 %, no
 ///   burn rate (no request in the window).
@@ -143,12 +143,12 @@ private func exactly(_ value: Any?, _ expected: Double) -> Bool {
         // METHOD ENDPOINT REQS ERRS ERR% P50 P95 P99, then the objectives.
         #expect(
             cells(table, "GET", "a.example.com/users/{id}")?.dropFirst(8).prefix(7)
-                == ["99.9%", "1000%", "20.0", "99%≤300ms", "33%", "1.0", "!!"],
+                == ["99.9%", "10×", "20.0", "99%≤300ms", "33%", "1.0", "!!"],
             "\(table)"
         )
         #expect(
             cells(table, "POST", "b.example.com/orders")?.dropFirst(8).prefix(7)
-                == ["99%", "700%", "7.0", "-", "-", "-", "!"],
+                == ["99%", "7.0×", "7.0", "-", "-", "-", "!"],
             "\(table)"
         )
         #expect(
@@ -171,7 +171,7 @@ private func exactly(_ value: Any?, _ expected: Double) -> Bool {
         #expect(colored.stdout.contains("\u{1B}[1;31m    20.0\u{1B}[0m"), "a page rate in red")
         #expect(colored.stdout.contains("\u{1B}[33m     7.0\u{1B}[0m"), "a 6 h page rate in yellow")
         #expect(colored.stdout.contains("\u{1B}[1;31m!!\u{1B}[0m") && colored.stdout.contains("\u{1B}[33m! \u{1B}[0m"))
-        #expect(colored.stdout.contains("\u{1B}[1;31m 1000%\u{1B}[0m"), "a budget spent past 100 % in red")
+        #expect(colored.stdout.contains("\u{1B}[1;31m   10×\u{1B}[0m"), "a budget used up in red")
     }
 
     @Test func jsonCarriesTheObjectivesOfRowsThatHaveThem() async throws {

@@ -125,15 +125,21 @@ import Testing
         #expect(secondTable.contains("from earlier runs"))
     }
 
+    /// The closing table's rows, each a map from column title to cell (for a table wide enough that no
+    /// column is left out and no cell is empty; the sparkline's title is its first word, P95).
+    func tableRows(_ table: String) -> [[String: String]] {
+        let lines = table.split(separator: "\n")
+        guard let header = lines.first?.split(separator: " ").map(String.init) else { return [] }
+        return lines.dropFirst().compactMap { line in
+            let cells = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            guard cells.count > 2, ["GET", "POST"].contains(cells[0]) else { return nil }
+            return Dictionary(zip(header, cells)) { first, _ in first }
+        }
+    }
+
     /// The requests of the closing table's rows, summed.
     func tableRequests(_ table: String) -> Int {
-        table.split(separator: "\n").dropFirst().reduce(0) { total, line in
-            let cells = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard cells.count > 2, cells[0].allSatisfy(\.isUppercase), let requests = Int(cells[2]) else {
-                return total
-            }
-            return total + requests
-        }
+        tableRows(table).reduce(0) { $0 + (Int($1["REQS"] ?? "") ?? 0) }
     }
 
     /// Lines delivered (and removed from the spool) before the demo read them are still in its table: it
@@ -259,11 +265,17 @@ import Testing
             totals[key] = sum
         }
         #expect(totals.count == 5, "\(totals)")
-        /// Whether `cell` shows `value` (a share; a percentage when `percent`) as the table rounds it.
-        func shows(_ cell: String, _ value: Double, percent: Bool) -> Bool {
-            guard let shown = Double(cell.replacingOccurrences(of: "%", with: "")) else { return false }
-            let expected = percent ? value * 100 : value
-            let step = percent ? (expected < 10 ? 0.1 : 1) : (expected < 0.1 ? 0.01 : 0.1)
+        /// Whether `cell` shows `value` (a share) as the table rounds it: a burn rate as it is; a budget used
+        /// (`budget`) below the whole budget as a percentage, from it on as budgets (`67×`).
+        func shows(_ cell: String, _ value: Double, budget: Bool) -> Bool {
+            let inBudgets = budget && value >= 1
+            guard budget ? (inBudgets ? cell.hasSuffix("×") : cell.hasSuffix("%")) : true,
+                let shown = Double(cell.replacingOccurrences(of: "%", with: "").replacingOccurrences(of: "×", with: ""))
+            else { return false }
+            let expected = budget && !inBudgets ? value * 100 : value
+            let step =
+                inBudgets
+                ? (expected < 9.95 ? 0.1 : 1) : budget ? (expected < 9.95 ? 0.1 : 1) : (expected < 0.1 ? 0.01 : 0.1)
             return abs(shown - expected) <= step / 2 + 1e-9
         }
         for (endpoint, sum) in totals {
@@ -279,10 +291,10 @@ import Testing
             let availability = sum.errors / (0.001 * sum.count)
             let latency = (sum.count - sum.within) / (0.01 * sum.count)
             #expect(objectives[0] == "99.9%" && objectives[3] == "99%≤300ms", "\(row)")
-            #expect(shows(objectives[1], availability, percent: true), "\(endpoint) \(sum): \(row)")
-            #expect(shows(objectives[2], availability, percent: false), "\(endpoint) \(sum): \(row)")
-            #expect(shows(objectives[4], latency, percent: true), "\(endpoint) \(sum): \(row)")
-            #expect(shows(objectives[5], latency, percent: false), "\(endpoint) \(sum): \(row)")
+            #expect(shows(objectives[1], availability, budget: true), "\(endpoint) \(sum): \(row)")
+            #expect(shows(objectives[2], availability, budget: false), "\(endpoint) \(sum): \(row)")
+            #expect(shows(objectives[4], latency, budget: true), "\(endpoint) \(sum): \(row)")
+            #expect(shows(objectives[5], latency, budget: false), "\(endpoint) \(sum): \(row)")
             let burn = max(availability, latency)
             let mark = burn >= 14.4 ? "!!" : burn >= 6 ? "!" : nil
             #expect(
@@ -317,6 +329,94 @@ import Testing
         #expect(none.status == 0, "\(none.stderr)")
         let plain = try #require(closingTable(none.stdout), "\(none.stdout)")
         #expect(!plain.contains("AVAIL") && !plain.contains("BURN") && !plain.contains("USED"), "\(plain)")
+    }
+
+    /// Three countries, one agent each, the API unreachable from one: every row is an endpoint in a
+    /// country, the unreachable country's requests all fail to connect (its interval points count them as
+    /// connect errors) under the same host as the others', the others' do not, and the footer's total is
+    /// the rows' total and the requests the demo made.
+    @Test func asSeveralCountriesWithTheAPIUnreachableFromOneEachCountryHasItsRows() async throws {
+        let directory = temporaryDirectory("demo-countries")
+        let spool = directory.appendingPathComponent("spool")
+        let demo = try await Child.run(
+            "apihealth-demo",
+            ["--duration", "3", "--rate", "60", "--countries", "BR,de,US", "--unreachable-from", "br"],
+            environment: ["APIHEALTH_SPOOL_DIR": spool.path, "COLUMNS": "300", "INFLUX_URL": ""]
+        )
+        #expect(demo.status == 0, "\(demo.stderr)")
+        let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
+        let header = table.prefix { $0 != "\n" }
+        #expect(header.hasPrefix("METHOD  ENDPOINT") && header.contains("  COUNTRY  REQS  "), "\(table)")
+        let rows = tableRows(table)
+        #expect(rows.count == 15, "five endpoints in each of three countries: \(table)")
+        var hosts: Set<String> = []
+        for country in ["BR", "DE", "US"] {
+            let own = rows.filter { $0["COUNTRY"] == country }
+            #expect(own.count == 5, "\(country): \(table)")
+            for row in own {
+                let requests = try #require(Int(row["REQS"] ?? ""))
+                let errors = try #require(Int(row["ERRS"] ?? ""))
+                #expect(requests > 0, "\(row)")
+                if country == "BR" {
+                    #expect(errors == requests && row["LAST"] == "error", "every BR request fails: \(row)")
+                } else {
+                    #expect(errors < requests, "\(country) reaches the API: \(row)")
+                }
+                if let endpoint = row["ENDPOINT"], let slash = endpoint.firstIndex(of: "/") {
+                    hosts.insert(String(endpoint[..<slash]))
+                }
+            }
+        }
+        #expect(hosts.count == 1, "one host for every country: \(hosts)")
+        let made = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
+        #expect(tableRequests(table) == made, "\(made) requests made: \(table)")
+        #expect(table.contains(" \(made) requests · "), "the footer's total is the rows': \(table)")
+
+        // Each country's own spool: its interval points carry its country; BR's count only connect errors,
+        // under the API's host.
+        for country in ["BR", "DE", "US"] {
+            let lines = try SpoolReader(directory: directory.appendingPathComponent("spool-\(country)")).segments()
+                .flatMap(\.lines)
+            var count = 0
+            var connectErrors = 0
+            for line in lines {
+                guard let point = try LineParser().parseLine(line), point.measurement == "apihealth_request_interval"
+                else { continue }
+                #expect(point.tag("country") == country)
+                #expect(
+                    point.tag("host").map { hosts.contains($0) } == true,
+                    "\(String(describing: point.tag("host")))"
+                )
+                func field(_ key: String) -> Int {
+                    if case .int(let value)? = point.fields.first(where: { $0.key == key })?.value { return Int(value) }
+                    return 0
+                }
+                count += field("count")
+                connectErrors += field("errors_connect")
+            }
+            #expect(count > 0, "\(country)")
+            #expect(connectErrors == (country == "BR" ? count : 0), "\(country): \(connectErrors) of \(count)")
+        }
+    }
+
+    @Test func countriesAndTheUnreachableOneAreCheckedBeforeTheRun() async throws {
+        for (arguments, message) in [
+            (["--countries", "BR,XX"], "'XX' is not an ISO 3166-1 alpha-2 country code"),
+            (
+                ["--countries", "BR,DE", "--unreachable-from", "US"],
+                "--unreachable-from US must name one of --countries"
+            ),
+            (["--unreachable-from", "BR"], "--unreachable-from BR must name one of --countries"),
+            (["--countries", "BR,br"], "--countries: BR twice"),
+        ] {
+            let run = try await Child.run(
+                "apihealth-demo",
+                ["--duration", "1"] + arguments,
+                environment: ["APIHEALTH_SPOOL_DIR": "none", "INFLUX_URL": ""]
+            )
+            #expect(run.status == 64, "\(arguments): \(run.stderr)")
+            #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)")
+        }
     }
 
     /// With `APIHEALTH_ENABLED=0` the demo runs as the enabled one does, with or without a spool
