@@ -615,6 +615,57 @@ def grafana_reachability_rules(language, datasource):
     return rules
 
 
+def endpoint_sum_query(language, field, alias):
+    """Grafana's query of one field's sum over its time range, per endpoint and global tag."""
+    if language == "influxql":
+        group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
+        return f'SELECT sum("{field}") AS "{alias}" FROM "{INTERVAL}" WHERE $timeFilter GROUP BY {group}'
+    return f"""// Failing steadily: {alias}
+from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{field}")
+    |> group(columns: ["instance", "status_class", "_field", "_measurement", "_time", "_value", "_start", "_stop"], mode: "except")
+    |> sum()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+"""
+
+
+def grafana_steady_failure_rule(language, datasource):
+    """APIHealthEndpointFailingSteadily in Grafana: failures and requests over STEADY_WINDOW, failures over the last
+    hour."""
+    data = []
+    for ref, reduced, field, alias, window in (("A", "D", "errors", "failures", STEADY_WINDOW),
+                                               ("B", "E", "count", "requests", STEADY_WINDOW),
+                                               ("C", "F", "errors", "failures_last_hour", "1h")):
+        data.append(grafana_query(ref, datasource, language, endpoint_sum_query(language, field, alias),
+                                  SECONDS[window]))
+        data.append(grafana_reduce(reduced, ref))
+    data.append(grafana_expression("G", "math", expression="$D / $E"))
+    data.append(grafana_expression(
+        "H", "math", expression=f"$G > {STEADY_MIN_SHARE} && $D >= {STEADY_MIN_FAILURES} && $F > 0"))
+    flavour = "InfluxQL" if language == "influxql" else "Flux"
+    return {
+        "uid": f"apihealth-{language}-failing-steadily",
+        "title": f"APIHealthEndpointFailingSteadily ({flavour})",
+        "condition": "H",
+        "data": data,
+        "noDataState": "OK",
+        "execErrState": "Error",
+        "for": "15m",
+        "labels": {"severity": "ticket"},
+        "annotations": {
+            "summary": ("{{ $labels.method }} {{ $labels.host }}{{ $labels.path }} has been failing for hours: "
+                        f"{{{{ humanizePercentage $values.G.Value }}}} of its requests over {STEADY_WINDOW}"),
+            "description": (
+                "Requests from {{ $labels.service }} (module {{ $labels.module }}) to {{ $labels.method }} "
+                f"https://{{{{ $labels.host }}}}{{{{ $labels.path }}}}{PLACE_TEMPLATE} fail steadily: "
+                f"{{{{ $values.D.Value }}}} failures of {{{{ $values.E.Value }}}} requests over {STEADY_WINDOW}, "
+                f"{{{{ $values.F.Value }}}} in the last hour. No objective is needed for this alert."
+            ),
+        },
+    }
+
+
 def grafana_rules(language, datasource):
     rules = []
     letters = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -702,6 +753,7 @@ def grafana_rules(language, datasource):
                                        "the dashboards and alerts undercount. The agent's last_error says why."},
     })
     rules += grafana_reachability_rules(language, datasource)
+    rules.append(grafana_steady_failure_rule(language, datasource))
     return rules
 
 

@@ -282,7 +282,8 @@ import Testing
     /// The Grafana reachability rules' four InfluxQL sums (a place's failures and requests, its host's), run on a real
     /// InfluxDB 1.x over ``AlertScenarios`` and combined as the rule's math expression does: 40 minutes before the
     /// end only BR's requests to the maps host are told (transport errors), 100 minutes before only DE's to the
-    /// video host (5xx).
+    /// video host (5xx). At the end, the failing-steadily rule's sums tell BR's maps requests and the small endpoint
+    /// failing 30 % for six hours.
     @Test func theGrafanaReachabilityRulesTellTheFailingCountryOnInfluxDB() async throws {
         let influx = try await InfluxDB1.freshDatabase("reachability")
         let end = AlertHistory.end()
@@ -291,11 +292,9 @@ import Testing
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
         // The transport errors' rule, then the 5xx one: four sums each.
-        let queries = try Self.grafanaQueries("influxql").filter {
-            $0.query.hasPrefix("SELECT sum(") && !$0.query.contains("burn_rate")
-        }
-        let sumsOfBothRules = 2 * 4
-        #expect(queries.count == sumsOfBothRules)
+        // After the burn-rate rules' 20 queries and the agent rules' two.
+        let all = try Self.grafanaQueries("influxql")
+        let queries = Array(all[22..<30])
         for (rule, at, failure, told) in [
             (0, end - 40 * 60, "transport_errors", ["api.maps.example BR"]),
             (1, end - 100 * 60, "server_errors", ["api.video.example DE"]),
@@ -328,6 +327,23 @@ import Testing
             }
             #expect(firing == told, "\(failure) at \((at - end) / 60) min: \(values)")
         }
+        // The failing-steadily rule at the end: failures and requests over 6 hours, failures over the last one.
+        let steady = Array(all[30..<33])
+        #expect(steady.map(\.seconds) == [6 * 3_600, 6 * 3_600, 3_600] && steady[0].query.contains("\"failures\""))
+        var sums: [[String: Double]] = []
+        for (query, seconds) in steady {
+            var byKey: [String: Double] = [:]
+            for entry in try await influx.query(Self.influxQL(query, seconds: seconds, end: end)) {
+                let key = "\(entry.tags["host"] ?? "") \(entry.tags["country"] ?? "")"
+                byKey[key] = InfluxQLDashboardTests.number(entry.rows.first, entry.columns.last ?? "")
+            }
+            sums.append(byKey)
+        }
+        let failingSteadily = sums[0].filter { place, failures in
+            failures / (sums[1][place] ?? 0) > 0.05 && failures >= 20 && (sums[2][place] ?? 0) > 0
+        }
+        #expect(Set(failingSteadily.keys) == ["api.maps.example BR", "api.tiny.example US"], "\(sums)")
+        #expect(failingSteadily["api.tiny.example US"] == 108, "30 % of the last 6 hours' 360 requests")
     }
 
     /// The Grafana rules' InfluxQL, as Grafana sends it for a window ending at `end`.
@@ -378,9 +394,9 @@ import Testing
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
         let queries = try Self.grafanaQueries("influxql")
-        // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules
-        // and the two reachability rules' four sums.
-        let expectedQueries = 4 * 5 + 2 + 2 * 4
+        // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules,
+        // the two reachability rules' four sums and the failing-steadily rule's three.
+        let expectedQueries = 4 * 5 + 2 + 2 * 4 + 3
         #expect(queries.count == expectedQueries)
         let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
         for (query, seconds) in queries where query.contains("\"burn_rate\"") {
@@ -482,7 +498,7 @@ import Testing
         // burn_over_limit is the field a check's query makes, for the check to test.
         let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields).union(["burn_over_limit"])
         let flux = try Self.grafanaQueries("flux")
-        let expectedQueries = 4 * 5 + 2 + 2 * 4
+        let expectedQueries = 4 * 5 + 2 + 2 * 4 + 3
         #expect(flux.count == expectedQueries)
         let template = try #require(try DashboardFiles.json("influxdb/apihealth-template.json") as? [[String: Any]])
         let checks = template.filter { $0["kind"] as? String == "CheckThreshold" }
@@ -495,7 +511,9 @@ import Testing
             for name in DashboardFiles.matches(#"r\._field == "([^"]+)""#, in: query) {
                 #expect(fields.contains(name), "unknown field \(name)")
             }
-            if query.contains("apihealth_request_interval") && !query.hasPrefix("// Reachability") {
+            if query.contains("apihealth_request_interval") && !query.hasPrefix("// Reachability")
+                && !query.hasPrefix("// Failing steadily")
+            {
                 // Summed over instances and status classes, every other tag (global ones included) kept.
                 #expect(
                     query.contains(
