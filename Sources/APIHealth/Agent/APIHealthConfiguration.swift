@@ -34,7 +34,7 @@ public struct APIHealthConfiguration: Sendable {
     /// (`APIHEALTH_COUNTRY=BR`), so alerts can say an API cannot be reached from one country. Set as
     /// given, upper-cased; a value that is not a ``CountryCode`` fails ``validate()``. Learned at run time
     /// instead with ``CaptureOptions/countryHeader`` (this value then stands until a response says
-    /// otherwise), or taken from the device's region on Apple platforms (``useDeviceRegionAsCountry()``).
+    /// otherwise), or taken from the device's region on Apple platforms (`useDeviceRegionAsCountry()`).
     ///
     /// ```swift
     /// configuration.country = "BR"    // the same as globalTags["country"] = "BR"

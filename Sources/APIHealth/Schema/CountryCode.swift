@@ -9,7 +9,7 @@
 ///
 /// The `country` tag is set by ``APIHealthConfiguration/country`` (or `APIHEALTH_COUNTRY`), learned from a
 /// response header (``APIHealthConfiguration/CaptureOptions/countryHeader``) or, on Apple platforms, taken
-/// from the device's region (``APIHealthConfiguration/useDeviceRegionAsCountry()``).
+/// from the device's region (`APIHealthConfiguration.useDeviceRegionAsCountry()`).
 public struct CountryCode: Sendable, Hashable, CustomStringConvertible {
     /// The two upper-case letters.
     public let code: String
