@@ -380,7 +380,7 @@ package struct SummaryTable: Sendable {
         if objectives {
             items += [
                 "A. availability, L. latency objective",
-                "USED: budget spent over the points read (past the whole budget: how many budgets, ×)",
+                "USED: budget spent over the points read (N× past it)",
                 "BURN\(burnWindowMinutes)m: burn rate over their last \(burnWindowMinutes) min",
                 "!! burn ≥ \(number(burnRatePage)), ! ≥ \(number(burnRateWarning))",
             ]

@@ -61,7 +61,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "How long to send traffic, in seconds.")
     var duration: Double = 30
 
-    @Option(help: "Requests per second.")
+    @Option(help: "Requests per second, in all (shared among --countries).")
     var rate: Double = 40
 
     @Option(help: "Comma-separated modules to exercise (catalog, checkout, accounts).")
