@@ -159,6 +159,7 @@ import Testing
         let requests = try #require(number("requests", in: demo.stdout))
         let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
         #expect(tableRequests(table) == requests, "\(requests) requests made: \(table)")
+        #expect(table.contains(" \(requests) requests · "), "the footer's total is the rows': \(table)")
         let stored = try await influx.query("SELECT count(duration_ms) FROM apihealth_request")
         #expect((stored.first?.rows.first?["count"] as? NSNumber)?.intValue == requests)
     }
@@ -213,6 +214,7 @@ import Testing
         #expect(number("points lost", in: demo.stdout) == 0 && number("points dropped", in: demo.stdout) == 0)
         let table = try #require(closingTable(demo.stdout), "\(demo.stdout)")
         #expect(tableRequests(table) == requests, "\(requests) requests made: \(table)")
+        #expect(table.contains(" \(requests) requests · "), "the footer's total is the rows': \(table)")
         // Every request is in exactly one interval point.
         func storedIntervalRequests() async -> Int? {
             guard let series = try? await stored.export(namePattern: "apihealth_request_interval_count") else {
