@@ -51,7 +51,7 @@ public final class AlertmanagerProcess: Sendable {
     /// Starts an Alertmanager with the configuration `config` and waits until it is ready (`/-/ready`). A port
     /// taken between being picked and being bound is retried on another.
     public static func start(config: String) async throws -> AlertmanagerProcess {
-        var lastFailure: Error?
+        var lastFailure: (any Error)?
         for _ in 0..<5 {
             let alertmanager = try AlertmanagerProcess(config: config)
             do {

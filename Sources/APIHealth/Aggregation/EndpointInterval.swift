@@ -133,7 +133,7 @@ final class EndpointInterval: @unchecked Sendable {
         var forward: EndpointInterval?
     }
 
-    /// What became of a request added (see ``add(duration:failed:requestBytes:responseBytes:)``).
+    /// What became of a request added (see ``add(duration:failure:requestBytes:responseBytes:)``).
     enum Added {
         /// Counted; write it as a point of its own too.
         case counted
@@ -141,7 +141,7 @@ final class EndpointInterval: @unchecked Sendable {
         case countedOnly
         /// Not counted: the aggregates are closed (the agent is shutting down).
         case closed
-        /// Not counted: the aggregator evicted it (``add(duration:failed:requestBytes:responseBytes:)``
+        /// Not counted: the aggregator evicted it (``add(duration:failure:requestBytes:responseBytes:)``
         /// takes the request to the aggregate in its place).
         case evicted
     }
@@ -178,8 +178,7 @@ final class EndpointInterval: @unchecked Sendable {
     /// Adds one request, and says whether it is also written as a point of its own.
     func add(
         duration: Duration,
-        failed: Bool,
-        transportError: TransportErrorKind? = nil,
+        failure: RequestFailure,
         requestBytes: UInt64,
         responseBytes: UInt64
     ) -> Added {
@@ -187,8 +186,7 @@ final class EndpointInterval: @unchecked Sendable {
         let added = lock.withLock {
             addHoldingLock(
                 nanoseconds: nanoseconds,
-                failed: failed,
-                transportError: transportError,
+                failure: failure,
                 requestBytes: requestBytes,
                 responseBytes: responseBytes
             )
@@ -196,21 +194,19 @@ final class EndpointInterval: @unchecked Sendable {
         guard added == .evicted else { return added }
         return moved(
             duration: duration,
-            failed: failed,
-            transportError: transportError,
+            failure: failure,
             requestBytes: requestBytes,
             responseBytes: responseBytes
         )
     }
 
-    /// ``add(duration:failed:requestBytes:responseBytes:)`` for a caller that holds the lock already
+    /// ``add(duration:failure:requestBytes:responseBytes:)`` for a caller that holds the lock already
     /// (the record path, which found the request's series under it); `.evicted` is the caller's to
-    /// take to ``add(duration:failed:requestBytes:responseBytes:)`` once it has released the lock.
+    /// take to ``add(duration:failure:requestBytes:responseBytes:)`` once it has released the lock.
     @inline(__always)
     func addHoldingLock(
         nanoseconds: Int64,
-        failed: Bool,
-        transportError: TransportErrorKind? = nil,
+        failure: RequestFailure,
         requestBytes: UInt64,
         responseBytes: UInt64
     ) -> Added {
@@ -219,13 +215,15 @@ final class EndpointInterval: @unchecked Sendable {
         let bucket = histogram.index(of: nanoseconds)
         state.total &+= 1
         state.counts.count &+= 1
-        if failed { state.counts.errors &+= 1 }
-        if let transportError {
-            switch transportError {
-            case .dns: state.counts.transportErrors.0 &+= 1
-            case .connect: state.counts.transportErrors.1 &+= 1
-            case .tls: state.counts.transportErrors.2 &+= 1
-            case .timeout: state.counts.transportErrors.3 &+= 1
+        if failure.isFailure {
+            state.counts.errors &+= 1
+            if case .transport(let kind) = failure {
+                switch kind {
+                case .dns: state.counts.transportErrors.0 &+= 1
+                case .connect: state.counts.transportErrors.1 &+= 1
+                case .tls: state.counts.transportErrors.2 &+= 1
+                case .timeout: state.counts.transportErrors.3 &+= 1
+                }
             }
         }
         let (sum, overflow) = state.counts.durationSum.addingReportingOverflow(nanoseconds)
@@ -242,7 +240,7 @@ final class EndpointInterval: @unchecked Sendable {
             state.onlyAggregated &+= 1
             return .countedOnly
         case .errorsAndSlow:
-            if failed || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove {
+            if failure.isFailure || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove {
                 // Failed and slow requests, within the endpoint's budget for the interval.
                 if state.rawLeft > 0 {
                     state.rawLeft -= 1
@@ -263,8 +261,7 @@ final class EndpointInterval: @unchecked Sendable {
     @inline(never)
     private func moved(
         duration: Duration,
-        failed: Bool,
-        transportError: TransportErrorKind?,
+        failure: RequestFailure,
         requestBytes: UInt64,
         responseBytes: UInt64
     ) -> Added {
@@ -272,8 +269,7 @@ final class EndpointInterval: @unchecked Sendable {
         guard let target = lock.withLock({ state.forward }) ?? aggregator?.readmit(self) else { return .closed }
         return target.add(
             duration: duration,
-            failed: failed,
-            transportError: transportError,
+            failure: failure,
             requestBytes: requestBytes,
             responseBytes: responseBytes
         )

@@ -38,3 +38,25 @@ enum TransportErrorKind: UInt8, Sendable, CaseIterable {
         }
     }
 }
+
+/// Whether a request failed, and how, as its interval aggregate counts it (one byte, so the record path
+/// passes it as cheaply as a `Bool`).
+///
+/// ```swift
+/// RequestSchema.failure(sample, series: series)   // .none, .failed or .transport(.connect)
+/// ```
+enum RequestFailure: Equatable {
+    /// It succeeded.
+    case none
+    /// A status its series does not count as a success, or a transport error of no known kind.
+    case failed
+    /// A transport error of a known kind.
+    case transport(TransportErrorKind)
+
+    /// Whether it failed at all.
+    @inline(__always)
+    var isFailure: Bool {
+        if case .none = self { return false }
+        return true
+    }
+}

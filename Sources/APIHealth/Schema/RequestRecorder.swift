@@ -43,8 +43,7 @@ final class RequestRecorder: Sendable {
             found = try schema.series(for: sample) { series in
                 series.interval?.addHoldingLock(
                     nanoseconds: nanoseconds,
-                    failed: RequestSchema.isFailure(sample, series: series),
-                    transportError: TransportErrorKind(sample.error),
+                    failure: RequestSchema.failure(sample, series: series),
                     requestBytes: sample.requestBytes,
                     responseBytes: sample.responseBytes
                 )
@@ -59,8 +58,7 @@ final class RequestRecorder: Sendable {
                 // Outside the lock: the aggregate in its place is found under the registry's.
                 added = interval.add(
                     duration: sample.duration,
-                    failed: RequestSchema.isFailure(sample, series: series),
-                    transportError: TransportErrorKind(sample.error),
+                    failure: RequestSchema.failure(sample, series: series),
                     requestBytes: sample.requestBytes,
                     responseBytes: sample.responseBytes
                 )

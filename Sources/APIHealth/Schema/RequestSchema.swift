@@ -269,6 +269,13 @@ final class RequestSchema: Sendable {
         sample.error != nil || !series.succeeds
     }
 
+    /// Whether the request failed, and how (``isFailure(_:series:)``, with the kind of a transport error).
+    @inline(__always)
+    static func failure(_ sample: RequestSample, series: RequestSeries) -> RequestFailure {
+        if sample.error != nil { return TransportErrorKind(sample.error).map { .transport($0) } ?? .failed }
+        return series.succeeds ? .none : .failed
+    }
+
     /// Writes the request's fields: the numbers (``RequestNumericField``, in its order) as one group,
     /// then the strings. `series` is the sample's: it says whether its status counts as a success.
     func writeFields(of sample: RequestSample, series: RequestSeries, to fields: inout FieldWriter) {
