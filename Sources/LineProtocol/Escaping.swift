@@ -433,7 +433,7 @@ extension Array where Element == UInt8 {
     /// Appends `bytes` with one copy, growing the array as appending grows it (the generic
     /// `append(contentsOf:)` goes through a sequence's copy protocol, several times the cost for a line).
     @inline(__always)
-    mutating func appendCopy(of bytes: UnsafeBufferPointer<UInt8>) {
+    package mutating func appendCopy(of bytes: UnsafeBufferPointer<UInt8>) {
         #if compiler(>=6.2)
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
         append(addingCapacity: bytes.count) { room in

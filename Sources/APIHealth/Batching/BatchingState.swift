@@ -19,7 +19,7 @@ struct DestinationCursor {
 
 /// The pending batches as a plain value: events in, actions out. Every change is a ``BatchingEvent``
 /// given to ``handle(_:)`` (a recorded line, the one event that writes in place, to
-/// ``record(now:afterClose:_:)``), and comes back as one ``BatchingAction``: the work to do outside the
+/// ``record(_:series:now:afterClose:)``), and comes back as one ``BatchingAction``: the work to do outside the
 /// lock (gzip, spool files, a join, a split, a send) and the loops to wake. ``PendingBatches`` holds
 /// the state behind the lock `record` takes and runs the actions after releasing it, so recording never
 /// waits for the disk, gzip or the network; the tests drive the state alone, with no disk or network.
@@ -33,7 +33,7 @@ struct DestinationCursor {
 /// written, dropped, rejected or expired, each once; batches go out in the order their lines were
 /// recorded; its backlog stays within its cap but for the one batch being filled.
 struct BatchingState {
-    // The stored state is changed only by `handle(_:)` and `record(now:afterClose:_:)` (and the helpers
+    // The stored state is changed only by `handle(_:)` and `record(_:series:now:afterClose:)` (and the helpers
     // they call, in this file and its extensions); everything else reads it.
     var batches: [PendingBatch] = []
     var nextSequence: UInt64 = 1
@@ -93,6 +93,14 @@ struct BatchingState {
             return BatchingAction()
         case .pointInvalid:
             metrics.pointsInvalid += 1
+            return BatchingAction()
+        case .lineInvalid:
+            // As a line would have been, had it been valid: dropped once intake has closed.
+            if isClosed {
+                countDroppedAfterClose()
+            } else {
+                metrics.pointsInvalid += 1
+            }
             return BatchingAction()
         case .requestFiltered:
             metrics.requestsFiltered += 1
@@ -171,34 +179,32 @@ struct BatchingState {
 
     // MARK: Recording
 
-    /// A line: `encode` appends it to the open batch's bytes (a batch is opened if none is). A line it
-    /// refuses is counted as invalid, or as dropped when its series has no free instant. `afterClose`: a
-    /// line recorded although intake has closed, in a sealed batch of its own (the agent's last health
+    /// A line, encoded outside the lock: its series (``RecentInstants/seriesID(_:)`` of its key) is
+    /// given an instant it has not used, and the line is copied to the open batch (a batch is opened if
+    /// none is); a line whose series has no free instant is dropped and counted. `afterClose`: a line
+    /// recorded although intake has closed, in a sealed batch of its own (the agent's last health
     /// point, recorded once everything before it was sent, so that it reports the final counts).
     @inline(__always)
-    mutating func record(
-        now: Duration,
-        afterClose: Bool = false,
-        _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
-    ) -> LineRecorded {
-        guard afterClose else { return append(now: now, encode) }
+    mutating func record(_ line: EncodedLine, series: Int, now: Duration, afterClose: Bool = false) -> LineRecorded {
+        guard afterClose else { return append(line, series: series, now: now) }
         isClosed = false
-        var action = append(now: now, encode)
+        var action = append(line, series: series, now: now)
         close()
         action.wakeups.insert(.shippers)
         return action
     }
 
     @inline(__always)
-    private mutating func append(
-        now: Duration,
-        _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
-    ) -> LineRecorded {
+    private mutating func append(_ line: EncodedLine, series: Int, now: Duration) -> LineRecorded {
         var action = LineRecorded()
         if isClosed {
             countDroppedAfterClose()
             return action
         }
+        // Loads the slots the claim reads while the line is copied (the tables are too large to stay
+        // in the processor's cache beside the batches).
+        var latest: LatestInstant?
+        if let timestamp = line.timestamp { latest = recentInstants.prefetch(series: series, timestamp: timestamp) }
         if batches.isEmpty || batches[batches.count - 1].isSealed {
             batches.append(
                 PendingBatch(
@@ -215,25 +221,24 @@ struct BatchingState {
         }
         let last = batches.count - 1
         let before = batches[last].bytes.count
-        let repairs: LineEncoder.Repairs
-        do {
-            // In place: the batch's array is uniquely referenced, so the encoder appends to it.
-            repairs = try encode(&batches[last].bytes, &recentInstants)
-        } catch {
-            // A declined timestamp: the series has no free instant near the point's time.
-            if error == .timestampDeclined {
+        // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
+        batches[last].bytes.appendCopy(of: line.bytes)
+        if let timestamp = line.timestamp, let latest {
+            let instant = recentInstants.claim(series: series, timestamp: timestamp, latest: latest)
+            if instant != timestamp { batches[last].bytes.removeLast(batches[last].bytes.count - before) }
+            guard let instant else {
+                // The series has no free instant near the point's time.
                 metrics.pointsDropped += 1
-            } else {
-                metrics.pointsInvalid += 1
+                if batches[last].lineCount == 0 {
+                    batches.removeLast()
+                    for index in destinations.indices { destinations[index].pendingBatches -= 1 }
+                }
+                return action
             }
-            if batches[last].lineCount == 0 {
-                batches.removeLast()
-                for index in destinations.indices { destinations[index].pendingBatches -= 1 }
-            }
-            return action
+            if instant != timestamp { line.rewritingTimestamp(instant, into: &batches[last].bytes) }
         }
         action.accepted = true
-        if !repairs.isEmpty { metrics.pointsRepaired += 1 }
+        if !line.repairs.isEmpty { metrics.pointsRepaired += 1 }
         batches[last].lineCount += 1
         batches[last].lastLineAt = now
         let added = batches[last].bytes.count - before
