@@ -202,10 +202,6 @@ struct BatchingState {
             countDroppedAfterClose()
             return action
         }
-        // Loads the slots the claim reads while the line is copied (the tables are too large to stay
-        // in the processor's cache beside the batches).
-        var latest: LatestInstant?
-        if let timestamp = line.timestamp { latest = recentInstants.prefetch(series: series, timestamp: timestamp) }
         if batches.isEmpty || batches[batches.count - 1].isSealed {
             batches.append(
                 PendingBatch(
@@ -223,20 +219,27 @@ struct BatchingState {
         let last = batches.count - 1
         let before = batches[last].bytes.count
         // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
-        batches[last].bytes.appendCopy(of: line.bytes)
-        if let timestamp = line.timestamp, let latest {
+        if let timestamp = line.timestamp {
+            // Loads the slots the claim reads while the line is copied (the tables are too large to
+            // stay in the processor's cache beside the batches).
+            let latest = recentInstants.prefetch(series: series, timestamp: timestamp)
+            batches[last].bytes.appendCopy(of: line.bytes)
             let instant = recentInstants.claim(series: series, timestamp: timestamp, latest: latest)
-            if instant != timestamp { batches[last].bytes.removeLast(batches[last].bytes.count - before) }
-            guard let instant else {
-                // The series has no free instant near the point's time.
-                metrics.pointsDropped += 1
-                if batches[last].lineCount == 0 {
-                    batches.removeLast()
-                    for index in destinations.indices { destinations[index].pendingBatches -= 1 }
+            if instant != timestamp {
+                batches[last].bytes.removeLast(batches[last].bytes.count - before)
+                guard let instant else {
+                    // The series has no free instant near the point's time.
+                    metrics.pointsDropped += 1
+                    if batches[last].lineCount == 0 {
+                        batches.removeLast()
+                        for index in destinations.indices { destinations[index].pendingBatches -= 1 }
+                    }
+                    return action
                 }
-                return action
+                line.rewritingTimestamp(instant, into: &batches[last].bytes)
             }
-            if instant != timestamp { line.rewritingTimestamp(instant, into: &batches[last].bytes) }
+        } else {
+            batches[last].bytes.appendCopy(of: line.bytes)
         }
         action.accepted = true
         if !line.repairs.isEmpty { metrics.pointsRepaired += 1 }
