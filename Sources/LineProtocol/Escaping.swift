@@ -432,8 +432,9 @@ struct ByteWriter {
 extension Array where Element == UInt8 {
     /// Appends `bytes` with one copy, growing the array as appending grows it (the generic
     /// `append(contentsOf:)` goes through a sequence's copy protocol, several times the cost for a line).
-    @inline(__always)
-    mutating func appendCopy(of bytes: UnsafeBufferPointer<UInt8>) {
+    /// Inlinable, so the batches copy a line in without a call into this module.
+    @inlinable @inline(__always)
+    package mutating func appendCopy(of bytes: UnsafeBufferPointer<UInt8>) {
         #if compiler(>=6.2)
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
         append(addingCapacity: bytes.count) { room in

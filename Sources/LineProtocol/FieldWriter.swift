@@ -414,7 +414,7 @@ extension LineEncoder {
         }
     }
 
-    private enum LineOutcome {
+    enum LineOutcome {
         case written(Repairs)
         case failed(LineProtocolError)
         case needsRoom(Int)
@@ -422,7 +422,7 @@ extension LineEncoder {
 
     /// Writes the series, the fields and the timestamp (as `adjust` changes it, called only once the
     /// fields are written); on anything but `.written`, `writer` is back where it started.
-    private func writeLine(
+    func writeLine(
         series: SeriesKey,
         timestamp: Int64?,
         _ adjust: (_ seriesKey: UnsafeBufferPointer<UInt8>, _ timestamp: Int64) -> Int64?,

@@ -10,15 +10,18 @@ struct DestinationID: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Everything that happens to the pending batches, as ``BatchingState/handle(_:)`` takes it. A line
-/// recorded is the one event with an entry point of its own (``BatchingState/record(now:afterClose:_:)``):
-/// it carries the encoder that writes the line in place, which an enum could only hold as an escaping
-/// closure, allocated for every line.
+/// recorded is the one event with an entry point of its own (``BatchingState/record(_:series:now:afterClose:)``):
+/// it carries the line's bytes, lent from the stack of the thread that encoded it, which an enum could
+/// only hold as a copy, allocated for every line.
 enum BatchingEvent {
     // MARK: Counting
     /// Points whose values were changed on their way out.
     case pointsRepaired(Int)
     /// A sample that could not become a line at all.
     case pointInvalid
+    /// A point or sample whose line could not be written (counted as dropped once intake has closed,
+    /// as its line would have been).
+    case lineInvalid
     /// A request the capture filter chose not to record.
     case requestFiltered
     /// A point offered after intake closed.
@@ -158,7 +161,7 @@ struct BatchingAction {
 }
 
 /// What recording one line did: the one event with its own entry point
-/// (``BatchingState/record(now:afterClose:_:)``) returns this instead of a ``BatchingAction``, a
+/// (``BatchingState/record(_:series:now:afterClose:)``) returns this instead of a ``BatchingAction``, a
 /// trivial value the record path copies and drops without a switch over the work's payloads.
 struct LineRecorded {
     /// The line was taken (`true`), or refused or dropped (counted).

@@ -19,7 +19,7 @@ struct DestinationCursor {
 
 /// The pending batches as a plain value: events in, actions out. Every change is a ``BatchingEvent``
 /// given to ``handle(_:)`` (a recorded line, the one event that writes in place, to
-/// ``record(now:afterClose:_:)``), and comes back as one ``BatchingAction``: the work to do outside the
+/// ``record(_:series:now:afterClose:)``), and comes back as one ``BatchingAction``: the work to do outside the
 /// lock (gzip, spool files, a join, a split, a send) and the loops to wake. ``PendingBatches`` holds
 /// the state behind the lock `record` takes and runs the actions after releasing it, so recording never
 /// waits for the disk, gzip or the network; the tests drive the state alone, with no disk or network.
@@ -33,32 +33,33 @@ struct DestinationCursor {
 /// written, dropped, rejected or expired, each once; batches go out in the order their lines were
 /// recorded; its backlog stays within its cap but for the one batch being filled.
 struct BatchingState {
-    // The stored state is changed only by `handle(_:)` and `record(now:afterClose:_:)` (and the helpers
-    // they call, in this file and its extensions); everything else reads it.
-    var batches: [PendingBatch] = []
-    var nextSequence: UInt64 = 1
+    // The stored state is changed only by `handle(_:)` and `record(_:series:now:afterClose:)` and the
+    // private helpers they call: the storage is private (what others read, `private(set)`), so the
+    // compiler keeps that rule.
+    private(set) var batches: [PendingBatch] = []
+    private var nextSequence: UInt64 = 1
     /// Bytes of line protocol held for any destination.
-    var pendingBytes = 0
+    private var pendingBytes = 0
     /// The agent's own counters; what destinations did is in their cursors.
-    var metrics = AgentMetrics()
-    var recentInstants: RecentInstants
-    var isClosed = false
+    private var metrics = AgentMetrics()
+    private var recentInstants: RecentInstants
+    private(set) var isClosed = false
     /// Points offered after intake closed (a producer still recording after the agent stopped).
-    var droppedAfterClose: UInt64 = 0
+    private(set) var droppedAfterClose: UInt64 = 0
     /// Whether the batches are mirrored in a spool directory.
-    var hasSpool: Bool
+    private var hasSpool: Bool
     let limits: APIHealthConfiguration.Batching
-    var destinations: [DestinationCursor]
+    private(set) var destinations: [DestinationCursor]
     /// One bit per destination.
     let allDestinations: UInt64
     /// Spool files to remove, for the spool worker (never a recording thread).
-    var spoolRemovals: [String] = []
+    private var spoolRemovals: [String] = []
     /// The first spool failure not yet reported to the agent's logger.
-    var unreportedSpoolFailure: String?
-    var spoolFailureReported = false
+    private var unreportedSpoolFailure: String?
+    private var spoolFailureReported = false
     /// Emptied line buffers with room for a whole batch, reused for new batches so their pages are not
     /// faulted in anew (at most ``spareBufferLimit``).
-    var spareBuffers: [[UInt8]] = []
+    private var spareBuffers: [[UInt8]] = []
     /// The capacity a new batch's buffer gets: a full batch and the line that overflows it.
     let bufferCapacity: Int
     static let spareBufferLimit = 2
@@ -93,6 +94,14 @@ struct BatchingState {
             return BatchingAction()
         case .pointInvalid:
             metrics.pointsInvalid += 1
+            return BatchingAction()
+        case .lineInvalid:
+            // As a line would have been, had it been valid: dropped once intake has closed.
+            if isClosed {
+                countDroppedAfterClose()
+            } else {
+                metrics.pointsInvalid += 1
+            }
             return BatchingAction()
         case .requestFiltered:
             metrics.requestsFiltered += 1
@@ -171,29 +180,23 @@ struct BatchingState {
 
     // MARK: Recording
 
-    /// A line: `encode` appends it to the open batch's bytes (a batch is opened if none is). A line it
-    /// refuses is counted as invalid, or as dropped when its series has no free instant. `afterClose`: a
-    /// line recorded although intake has closed, in a sealed batch of its own (the agent's last health
+    /// A line, encoded outside the lock: its series (``RecentInstants/seriesID(_:)`` of its key) is
+    /// given an instant it has not used, and the line is copied to the open batch (a batch is opened if
+    /// none is); a line whose series has no free instant is dropped and counted. `afterClose`: a line
+    /// recorded although intake has closed, in a sealed batch of its own (the agent's last health
     /// point, recorded once everything before it was sent, so that it reports the final counts).
     @inline(__always)
-    mutating func record(
-        now: Duration,
-        afterClose: Bool = false,
-        _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
-    ) -> LineRecorded {
-        guard afterClose else { return append(now: now, encode) }
+    mutating func record(_ line: EncodedLine, series: Int, now: Duration, afterClose: Bool = false) -> LineRecorded {
+        guard afterClose else { return append(line, series: series, now: now) }
         isClosed = false
-        var action = append(now: now, encode)
+        var action = append(line, series: series, now: now)
         close()
         action.wakeups.insert(.shippers)
         return action
     }
 
     @inline(__always)
-    private mutating func append(
-        now: Duration,
-        _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
-    ) -> LineRecorded {
+    private mutating func append(_ line: EncodedLine, series: Int, now: Duration) -> LineRecorded {
         var action = LineRecorded()
         if isClosed {
             countDroppedAfterClose()
@@ -215,25 +218,31 @@ struct BatchingState {
         }
         let last = batches.count - 1
         let before = batches[last].bytes.count
-        let repairs: LineEncoder.Repairs
-        do {
-            // In place: the batch's array is uniquely referenced, so the encoder appends to it.
-            repairs = try encode(&batches[last].bytes, &recentInstants)
-        } catch {
-            // A declined timestamp: the series has no free instant near the point's time.
-            if error == .timestampDeclined {
-                metrics.pointsDropped += 1
-            } else {
-                metrics.pointsInvalid += 1
+        // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
+        if let timestamp = line.timestamp {
+            // Loads the slots the claim reads while the line is copied (the tables are too large to
+            // stay in the processor's cache beside the batches).
+            let latest = recentInstants.prefetch(series: series, timestamp: timestamp)
+            batches[last].bytes.appendCopy(of: line.bytes)
+            let instant = recentInstants.claim(series: series, timestamp: timestamp, latest: latest)
+            if instant != timestamp {
+                batches[last].bytes.removeLast(batches[last].bytes.count - before)
+                guard let instant else {
+                    // The series has no free instant near the point's time.
+                    metrics.pointsDropped += 1
+                    if batches[last].lineCount == 0 {
+                        batches.removeLast()
+                        for index in destinations.indices { destinations[index].pendingBatches -= 1 }
+                    }
+                    return action
+                }
+                line.rewritingTimestamp(instant, into: &batches[last].bytes)
             }
-            if batches[last].lineCount == 0 {
-                batches.removeLast()
-                for index in destinations.indices { destinations[index].pendingBatches -= 1 }
-            }
-            return action
+        } else {
+            batches[last].bytes.appendCopy(of: line.bytes)
         }
         action.accepted = true
-        if !repairs.isEmpty { metrics.pointsRepaired += 1 }
+        if !line.repairs.isEmpty { metrics.pointsRepaired += 1 }
         batches[last].lineCount += 1
         batches[last].lastLineAt = now
         let added = batches[last].bytes.count - before
@@ -266,7 +275,7 @@ struct BatchingState {
     /// Drops the oldest batches `destination` still needs while its backlog is over its cap, keeping its
     /// newest; a batch no destination needs any more leaves (its spool file goes to the spool worker).
     /// The retry schedule is the destination's, so it stays.
-    mutating func dropOldest(for destination: DestinationID) -> Bool {
+    private mutating func dropOldest(for destination: DestinationID) -> Bool {
         let cursor = destination.index
         var dropped = false
         var index = 0
@@ -289,7 +298,7 @@ struct BatchingState {
     /// Clears `destination`'s bit on batch `index` and takes it off the destination's backlog; the batch
     /// leaves when no destination needs it, its file going to the spool worker. Returns whether it left.
     @discardableResult
-    mutating func release(_ index: Int, from destination: DestinationID) -> Bool {
+    private mutating func release(_ index: Int, from destination: DestinationID) -> Bool {
         let cursor = destination.index
         guard batches[index].awaiting & destination.bit != 0 else { return false }
         batches[index].awaiting &= ~destination.bit
@@ -305,7 +314,7 @@ struct BatchingState {
         return true
     }
 
-    mutating func takeSequence() -> UInt64 {
+    private mutating func takeSequence() -> UInt64 {
         defer { nextSequence += 1 }
         return nextSequence
     }
@@ -384,5 +393,411 @@ struct BatchingState {
     var reservedBytes: Int {
         batches.reduce(0) { $0 + $1.bytes.capacity + ($1.body?.capacity ?? 0) }
             + spareBuffers.reduce(0) { $0 + $1.capacity }
+    }
+}
+
+// MARK: - Sending
+
+extension BatchingState {
+    /// The index of the oldest batch `destination` still needs.
+    private func head(of destination: DestinationID) -> Int? {
+        batches.firstIndex { $0.awaiting & destination.bit != 0 }
+    }
+
+    /// The oldest sealed batch `destination` needs if it may be sent at `now`, a join to make first,
+    /// or how long to wait.
+    private mutating func nextSend(
+        for destination: DestinationID,
+        now: Duration,
+        openDeadline: Duration?
+    ) -> BatchingAction {
+        guard let index = head(of: destination), batches[index].isSealed else {
+            return BatchingAction(.wait(until: openDeadline))
+        }
+        if let notBefore = destinations[destination.index].retryNotBefore, notBefore > now {
+            return BatchingAction(.wait(until: openDeadline.map { min($0, notBefore) } ?? notBefore))
+        }
+        if let plan = joinPlan(at: index) { return BatchingAction(.join(plan)) }
+        let head = batches[index]
+        destinations[destination.index].inFlight = head.segment
+        return BatchingAction(
+            .send(segment: head.segment, body: head.body, lineCount: head.lineCount, lineBytes: head.lineBytes)
+        )
+    }
+
+    /// Whether one of `segments` is being sent to a destination.
+    private func isInFlight(_ segments: ArraySlice<PendingBatch>) -> Bool {
+        destinations.contains { cursor in
+            cursor.inFlight.map { flying in segments.contains { $0.segment == flying } } ?? false
+        }
+    }
+
+    /// The sealed batches after batch `start` that fit into it within the batch limits, needed by the
+    /// same destinations and being sent to none, so a backlog (many small batches cut while the server
+    /// was away) goes out in few requests.
+    private mutating func joinPlan(at start: Int) -> MergePlan? {
+        let awaiting = batches[start].awaiting
+        func joinable(_ batch: PendingBatch) -> Bool {
+            batch.isSealed && batch.mayJoin && batch.awaiting == awaiting && (!hasSpool || batch.isSpoolSealed)
+        }
+        guard joinable(batches[start]) else { return nil }
+        var end = start + 1
+        var lines = batches[start].lineCount
+        var size = batches[start].lineBytes
+        while end < batches.count, joinable(batches[end]),
+            lines + batches[end].lineCount <= limits.maximumLines,
+            size + batches[end].lineBytes <= limits.maximumBytes
+        {
+            lines += batches[end].lineCount
+            size += batches[end].lineBytes
+            end += 1
+        }
+        guard end - start > 1, !isInFlight(batches[start..<end]) else { return nil }
+        let sources = batches[start..<end]
+        return MergePlan(
+            sources: sources.map(\.segment),
+            contents: sources.map(\.contents),
+            segment: SegmentName.merged(last: sources[sources.endIndex - 1].segment, sequence: takeSequence()),
+            lineCount: lines,
+            lineBytes: size
+        )
+    }
+
+    /// The join of `plan` is made (`lines`, written to the spool as a sealed file when `written`), or
+    /// could not be (`nil`). It replaces its sources if they are still there, in a row, unchanged and
+    /// being sent nowhere; otherwise (one was dropped or sent meanwhile) it is let go. Its sources'
+    /// files, or its own, go to the spool worker.
+    private mutating func joined(_ plan: MergePlan, lines: [UInt8]?, written: Bool, failure: SpoolError?) {
+        if let failure { countSpoolFailure(failure) }
+        let start = batches.firstIndex { $0.segment == plan.sources[0] }
+        let unchanged = start.map { start in
+            batches.count - start >= plan.sources.count
+                && zip(batches[start...], plan.sources).allSatisfy {
+                    $0.segment == $1 && $0.awaiting == batches[start].awaiting
+                }
+                && !isInFlight(batches[start..<(start + plan.sources.count)])
+        }
+        guard let start, unchanged == true, let lines, !hasSpool || written else {
+            if written { spoolRemovals.append(plan.segment) }
+            // Sent as it is: a join that failed is not tried again for this batch.
+            if let start { batches[start].mayJoin = false }
+            return
+        }
+        let range = start..<(start + plan.sources.count)
+        var joined = batches[start]
+        joined.segment = plan.segment
+        joined.bytes = lines
+        joined.stage = .sealed
+        joined.lineCount = plan.lineCount
+        joined.spoolCopy = .sealed(bytes: lines.count)
+        joined.lastLineAt = batches[range.upperBound - 1].lastLineAt
+        joined.failingSince = batches[range].compactMap(\.failingSince).min()
+        for index in destinations.indices where joined.awaiting & (1 << UInt64(index)) != 0 {
+            destinations[index].pendingBatches -= plan.sources.count - 1
+        }
+        batches.replaceSubrange(range, with: [joined])
+        if hasSpool { spoolRemovals += plan.sources }
+    }
+
+    /// The newest sealed batch behind the head without a body: the next one to compress.
+    private func nextWaitingWithoutBody() -> (segment: String, lines: [UInt8])? {
+        guard batches.count > 1 else { return nil }
+        for index in batches.indices.dropFirst().reversed() where batches[index].isSealed && batches[index].body == nil
+        {
+            return (batches[index].segment, batches[index].bytes)
+        }
+        return nil
+    }
+
+    /// Batch `segment`'s body is made: kept for its sends, and its lines let go once they are on disk.
+    private mutating func keepBody(_ body: [UInt8], of segment: String) {
+        guard let index = batches.firstIndex(where: { $0.segment == segment }), batches[index].isSealed,
+            batches[index].body == nil
+        else { return }
+        batches[index].stage = .compressed(body: body, linesOnlyInBody: nil)
+        releaseLines(index)
+    }
+
+    /// `destination` stored batch `segment`.
+    private mutating func delivered(
+        _ segment: String,
+        to destination: DestinationID,
+        sentBytes: Int,
+        compressedBytes: Int
+    ) {
+        let cursor = destination.index
+        destinations[cursor].counters.batchesWritten += 1
+        destinations[cursor].counters.bytesBeforeGzip += UInt64(sentBytes)
+        destinations[cursor].counters.bytesAfterGzip += UInt64(compressedBytes)
+        destinations[cursor].counters.lastError = nil
+        destinations[cursor].retryNotBefore = nil
+        destinations[cursor].failedAttempts = 0
+        destinations[cursor].inFlight = nil
+        guard let index = batches.firstIndex(where: { $0.segment == segment }),
+            batches[index].awaiting & destination.bit != 0
+        else { return }
+        destinations[cursor].counters.pointsWritten += UInt64(batches[index].lineCount)
+        batches[index].failingSince = nil
+        release(index, from: destination)
+    }
+
+    /// `destination` refused batch `segment` for good (or it failed past the retry limit; for a partial
+    /// write, `reason` lists the refused lines): the batch
+    /// leaves its cursor and is counted, the refused lines as refused (the rest were stored: a partial
+    /// write). Asks for its lines to be copied to `rejected/` outside the lock (not when the batch is
+    /// gone or there is no spool).
+    private mutating func refused(
+        _ segment: String,
+        by destination: DestinationID,
+        reason: String,
+        lines: RefusedLines
+    ) -> BatchingAction {
+        let cursor = destination.index
+        if case .numbered = lines {
+            destinations[cursor].counters.lastError = "partial write: \(reason)"
+        } else {
+            destinations[cursor].counters.lastError = reason
+        }
+        destinations[cursor].inFlight = nil
+        guard let index = batches.firstIndex(where: { $0.segment == segment }),
+            batches[index].awaiting & destination.bit != 0
+        else { return BatchingAction(wakeups: .batchesLeft) }
+        let batch = batches[index]
+        let refusedCount: Int
+        var only: [Int: String]?
+        switch lines {
+        case .all, .expired: refusedCount = batch.lineCount
+        case .count(let count): refusedCount = count
+        case .numbered(let numbered):
+            refusedCount = numbered.count
+            only = numbered
+        }
+        let refused = UInt64(min(refusedCount, batch.lineCount))
+        if case .expired = lines {
+            destinations[cursor].counters.pointsExpired += refused
+        } else {
+            destinations[cursor].counters.pointsRejected += refused
+        }
+        // A partial write (InfluxDB 1.x answers `dropped=N`, InfluxDB 3 lists the lines): the rest are stored.
+        destinations[cursor].counters.pointsWritten += UInt64(batch.lineCount) - refused
+        let left = release(index, from: destination)
+        guard hasSpool else { return BatchingAction(wakeups: .batchesLeft) }
+        if left, let removal = spoolRemovals.lastIndex(of: segment) {
+            // Removed with the copy, which must be written first.
+            spoolRemovals.remove(at: removal)
+        }
+        return BatchingAction(
+            .writeRejected(segment: segment, contents: batch.contents, reason: reason, removesFile: left, only: only),
+            wakeups: .batchesLeft
+        )
+    }
+
+    /// `destination` found batch `segment` too large: it gets the `halves` (written to the spool as
+    /// `names` when `written`) in its place, never joined again, and the batch leaves its cursor (other
+    /// destinations still get it whole). If the batch is gone meanwhile, the halves' files are let go.
+    private mutating func split(
+        _ segment: String,
+        for destination: DestinationID,
+        into halves: SplitHalves,
+        names: (first: String, second: String),
+        written: Bool,
+        failure: SpoolError?
+    ) {
+        if let failure { countSpoolFailure(failure) }
+        let cursor = destination.index
+        let bit = destination.bit
+        destinations[cursor].inFlight = nil
+        guard let index = batches.firstIndex(where: { $0.segment == segment }), batches[index].awaiting & bit != 0
+        else {
+            if written && !batches.contains(where: { $0.segment == names.first }) {
+                spoolRemovals += [names.first, names.second]
+            }
+            return
+        }
+        let original = batches[index]
+        var originalIndex = index
+        if index >= 2, batches[index - 2].segment == names.first, batches[index - 1].segment == names.second {
+            // Another destination split it the same way: the halves are shared.
+            batches[index - 2].awaiting |= bit
+            batches[index - 1].awaiting |= bit
+        } else {
+            originalIndex += 2
+            var first = original
+            first.awaiting = bit
+            first.mayJoin = false
+            first.stage = .sealed
+            first.segment = names.first
+            first.bytes = halves.first
+            first.lineCount = halves.firstLines
+            // Unwritten halves are sealed on disk by the next round, which counts the failure.
+            first.spoolCopy =
+                written || !hasSpool ? .sealed(bytes: halves.first.count) : .writing(bytes: halves.first.count)
+            var second = first
+            second.segment = names.second
+            second.bytes = halves.second
+            second.lineCount = halves.secondLines
+            second.spoolCopy =
+                written || !hasSpool ? .sealed(bytes: halves.second.count) : .writing(bytes: halves.second.count)
+            pendingBytes += halves.first.count + halves.second.count
+            batches.insert(contentsOf: [first, second], at: index)
+        }
+        destinations[cursor].pendingBytes += halves.first.count + halves.second.count
+        destinations[cursor].pendingLines += halves.firstLines + halves.secondLines
+        destinations[cursor].pendingBatches += 2
+        let left = release(originalIndex, from: destination)
+        // The whole batch stays on disk when the halves could not be written; they still go from memory.
+        if left && hasSpool && !written, let removal = spoolRemovals.lastIndex(of: original.segment) {
+            spoolRemovals.remove(at: removal)
+        }
+    }
+
+    /// A send of batch `segment` to `destination` failed: the destination waits until `notBefore`.
+    /// Returns `false` when the batch has been failing for longer than `retryLimit` (it is then refused
+    /// as expired).
+    private mutating func failed(
+        _ segment: String,
+        for destination: DestinationID,
+        notBefore: Duration,
+        now: Duration,
+        error: String,
+        retryLimit: Duration?
+    ) -> Bool {
+        let cursor = destination.index
+        destinations[cursor].counters.retries += 1
+        destinations[cursor].counters.lastError = error
+        destinations[cursor].failedAttempts += 1
+        destinations[cursor].retryNotBefore = notBefore
+        destinations[cursor].inFlight = nil
+        guard let index = batches.firstIndex(where: { $0.segment == segment }) else { return true }
+        let since = batches[index].failingSince ?? now
+        batches[index].failingSince = since
+        if let retryLimit, now - since > retryLimit { return false }
+        return true
+    }
+}
+
+// MARK: - Spool
+
+extension BatchingState {
+    /// What the spool worker writes this round: the bytes recorded since the last one, the seals of
+    /// sealed batches, and the files to remove.
+    private mutating func takeSpoolWork() -> SpoolWork {
+        var work = SpoolWork()
+        guard hasSpool else { return work }
+        for batch in batches where batch.spooledBytes < batch.bytes.count || (batch.isSealed && !batch.isSpoolSealed) {
+            work.appends.append(
+                SpoolWork.Append(
+                    segment: batch.segment,
+                    bytes: Array(batch.bytes[batch.spooledBytes...]),
+                    end: batch.bytes.count,
+                    seals: batch.isSealed
+                )
+            )
+        }
+        swap(&work.removals, &spoolRemovals)
+        return work
+    }
+
+    /// The spool worker's round is done. Returns the first spool failure, once, for the log.
+    private mutating func spoolWritten(_ progress: SpoolProgress) -> String? {
+        for item in progress.written {
+            guard let index = batches.firstIndex(where: { $0.segment == item.segment }) else { continue }
+            if item.sealed {
+                batches[index].spoolCopy = .sealed(bytes: item.end)
+                releaseLines(index)
+            } else {
+                batches[index].spoolCopy = .writing(bytes: item.end)
+            }
+        }
+        for failure in progress.failures { countSpoolFailure(failure) }
+        guard let message = unreportedSpoolFailure else { return nil }
+        unreportedSpoolFailure = nil
+        spoolFailureReported = true
+        return message
+    }
+
+    /// Counts a failed spool operation; only the first one is kept for the log.
+    private mutating func countSpoolFailure(_ error: any Error) {
+        metrics.spoolWriteErrors += 1
+        if !spoolFailureReported && unreportedSpoolFailure == nil { unreportedSpoolFailure = "\(error)" }
+    }
+
+    /// Lets batch `index`'s lines go once its body holds them and they are on disk (or there is no
+    /// spool); their buffer is reused.
+    private mutating func releaseLines(_ index: Int) {
+        let batch = batches[index]
+        guard case .compressed(let body, nil) = batch.stage,
+            !hasSpool || (batch.isSpoolSealed && batch.spooledBytes == batch.bytes.count)
+        else { return }
+        batches[index].stage = .compressed(body: body, linesOnlyInBody: batch.bytes.count)
+        var lines = batches[index].bytes
+        batches[index].bytes = []
+        reuse(&lines)
+    }
+
+    /// Batches a previous run left in the spool, ahead of anything recorded, for every destination;
+    /// `nextSequence` continues after the highest sequence found.
+    private mutating func restored(_ restored: [PendingBatch], sequencesAfter highest: UInt64, linesLeftOut: Int) {
+        nextSequence = max(nextSequence, highest + 1)
+        var restored = restored
+        for index in restored.indices { restored[index].awaiting = allDestinations }
+        batches.insert(contentsOf: restored, at: 0)
+        let bytes = restored.reduce(0) { $0 + $1.lineBytes }
+        let lines = restored.reduce(0) { $0 + $1.lineCount }
+        pendingBytes += bytes
+        metrics.spoolLinesLeftOut += UInt64(linesLeftOut)
+        for index in destinations.indices {
+            destinations[index].pendingBytes += bytes
+            destinations[index].pendingLines += lines
+            destinations[index].pendingBatches += restored.count
+            if destinations[index].pendingBytes > destinations[index].maximumPendingBytes {
+                _ = dropOldest(for: DestinationID(index: index))
+            }
+        }
+    }
+
+    /// The spool is let go after shutdown: counts what is neither delivered nor on disk as lost.
+    private mutating func releaseSpool() -> UInt64 {
+        var lost: UInt64 = 0
+        for batch in batches {
+            if !hasSpool || batch.spooledBytes == 0 {
+                lost += UInt64(batch.lineCount)
+            } else if batch.spooledBytes < batch.bytes.count {
+                batch.bytes[batch.spooledBytes...].withUnsafeBufferPointer { buffer in
+                    for line in LineSplitter(buffer) where !line.range.isEmpty { lost += 1 }
+                }
+            }
+        }
+        metrics.pointsLost += lost
+        hasSpool = false
+        spoolRemovals = []
+        return lost
+    }
+
+    // MARK: Buffers
+
+    /// Keeps `buffer`, emptied, for a later batch if it has room for a whole one and fewer than
+    /// ``spareBufferLimit`` are kept.
+    private mutating func reuse(_ buffer: inout [UInt8]) {
+        guard buffer.capacity >= bufferCapacity, spareBuffers.count < Self.spareBufferLimit else { return }
+        buffer.removeAll(keepingCapacity: true)
+        spareBuffers.append(buffer)
+        buffer = []
+    }
+
+    /// An empty buffer with room for a whole batch and the line that overflows it.
+    private mutating func newBuffer() -> [UInt8] {
+        if let spare = spareBuffers.popLast() { return spare }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(bufferCapacity)
+        return bytes
+    }
+
+    /// A new array holding exactly `bytes`, without spare capacity.
+    private static func exactCopy(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: bytes.count) { buffer, count in
+            _ = buffer.initialize(fromContentsOf: bytes)
+            count = bytes.count
+        }
     }
 }

@@ -4,11 +4,12 @@ import LineProtocol
 /// one function that applies an event to it and runs the action it returns after that lock is released
 /// (AsyncHTTPClient's connection pool state machine is the model). The work — gzip, spool files, joins,
 /// splits — is done here, outside the lock; what it achieves goes back in as the next event. Every
-/// decision is the state's: this type only runs what it is asked to.
+/// decision is the state's: this type only runs what it is asked to. A recorded line is encoded before
+/// the lock, on the recording thread's stack; under the lock only its bytes are copied.
 ///
 /// The lock order (`spoolRound`, then `spoolDirectory` and `state`) is written on `APIHealthAgent.lifecycle`.
 final class PendingBatches: Sendable {
-    /// Guards the batches, counters and timestamps: the only lock `record` takes.
+    /// Guards the batches, counters and the instants each series used: the only lock `record` takes.
     private let state: Locked<BatchingState>
     private let encoder: LineEncoder
     /// Makes the request bodies of batches.
@@ -149,38 +150,40 @@ final class PendingBatches: Sendable {
 
     // MARK: Recording
 
-    /// Encodes `point` into the open batch. Returns `false` if it was refused or dropped (counted).
+    /// Encodes `point` (no lock held) and appends its line to the open batch. Returns `false` if it was
+    /// refused or dropped (counted).
     @discardableResult
     func record(_ point: Point, now: Duration) -> Bool {
-        append(now: now) { bytes, instants throws(LineProtocolError) in try encode(point, into: &bytes, &instants) }
+        record(point, now: now, afterClose: false)
     }
 
     /// Records `point` after intake has closed, in a sealed batch of its own: the agent's last health
     /// point, recorded once everything before it was sent.
     @discardableResult
     func recordAfterClose(_ point: Point, now: Duration) -> Bool {
-        append(now: now, afterClose: true) { bytes, instants throws(LineProtocolError) in
-            try encode(point, into: &bytes, &instants)
+        record(point, now: now, afterClose: true)
+    }
+
+    private func record(_ point: Point, now: Duration, afterClose: Bool) -> Bool {
+        do {
+            return try encoder.withLine(point) { line in
+                append(
+                    line,
+                    series: line.timestamp == nil ? 0 : RecentInstants.seriesID(line.seriesKey),
+                    now: now,
+                    afterClose: afterClose
+                )
+            }
+        } catch {
+            count(afterClose ? .pointInvalid : .lineInvalid)
+            return false
         }
     }
 
-    /// Encodes `point` into `bytes`, at an instant its series has not used.
-    private func encode(
-        _ point: Point,
-        into bytes: inout [UInt8],
-        _ instants: inout RecentInstants
-    ) throws(LineProtocolError) -> LineEncoder.Repairs {
-        try encoder.encode(
-            point,
-            into: &bytes,
-            claimingTimestamp: { seriesKey, timestamp in
-                instants.claim(series: RecentInstants.seriesID(seriesKey), timestamp: timestamp)
-            }
-        )
-    }
-
-    /// Encodes one line of a prerendered series into the open batch, as ``record(_:now:)`` does, with
-    /// the fields `writeFields` adds (it may be called twice for a line longer than 1 KiB).
+    /// Encodes one line of a prerendered series with the fields `writeFields` adds (it may be called
+    /// twice for a line longer than 1 KiB), with no lock held, on the caller's stack; then appends it
+    /// to the open batch as ``record(_:now:)`` does. `writeFields` is the schema's: it never runs
+    /// under the batching lock.
     @discardableResult
     func record(
         series: RequestSeries,
@@ -188,33 +191,26 @@ final class PendingBatches: Sendable {
         now: Duration,
         fields writeFields: (inout FieldWriter) -> Void
     ) -> Bool {
-        append(now: now) { bytes, instants throws(LineProtocolError) in
-            // Converted once: the prefetch needs the value before the line is written.
-            guard let value = timestamp.value(in: encoder.precision) else {
-                throw .timestampOutOfRange(timestamp, encoder.precision)
+        guard let value = timestamp.value(in: encoder.precision) else {
+            count(.lineInvalid)
+            return false
+        }
+        do {
+            return try encoder.withLine(series: series.key, timestampValue: value, fields: writeFields) { line in
+                append(line, series: series.id, now: now)
             }
-            let latest = instants.prefetch(series: series.id, timestamp: value)
-            return try encoder.encode(
-                series: series.key,
-                timestampValue: value,
-                into: &bytes,
-                claimingTimestamp: { _, timestamp in
-                    instants.claim(series: series.id, timestamp: timestamp, latest: latest)
-                },
-                fields: writeFields
-            )
+        } catch {
+            count(.lineInvalid)
+            return false
         }
     }
 
-    /// The one event with its own entry point (see ``BatchingState/record(now:afterClose:_:)``): runs
-    /// `encode` on the open batch's bytes under the state lock, then wakes whoever the line gave work to.
+    /// The one event with its own entry point (see ``BatchingState/record(_:series:now:afterClose:)``):
+    /// copies the encoded `line` into the open batch under the state lock, then wakes whoever the line
+    /// gave work to.
     @inline(__always)
-    private func append(
-        now: Duration,
-        afterClose: Bool = false,
-        _ encode: (inout [UInt8], inout RecentInstants) throws(LineProtocolError) -> LineEncoder.Repairs
-    ) -> Bool {
-        let action = state.withLock { $0.record(now: now, afterClose: afterClose, encode) }
+    private func append(_ line: EncodedLine, series: Int, now: Duration, afterClose: Bool = false) -> Bool {
+        let action = state.withLock { $0.record(line, series: series, now: now, afterClose: afterClose) }
         if !action.wakeups.isEmpty { wake(action.wakeups) }
         return action.accepted
     }

@@ -12,9 +12,9 @@ import LineProtocol
 ///
 /// Two generations of 25,000 instants each are remembered, in tables of 512 KB: too large to stay in
 /// the processor's cache while batches stream past, so the slot a line will claim is prefetched
-/// (``prefetch(series:timestamp:)``) before its fields are written. The usual point is later than
-/// anything its series has written, which the latest instant per series answers at once; only points
-/// that arrive out of order search the generations.
+/// (``prefetch(series:timestamp:)``) before its line is copied into its batch. The usual point is later
+/// than anything its series has written, which the latest instant per series answers at once; only
+/// points that arrive out of order search the generations.
 struct RecentInstants {
     private var current = InstantTable()
     private var previous = InstantTable()
@@ -45,7 +45,7 @@ struct RecentInstants {
     }
 
     /// Starts loading the table slots ``claim(series:timestamp:latest:)`` will look at first for a
-    /// point of `series` at `timestamp`, so that the claim, made once the point's fields are written,
+    /// point of `series` at `timestamp`, so that the claim, made once the point's line is copied,
     /// does not wait for memory: the tables are too large to stay in the processor's cache beside the
     /// batches. Returns the series' latest instant and where it is kept, for that claim (made under
     /// the same lock, with nothing claimed between them).

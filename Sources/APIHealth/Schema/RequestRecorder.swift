@@ -33,8 +33,9 @@ final class RequestRecorder: Sendable {
         return encode(kept, now: now)
     }
 
-    /// Counts `sample` in its endpoint's aggregate and, when it is written raw, encodes its line: the
-    /// series is found and the request counted under one lock, the line encoded under the batches'.
+    /// Counts `sample` in its endpoint's aggregate and, when it is written raw, records its line: the
+    /// series is found and the request counted under one lock, the line encoded with no lock held, and
+    /// its bytes copied into the open batch under the batches' lock.
     @inline(__always)
     private func encode(_ sample: RequestSample, now: Duration) -> Bool {
         let nanoseconds = RequestSchema.wholeNanoseconds(sample.duration) ?? .max
