@@ -820,6 +820,73 @@ def influxdb_check_query(objective, factor, long, short):
             # The check reads the field its query's last _field filter names (fieldsAsCols makes it a column).
             f"    |> filter(fn: (r) => r._field == \"burn_over_limit\")\n")
 
+# Columns a place's rows keep in the InfluxDB checks' Flux: every tag but those summed away (a host's), as the
+# vmalert rules keep every global tag.
+FLUX_PLACE_EXCEPT = ('["instance", "status_class", "method", "path", "module", "_field", "_value", "_time", '
+                     '"_start", "_stop"]')
+
+
+def influxdb_reachability_query(what):
+    """An InfluxDB check's query of one reachability alert: per host and place (every global tag), the share of its
+    requests failing (`what`: transport_errors, server_errors) over REACHABILITY_WINDOW against the host's share from
+    everywhere else, as the field "unreachable_over_limit": the share here over the larger of REACHABILITY_MIN_SHARE
+    and REACHABILITY_FACTOR times the share elsewhere, for places with at least MIN_REQUESTS requests (above 1: the
+    alert's condition)."""
+    failed = ('r._field == "errors" and r.status_class == "error"' if what == "transport_errors"
+              else 'r._field == "count" and r.status_class == "5xx"')
+    return f"""// Reachability: {what} per host and place, against the host's share from everywhere else
+import "join"
+
+place = from(bucket: "apihealth")
+    |> range(start: -{REACHABILITY_WINDOW})
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "errors"))
+    |> map(fn: (r) => ({{r with requests: if r._field == "count" then float(v: r._value) else 0.0, failed: if {failed} then float(v: r._value) else 0.0}}))
+    |> group(columns: {FLUX_PLACE_EXCEPT}, mode: "except")
+    |> reduce(identity: {{requests: 0.0, failed: 0.0}}, fn: (r, accumulator) => ({{requests: accumulator.requests + r.requests, failed: accumulator.failed + r.failed}}))
+    |> group()
+
+host = place
+    |> group(columns: ["host"])
+    |> reduce(identity: {{host_requests: 0.0, host_failed: 0.0}}, fn: (r, accumulator) => ({{host_requests: accumulator.host_requests + r.requests, host_failed: accumulator.host_failed + r.failed}}))
+    |> group()
+
+join.inner(left: place, right: host, on: (l, r) => l.host == r.host, as: (l, r) => ({{l with host_requests: r.host_requests, host_failed: r.host_failed}}))
+    |> filter(fn: (r) => r.requests >= {float(MIN_REQUESTS)})
+    |> map(fn: (r) => {{
+        elsewhere_requests = r.host_requests - r.requests
+        share_here = r.failed / r.requests
+        share_elsewhere = if elsewhere_requests > 0.0 then (r.host_failed - r.failed) / elsewhere_requests else 0.0
+        limit = if {float(REACHABILITY_FACTOR)} * share_elsewhere > {REACHABILITY_MIN_SHARE} then {float(REACHABILITY_FACTOR)} * share_elsewhere else {REACHABILITY_MIN_SHARE}
+        return {{r with _measurement: "{INTERVAL}", _field: "unreachable_over_limit", _value: share_here / limit, _time: now(), share_here: share_here, share_elsewhere: share_elsewhere}}
+    }})
+    |> drop(columns: ["requests", "failed", "host_requests", "host_failed"])
+    |> filter(fn: (r) => r._field == "unreachable_over_limit")
+"""
+
+
+def influxdb_steady_failure_query():
+    """An InfluxDB check's query of the failing-steadily ticket: per endpoint and place, over STEADY_WINDOW, the smaller
+    of failures over STEADY_MIN_FAILURES and the failing share over STEADY_MIN_SHARE, as the field
+    "failing_over_limit" (above 1: both over), for endpoints that failed in the last hour too."""
+    return f"""// Failing steadily: per endpoint and place, over {STEADY_WINDOW}
+import "join"
+
+from(bucket: "apihealth")
+    |> range(start: -{STEADY_WINDOW})
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "errors"))
+    |> map(fn: (r) => ({{r with requests: if r._field == "count" then float(v: r._value) else 0.0, failed: if r._field == "errors" then float(v: r._value) else 0.0, last_hour: if r._field == "errors" and r._time > date.sub(d: 1h, from: now()) then float(v: r._value) else 0.0}}))
+    |> group(columns: ["instance", "status_class", "_field", "_value", "_time", "_start", "_stop"], mode: "except")
+    |> reduce(identity: {{requests: 0.0, failed: 0.0, last_hour: 0.0}}, fn: (r, accumulator) => ({{requests: accumulator.requests + r.requests, failed: accumulator.failed + r.failed, last_hour: accumulator.last_hour + r.last_hour}}))
+    |> filter(fn: (r) => r.requests > 0.0 and r.last_hour > 0.0)
+    |> map(fn: (r) => {{
+        by_count = r.failed / {float(STEADY_MIN_FAILURES)}
+        by_share = r.failed / r.requests / {STEADY_MIN_SHARE}
+        return {{r with _measurement: "{INTERVAL}", _field: "failing_over_limit", _value: if by_count < by_share then by_count else by_share, _time: now(), share: r.failed / r.requests}}
+    }})
+    |> drop(columns: ["requests", "failed", "last_hour"])
+    |> filter(fn: (r) => r._field == "failing_over_limit")
+""".replace('import "join"\n', 'import "date"\n')
+
 
 def influxdb_resources():
     resources = [{
@@ -851,6 +918,44 @@ def influxdb_resources():
                                         "value": 1.0}],
                     },
                 })
+    for alert, what, failing in (("APIHealthReachabilityTransportErrors", "transport_errors", "end in a transport error"),
+                                 ("APIHealthReachabilityServerErrors", "server_errors", "get a 5xx response")):
+        resources.append({
+            "apiVersion": "influxdata.com/v2alpha1", "kind": "CheckThreshold",
+            "metadata": {"name": f"apihealth-reachability-{what.replace('_', '-')}"},
+            "spec": {
+                "name": alert,
+                "description": (f"Requests from one place (country, region, env) to a host that {failing} more than "
+                                f"{REACHABILITY_MIN_SHARE:.0%} of the time and {REACHABILITY_FACTOR}x the host's share "
+                                f"from everywhere else, over {REACHABILITY_WINDOW}, with at least {MIN_REQUESTS} "
+                                "requests. No objective needed. The value is the share here over that limit."),
+                "every": EVALUATION_INTERVAL, "offset": "0s",
+                "query": influxdb_reachability_query(what),
+                "statusMessageTemplate": (
+                    f"${{ r.host }} unreachable{FLUX_COUNTRY} (${{ r.service }}): "
+                    f"${{ string(v: r.share_here * 100.0) }}% of requests {failing}, against "
+                    f"${{ string(v: r.share_elsewhere * 100.0) }}% from everywhere else"),
+                "tags": [{"key": "severity", "value": "page"}],
+                "thresholds": [{"type": "greater", "level": "CRIT", "value": 1.0}],
+            },
+        })
+    resources.append({
+        "apiVersion": "influxdata.com/v2alpha1", "kind": "CheckThreshold",
+        "metadata": {"name": "apihealth-failing-steadily"},
+        "spec": {
+            "name": "APIHealthEndpointFailingSteadily",
+            "description": (f"An endpoint failing steadily whatever its traffic: at least {STEADY_MIN_FAILURES} "
+                            f"failures over {STEADY_WINDOW}, more than {STEADY_MIN_SHARE:.0%} of its requests, and "
+                            "some in the last hour (ticket)."),
+            "every": EVALUATION_INTERVAL, "offset": "0s",
+            "query": influxdb_steady_failure_query(),
+            "statusMessageTemplate": (
+                f"${{ r.method }} ${{ r.host }}${{ r.path }} (${{ r.service }}){FLUX_COUNTRY} has been failing for "
+                f"hours: ${{ string(v: r.share * 100.0) }}% of its requests over {STEADY_WINDOW}"),
+            "tags": [{"key": "severity", "value": "ticket"}],
+            "thresholds": [{"type": "greater", "level": "WARN", "value": 1.0}],
+        },
+    })
     for severity, level in (("page", "CRIT"), ("ticket", "WARN")):
         resources.append({
             "apiVersion": "influxdata.com/v2alpha1", "kind": "NotificationRuleHTTP",

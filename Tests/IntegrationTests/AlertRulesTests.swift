@@ -495,15 +495,19 @@ import Testing
     }
 
     @Test func theFluxRulesAndInfluxDBChecksReadOnlyWhatTheAgentWrites() throws {
-        // burn_over_limit is the field a check's query makes, for the check to test.
-        let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields).union(["burn_over_limit"])
+        // burn_over_limit, unreachable_over_limit and failing_over_limit are the fields a check's query makes, for
+        // the check to test.
+        let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields).union([
+            "burn_over_limit", "unreachable_over_limit", "failing_over_limit",
+        ])
         let flux = try Self.grafanaQueries("flux")
         let expectedQueries = 4 * 5 + 2 + 2 * 4 + 3
         #expect(flux.count == expectedQueries)
         let template = try #require(try DashboardFiles.json("influxdb/apihealth-template.json") as? [[String: Any]])
-        let checks = template.filter { $0["kind"] as? String == "CheckThreshold" }
-        #expect(checks.count == 8, "one check per objective and window pair")
-        let queries = flux.map(\.query) + checks.map { ($0["spec"] as! [String: Any])["query"] as! String }
+        let allChecks = template.filter { $0["kind"] as? String == "CheckThreshold" }
+        let checks = allChecks.filter { (($0["metadata"] as! [String: Any])["name"] as! String).contains("-burn-") }
+        #expect(checks.count == 8, "one burn-rate check per objective and window pair")
+        let queries = flux.map(\.query) + allChecks.map { ($0["spec"] as! [String: Any])["query"] as! String }
         for query in queries {
             for name in DashboardFiles.matches(#"r\._measurement == "([^"]+)""#, in: query) {
                 #expect(DashboardContractTests.measurements.contains(name), "unknown measurement \(name)")
@@ -539,12 +543,37 @@ import Testing
             let thresholds = spec["thresholds"] as! [[String: Any]]
             #expect(thresholds.count == 1 && thresholds[0]["value"] as? Double == 1.0)
         }
+        // The checks without objectives: reachability per host and place (transport errors, 5xx) and the
+        // failing-steadily ticket, each over its window, guarded, and naming the country.
+        let others = Dictionary(
+            uniqueKeysWithValues: allChecks.map {
+                (($0["metadata"] as! [String: Any])["name"] as! String, $0["spec"] as! [String: Any])
+            }.filter { !$0.0.contains("-burn-") }
+        )
+        #expect(
+            Set(others.keys) == [
+                "apihealth-reachability-transport-errors", "apihealth-reachability-server-errors",
+                "apihealth-failing-steadily",
+            ]
+        )
+        for (name, spec) in others {
+            let query = spec["query"] as! String
+            let field = name == "apihealth-failing-steadily" ? "failing_over_limit" : "unreachable_over_limit"
+            #expect(query.hasSuffix("|> filter(fn: (r) => r._field == \"\(field)\")\n"), "\(name)")
+            #expect((spec["statusMessageTemplate"] as? String)?.contains("r.country") == true, "\(name)")
+            let windows = DashboardFiles.matches(#"range\(start: -([0-9a-z]+)\)"#, in: query)
+            #expect(windows == [name == "apihealth-failing-steadily" ? "6h" : "10m"], "\(name): \(windows)")
+            if field == "unreachable_over_limit" {
+                #expect(query.contains("r.requests >= 100.0"), "\(name): the minimum-traffic guard")
+                #expect(query.contains(#"group(columns: ["host"])"#), "\(name): the host's share from everywhere")
+            }
+        }
         let endpoint = try #require(template.first { $0["kind"] as? String == "NotificationEndpointHTTP" })
         let endpointName = (endpoint["metadata"] as! [String: Any])["name"] as! String
         let rules = template.filter { $0["kind"] as? String == "NotificationRuleHTTP" }
         #expect(rules.count == 2)
         let severities = Set(
-            checks.flatMap { (($0["spec"] as! [String: Any])["tags"] as! [[String: String]]).map { $0["value"]! } }
+            allChecks.flatMap { (($0["spec"] as! [String: Any])["tags"] as! [[String: String]]).map { $0["value"]! } }
         )
         for rule in rules {
             let spec = rule["spec"] as! [String: Any]
