@@ -163,8 +163,9 @@ let package = Package(
         .executableTarget(
             name: "capture-probe",
             dependencies: [
-                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthTestKit", "LineProtocol",
+                "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "APIHealthTestKit", "LineProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -203,6 +203,10 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         _ dimensions: [(String, String)],
         make: (SeriesIdentity) -> MetricHandler
     ) -> MetricHandler {
+        // A series made before under the same name and dimensions (a middleware makes its counter
+        // and timer again for every request): found without normalising, sorting or hashing its tags.
+        let named = NamedSeries(kind: kind, label: label, dimensions: dimensions)
+        if let known = registry.withLock({ $0.byName[named] }) { return known }
         let key = SeriesIdentity(
             kind: kind,
             measurement: name(configuration.measurementPrefix + label),
@@ -210,9 +214,13 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
             everyPointTags: everyPointTags
         )
         let (handler, overflowed) = registry.withLock { registry -> (MetricHandler, Bool) in
-            if let live = registry.live[key] { return (live, false) }
+            if let live = registry.live[key] {
+                registry.remember(named, live, maximum: configuration.maximumSeries)
+                return (live, false)
+            }
             if let revived = registry.retired.removeValue(forKey: key) {
                 registry.live[key] = revived
+                registry.remember(named, revived, maximum: configuration.maximumSeries)
                 return (revived, false)
             }
             if registry.live.count + registry.retired.count >= configuration.maximumSeries {
@@ -230,6 +238,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
             }
             let made = make(key)
             registry.live[key] = made
+            registry.remember(named, made, maximum: configuration.maximumSeries)
             return (made, false)
         }
         if overflowed { agent.countMetricsOverflowed() }
@@ -252,6 +261,8 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         registry.withLock { registry in
             guard let live = registry.live[handler.key], live === handler else { return }
             registry.live.removeValue(forKey: handler.key)
+            // Made again, it is found through its identity (and revived).
+            registry.byName = registry.byName.filter { $0.value !== handler }
             registry.retired[handler.key] = handler
         }
     }
@@ -265,6 +276,16 @@ struct Registry {
     var retired: [SeriesIdentity: MetricHandler] = [:]
     /// The shared series of handlers made past the cap, one per kind.
     var overflow: [SeriesIdentity.Kind: MetricHandler] = [:]
+    /// The live handlers by the names they were made with (never an overflow one: each of those is
+    /// counted).
+    var byName: [NamedSeries: MetricHandler] = [:]
+
+    /// Finds `handler` by `named` from now on; past `maximum` × 2 names, the names found so far are
+    /// forgotten (found again through their identities).
+    mutating func remember(_ named: NamedSeries, _ handler: MetricHandler, maximum: Int) {
+        if byName.count >= maximum * 2 { byName.removeAll(keepingCapacity: true) }
+        byName[named] = handler
+    }
 
     /// Every handler to write this interval; retired ones that only the registry holds are dropped
     /// (and written this last time).
@@ -279,6 +300,27 @@ struct Registry {
             handlers.append(handler)
         }
         return handlers
+    }
+}
+
+/// A series as its maker named it: kind, label and dimensions in the order given, before names are
+/// normalised and tags sorted (several may stand for one ``SeriesIdentity``).
+struct NamedSeries: Hashable {
+    let kind: SeriesIdentity.Kind
+    let label: String
+    /// Each dimension's key, then its value.
+    let dimensions: [String]
+
+    init(kind: SeriesIdentity.Kind, label: String, dimensions: [(String, String)]) {
+        self.kind = kind
+        self.label = label
+        var flattened: [String] = []
+        flattened.reserveCapacity(dimensions.count * 2)
+        for (key, value) in dimensions {
+            flattened.append(key)
+            flattened.append(value)
+        }
+        self.dimensions = flattened
     }
 }
 

@@ -23,6 +23,9 @@ import FoundationNetworking
 //   capture-probe pipeline COUNT
 // records COUNT samples (one microsecond apart) into an agent that ships them to the VictoriaMetrics
 // at APIHEALTH_PROBE_VICTORIA_URL, and checks that every one was written.
+//   capture-probe service|service-none|service-errors-and-slow|service-all|service-default COUNT
+// sends COUNT requests to a service in this process that calls an upstream API for each, without the
+// agent or with it on as a service runs it (ServiceProbe.swift).
 //   capture-probe redirect-gap COUNT
 // follows COUNT 3-hop redirect chains, one at a time, through an instrumented session whose delegate
 // is asked at every hop, and compares each recorded duration with the caller's stopwatch (from before
@@ -36,6 +39,7 @@ guard arguments.count == 3, let count = Int(arguments[2]) else {
     exit(64)
 }
 let mode = arguments[1]
+if ServiceProbe.modes.contains(mode) { ServiceProbe.run(mode: mode, count: count) }
 let recording = ["record", "record-filter", "record-rules", "record-objectives"].contains(mode)
 let instrumented = mode.hasSuffix("-instrumented") || recording || mode == "ahc-observation"
 

@@ -121,29 +121,48 @@ final class RequestSchema: Sendable {
 
     /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.
     func foldedHostTag(_ url: URL) -> String {
-        var name = url.host?.lowercased() ?? "unknown"
+        foldedHostTag(URLParts(host: url.host, port: url.port, path: ""))
+    }
+
+    /// The `host` tag of a URL with `parts`.
+    func foldedHostTag(_ parts: URLParts) -> String {
+        var name = parts.host?.lowercased() ?? "unknown"
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-        return hostLearner.tag(name: name, port: url.port)
+        return hostLearner.tag(name: name, port: parts.port)
     }
 
     /// `host` or `host:port`, lowercased, as the URL has it (for exclusion).
     static func hostTag(_ url: URL) -> String {
-        let host = url.host?.lowercased() ?? "unknown"
-        return url.port.map { "\(host):\($0)" } ?? host
+        hostTag(host: url.host, port: url.port)
+    }
+
+    private static func hostTag(host: String?, port: Int?) -> String {
+        let host = host?.lowercased() ?? "unknown"
+        return port.map { "\(host):\($0)" } ?? host
     }
 
     func isExcluded(_ url: URL) -> Bool {
-        guard let host = url.host else { return true }
+        isExcluded(URLParts(host: url.host, port: url.port, path: ""))
+    }
+
+    /// Whether requests to a URL with `parts` are left out (the write destinations, configured hosts).
+    func isExcluded(_ parts: URLParts) -> Bool {
+        guard let host = parts.host else { return true }
         if excludedHostNames.isEmpty { return false }
         let name = host.lowercased()
         guard excludedHostNames.contains(name) else { return false }
-        return excludedHosts.contains(name) || excludedHosts.contains(Self.hostTag(url))
+        return excludedHosts.contains(name) || excludedHosts.contains(Self.hostTag(host: host, port: parts.port))
     }
 
     /// The templated path (a user rule's, else a learned one), or the overflow value once the cap of
     /// distinct paths is reached.
     func pathTag(host: String, method: String, url: URL) -> String {
-        let segments = url.path.split(separator: "/", omittingEmptySubsequences: true)
+        pathTag(host: host, method: method, path: url.path)
+    }
+
+    /// The templated path of `path` (as `URL.path` gives it).
+    func pathTag(host: String, method: String, path: String) -> String {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         if let ruled = templater.ruleTemplate(host: host, segments: segments) {
             return learner.admit(host: host, template: ruled)
         }
@@ -180,9 +199,35 @@ final class RequestSchema: Sendable {
         generation: UInt64,
         counting count: (RequestSeries) -> Counted
     ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
-        guard !isExcluded(sample.url) else { return nil }
-        let host = foldedHostTag(sample.url)
-        let path = pathTag(host: host, method: sample.method, url: sample.url)
+        let parts = URLParts(sample.url, text: url)
+        guard !isExcluded(parts) else { return nil }
+        let host = foldedHostTag(parts)
+        let path = pathTag(host: host, method: sample.method, path: parts.path)
+        // An overflowed path is not cached: it is counted each time; nor a path held back as new,
+        // which has its template once its values are seen again.
+        let caches = path != configuration.capture.overflowPath && path != EndpointLearner.newPath
+        // A URL not seen before whose endpoint was: its series is the endpoint's (the URL's host is in
+        // the key, for the success rules and exclusions that read it).
+        let endpointKey = EndpointSeriesKey(
+            host: parts.host?.lowercased() ?? "",
+            port: parts.port,
+            hostTag: host,
+            path: path,
+            method: sample.method,
+            module: sample.module,
+            statusCode: sample.statusCode
+        )
+        if caches,
+            let found = rendered.series(
+                ofEndpoint: endpointKey,
+                url: url,
+                hash: hash,
+                generation: generation,
+                counting: count
+            )
+        {
+            return found
+        }
         let endpoint = aggregator?.interval(for: intervalTags(for: sample, host: host, path: path))
         let tags =
             endpoint?.overflowed == true
@@ -200,13 +245,11 @@ final class RequestSchema: Sendable {
             ),
             interval: endpoint?.interval
         )
-        // An overflowed path is not cached: it is counted each time; nor a path held back as new,
-        // which has its template once its values are seen again.
-        let caches = path != configuration.capture.overflowPath && path != EndpointLearner.newPath
         let counted = rendered.insert(
             series,
             url: url,
             hash: hash,
+            endpoint: endpointKey,
             generation: generation,
             caches: caches,
             counting: count

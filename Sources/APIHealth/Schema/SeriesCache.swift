@@ -82,6 +82,18 @@ struct SeriesCache {
     }
 }
 
+/// What a request's series depends on besides its URL's text: its endpoint (host tag, templated
+/// path), the URL's own host and port, method, module and status.
+struct EndpointSeriesKey: Hashable {
+    var host: String
+    var port: Int?
+    var hostTag: String
+    var path: String
+    var method: String
+    var module: String
+    var statusCode: Int?
+}
+
 /// The schema's cache of rendered series, under the record path's first lock: it guards the cache and
 /// the counts of every endpoint aggregate (``EndpointInterval``), so a request finds its series and is
 /// counted in its aggregate under one acquisition. Nothing else is taken under it.
@@ -102,6 +114,11 @@ final class RenderedSeries: @unchecked Sendable {
     let lock = Locked<Void>()
     /// Read and changed only while holding `lock`.
     @exclusivity(unchecked) private var cache = SeriesCache()
+    /// The series of each endpoint seen since the last invalidation, for URLs not in `cache` (a path
+    /// with an id seen for the first time); emptied when it reaches ``maximumEndpoints``. Read and
+    /// changed only while holding `lock`.
+    @exclusivity(unchecked) private var endpoints: [EndpointSeriesKey: RequestSeries] = [:]
+    static let maximumEndpoints = 4_096
 
     /// The cached series of `sample` (`url` its URL's text, `hash` their ``SeriesCache/hash(_:statusCode:)``)
     /// with what `count` made of it, both under the lock; and the generation to insert a series rendered
@@ -119,25 +136,51 @@ final class RenderedSeries: @unchecked Sendable {
         }
     }
 
-    /// Caches `series`, unless the cache was invalidated since `generation` (or `caches` is false),
-    /// and returns what `count` made of it, under the lock.
+    /// The series of `endpoint` if one was rendered since `generation` (then cached for `url` too),
+    /// with what `count` made of it, under the lock.
+    func series<Counted>(
+        ofEndpoint endpoint: EndpointSeriesKey,
+        url: String,
+        hash: UInt64,
+        generation: UInt64,
+        counting count: (RequestSeries) -> Counted
+    ) -> (RequestSeries, Counted)? {
+        lock.withLock {
+            guard generation == cache.generation, let series = endpoints[endpoint] else { return nil }
+            cache.insert(series, url: url, hash: hash, learned: generation)
+            return (series, count(series))
+        }
+    }
+
+    /// Caches `series` (for `url`, and for `endpoint` when given), unless the cache was invalidated
+    /// since `generation` (or `caches` is false), and returns what `count` made of it, under the lock.
     @inline(__always)
     func insert<Counted>(
         _ series: RequestSeries,
         url: String,
         hash: UInt64,
+        endpoint: EndpointSeriesKey? = nil,
         generation: UInt64,
         caches: Bool = true,
         counting count: (RequestSeries) -> Counted
     ) -> Counted {
         lock.withLock {
-            if caches { cache.insert(series, url: url, hash: hash, learned: generation) }
+            if caches {
+                cache.insert(series, url: url, hash: hash, learned: generation)
+                if let endpoint, generation == cache.generation {
+                    if endpoints.count >= Self.maximumEndpoints { endpoints.removeAll(keepingCapacity: true) }
+                    endpoints[endpoint] = series
+                }
+            }
             return count(series)
         }
     }
 
     /// Forgets every series: the series of some URL changed.
     func invalidate() {
-        lock.withLock { cache.removeAll() }
+        lock.withLock {
+            cache.removeAll()
+            endpoints.removeAll()
+        }
     }
 }

@@ -1,0 +1,106 @@
+import Foundation
+
+/// The host, port and path of a request's URL, as `URL.host`, `URL.port` and `URL.path` give them,
+/// read straight from the URL's text when it is a plain one (ASCII, no user, no IPv6 literal, no
+/// percent escape, no `;`), else from `URL`: a request to a URL not seen before is rendered without
+/// Foundation parsing and decoding it again.
+///
+/// ```swift
+/// let parts = URLParts(url, text: url.absoluteString)
+/// parts.host   // "api.example.com" for https://api.example.com:8443/users/1?page=2
+/// ```
+struct URLParts: Equatable {
+    var host: String?
+    var port: Int?
+    var path: String
+
+    init(_ url: URL, text: String) {
+        if let plain = Self(plain: text) {
+            self = plain
+        } else {
+            self.init(host: url.host, port: url.port, path: url.path)
+        }
+    }
+
+    init(host: String?, port: Int?, path: String) {
+        self.host = host
+        self.port = port
+        self.path = path
+    }
+
+    /// The parts of `text` when it is a plain absolute URL (`scheme://host[:port][/path][?…][#…]`).
+    init?(plain text: String) {
+        var text = text
+        guard
+            let parts = text.withUTF8({ bytes -> URLParts? in
+                guard let (host, port, path) = Self.split(bytes) else { return nil }
+                return URLParts(
+                    host: String(decoding: UnsafeBufferPointer(rebasing: bytes[host]), as: UTF8.self),
+                    port: port,
+                    path: String(decoding: UnsafeBufferPointer(rebasing: bytes[path]), as: UTF8.self)
+                )
+            })
+        else { return nil }
+        self = parts
+    }
+
+    /// The byte ranges of the host and the path in `bytes`, and the port; `nil` unless plain.
+    private static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, Int?, Range<Int>)? {
+        let count = bytes.count
+        var index = 0
+        // The scheme: a letter, then letters, digits, `+`, `-`, `.`; then `://`.
+        while index < count, isSchemeByte(bytes[index], first: index == 0) { index += 1 }
+        guard index > 0, index + 3 <= count, bytes[index] == UInt8(ascii: ":"), bytes[index + 1] == UInt8(ascii: "/"),
+            bytes[index + 2] == UInt8(ascii: "/")
+        else { return nil }
+        index += 3
+        let hostStart = index
+        var colon: Int?
+        while index < count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
+            // A user, an IPv6 literal, an escape or anything not ASCII: Foundation's reading.
+            if byte == UInt8(ascii: "@") || byte == UInt8(ascii: "[") || byte == UInt8(ascii: "%") || byte >= 0x80 {
+                return nil
+            }
+            if byte == UInt8(ascii: ":") {
+                guard colon == nil else { return nil }
+                colon = index
+            }
+            index += 1
+        }
+        let authorityEnd = index
+        let hostEnd = colon ?? authorityEnd
+        guard hostEnd > hostStart else { return nil }
+        var port: Int?
+        if let colon {
+            // An empty port, or one that is not a number that fits: Foundation's reading.
+            guard authorityEnd - colon - 1 >= 1, authorityEnd - colon - 1 <= 5 else { return nil }
+            var value = 0
+            for position in (colon + 1)..<authorityEnd {
+                let byte = bytes[position]
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            port = value
+        }
+        let pathStart = index
+        while index < count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
+            if byte == UInt8(ascii: "%") || byte == UInt8(ascii: ";") || byte >= 0x80 { return nil }
+            index += 1
+        }
+        var pathEnd = index
+        // `URL.path` drops a trailing slash (not the root's).
+        if pathEnd - pathStart > 1, bytes[pathEnd - 1] == UInt8(ascii: "/") { pathEnd -= 1 }
+        return (hostStart..<hostEnd, port, pathStart..<pathEnd)
+    }
+
+    private static func isSchemeByte(_ byte: UInt8, first: Bool) -> Bool {
+        let letter = (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
+        if first { return letter }
+        return letter || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "+")
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+    }
+}
