@@ -43,12 +43,12 @@ extension APIHealthAgent {
     ///
     /// - Parameter observer: Given each interval's points; must not block.
     @_spi(Benchmarking) public func observeIntervalPoints(_ observer: @escaping @Sendable ([Point]) -> Void) {
-        intervalObservers.withLock { $0.append(observer) }
+        kept.withLock { $0.intervalObservers.append(observer) }
     }
 
     private func handToObservers(_ points: [Point]) {
         guard !points.isEmpty else { return }
-        for observer in intervalObservers.withLock({ $0 }) { observer(points) }
+        for observer in kept.withLock({ $0.intervalObservers }) { observer(points) }
     }
 
     /// Records one point per endpoint that saw requests since the last interval, stamped `end`. Returns
@@ -84,15 +84,15 @@ extension APIHealthAgent {
         if now % interval == 0 { now -= unit }
         let points = aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true)
         for point in points { pending.record(point, now: clock.coarseNow) }
-        lastIntervalPoints.withLock { $0 = points }
+        kept.withLock { $0.lastIntervalPoints = points }
     }
 
     /// Hands the last interval points to the observers, once shutdown has closed intake (outside its locks).
     func handLastIntervalPointsToObservers() {
         handToObservers(
-            lastIntervalPoints.withLock { points in
-                defer { points = [] }
-                return points
+            kept.withLock { kept in
+                defer { kept.lastIntervalPoints = [] }
+                return kept.lastIntervalPoints
             }
         )
     }
@@ -115,7 +115,7 @@ extension APIHealthAgent {
             defer { state.lastHealthPointRecorded = true }
             return !state.lastHealthPointRecorded
         }
-        if first { pending.recordAfterClose(healthPoint(), now: clock.now) }
+        if first { pending.record(healthPoint(), now: clock.now, afterClose: true) }
     }
 
     /// The agent's health point now, from its counters as they are.
