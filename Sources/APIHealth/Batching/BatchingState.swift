@@ -45,12 +45,12 @@ struct BatchingState {
     // compiler keeps that rule.
     private(set) var batches: [PendingBatch] = []
     private var nextSequence: UInt64 = 1
-    /// Bytes of line protocol held for any destination.
-    private var pendingBytes = 0
     /// The agent's own counters; what destinations did is in their cursors.
     private var metrics = AgentMetrics()
     private var recentInstants: RecentInstants
     private(set) var isClosed = false
+    /// When the last line was recorded: the open batch is sealed `flushDelay` after it.
+    private var lastLineAt = Duration.zero
     /// Points offered after intake closed (a producer still recording after the agent stopped).
     private(set) var droppedAfterClose: UInt64 = 0
     /// Whether the batches are mirrored in a spool directory.
@@ -216,7 +216,14 @@ struct BatchingState {
         }
         let last = batches.count - 1
         // One access to the open batch and the instants for the whole copy.
-        guard let added = Self.copy(line, series: series, now: now, into: &batches[last], instants: &recentInstants)
+        guard
+            let (added, full) = Self.copy(
+                line,
+                series: series,
+                into: &batches[last],
+                instants: &recentInstants,
+                limits: limits
+            )
         else {
             // The series has no free instant near the point's time.
             metrics.pointsDropped += 1
@@ -227,10 +234,10 @@ struct BatchingState {
             return action
         }
         action.accepted = true
+        lastLineAt = now
         if !line.repairs.isEmpty { metrics.pointsRepaired += 1 }
-        pendingBytes += added
         metrics.pointsRecorded += 1
-        if batches[last].lineCount >= limits.maximumLines || batches[last].bytes.count >= limits.maximumBytes {
+        if full {
             seal(last)
             // Sealed by its size: the spool worker writes it through and makes its body now.
             action.wakeups.formUnion([.shippers, .spoolWorker])
@@ -242,17 +249,17 @@ struct BatchingState {
         return action
     }
 
-    /// Copies `line` into the open `batch` at `now`, its series given an instant it has not used (the
+    /// Copies `line` into the open `batch`, its series given an instant it has not used (the
     /// line rewritten when that is not its own). Returns the bytes added, `nil` if the series has no
-    /// free instant near the point's time (nothing is added).
+    /// free instant near the point's time (nothing is added); `full` when the batch is full within `limits`.
     @inline(__always)
     private static func copy(
         _ line: EncodedLine,
         series: Int,
-        now: Duration,
         into batch: inout PendingBatch,
-        instants: inout RecentInstants
-    ) -> Int? {
+        instants: inout RecentInstants,
+        limits: APIHealthConfiguration.Batching
+    ) -> (added: Int, full: Bool)? {
         let before = batch.bytes.count
         // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
         if let timestamp = line.timestamp {
@@ -270,8 +277,8 @@ struct BatchingState {
             batch.bytes.appendCopy(of: line.bytes)
         }
         batch.lineCount += 1
-        batch.lineAdded(at: now)
-        return batch.bytes.count - before
+        let full = batch.lineCount >= limits.maximumLines || batch.bytes.count >= limits.maximumBytes
+        return (batch.bytes.count - before, full)
     }
 
     /// Counts a point dropped before it became a line (offered after intake closed).
@@ -317,7 +324,6 @@ struct BatchingState {
         destinations[cursor].pendingBatches -= 1
         guard sealed.awaiting == 0 else { return false }
         var batch = batches.remove(at: index)
-        pendingBytes -= batch.lineBytes
         if hasSpool { spoolRemovals.append(batch.segment) }
         reuse(&batch.bytes)
         return true
@@ -333,8 +339,7 @@ struct BatchingState {
     /// Seals the open batch if its debounce (plus `jitter`) or maximum age has passed. Returns when it
     /// next falls due.
     private mutating func sealDue(now: Duration, jitter: Duration) -> Duration? {
-        guard let last = batches.indices.last, case .open(let firstLineAt, let lastLineAt, _) = batches[last].life
-        else { return nil }
+        guard let last = batches.indices.last, case .open(let firstLineAt, _) = batches[last].life else { return nil }
         let due = min(lastLineAt + limits.flushDelay, firstLineAt + limits.maximumAge) + jitter
         if isClosed || now >= due {
             seal(last)
@@ -377,7 +382,7 @@ struct BatchingState {
     var currentMetrics: AgentMetrics {
         var metrics = metrics
         metrics.pendingLines = batches.reduce(0) { $0 + $1.lineCount }
-        metrics.pendingBytes = pendingBytes
+        metrics.pendingBytes = batches.reduce(0) { $0 + $1.lineBytes }
         metrics.destinations = destinations.map { cursor in
             var counters = cursor.counters
             counters.pendingLines = cursor.pendingLines
@@ -640,7 +645,6 @@ extension BatchingState {
             }
             let first = half(names.first, halves.first, lines: halves.firstLines)
             let second = half(names.second, halves.second, lines: halves.secondLines)
-            pendingBytes += halves.first.count + halves.second.count
             batches.insert(contentsOf: [first, second], at: index)
         }
         destinations[cursor].pendingBytes += halves.first.count + halves.second.count
@@ -741,7 +745,6 @@ extension BatchingState {
         batches.insert(contentsOf: restored, at: 0)
         let bytes = restored.reduce(0) { $0 + $1.lineBytes }
         let lines = restored.reduce(0) { $0 + $1.lineCount }
-        pendingBytes += bytes
         metrics.spoolLinesLeftOut += UInt64(linesLeftOut)
         for index in destinations.indices {
             destinations[index].pendingBytes += bytes

@@ -6,9 +6,10 @@ struct PendingBatch {
     /// added, then sealed until no destination needs it (it then leaves the batches).
     enum Life {
         /// Still filling: lines are appended to ``PendingBatch/bytes``, the first `spooled` of them
-        /// written through to its spool file. It is sealed `flushDelay` after `lastLineAt`, or
-        /// `maximumAge` after `firstLineAt`. Every destination needs it.
-        case open(firstLineAt: Duration, lastLineAt: Duration, spooled: Int)
+        /// written through to its spool file. It is sealed `maximumAge` after `firstLineAt`, or
+        /// `flushDelay` after the last line recorded (`BatchingState`'s, written for every line without
+        /// touching the batch's life). Every destination needs it.
+        case open(firstLineAt: Duration, spooled: Int)
         /// No line is added any more: it waits for its destinations, is sent, compressed and written.
         case sealed(Sealed)
     }
@@ -54,7 +55,7 @@ struct PendingBatch {
         self.segment = segment
         self.bytes = bytes
         self.lineCount = 0
-        self.life = .open(firstLineAt: now, lastLineAt: now, spooled: 0)
+        self.life = .open(firstLineAt: now, spooled: 0)
     }
 
     /// A sealed batch whose spool file holds all its lines (one a previous run left).
@@ -97,7 +98,7 @@ struct PendingBatch {
     /// Bytes of its lines written through to the spool file.
     var spooledBytes: Int {
         switch life {
-        case .open(_, _, let spooled): spooled
+        case .open(_, let spooled): spooled
         case .sealed(let sealed):
             switch sealed.spool {
             case .writing(let bytes), .sealed(let bytes): bytes
@@ -117,25 +118,17 @@ struct PendingBatch {
     /// What the lines are held as, for work done outside the lock.
     var contents: BatchContents { BatchContents(bytes: bytes, body: linesOnlyInBody == nil ? nil : body) }
 
-    /// A line was added at `now`: the open batch's debounce starts again.
-    @inline(__always)
-    mutating func lineAdded(at now: Duration) {
-        if case .open(let first, _, let spooled) = life {
-            life = .open(firstLineAt: first, lastLineAt: now, spooled: spooled)
-        }
-    }
-
     /// Seals the open batch for every destination in `awaiting`.
     mutating func seal(for awaiting: UInt64) {
-        guard case .open(_, _, let spooled) = life else { return }
+        guard case .open(_, let spooled) = life else { return }
         life = .sealed(Sealed(awaiting: awaiting, spool: .writing(bytes: spooled)))
     }
 
     /// The spool worker wrote its first `end` bytes (and sealed the file when `sealed`).
     mutating func spooled(to end: Int, sealed fileSealed: Bool) {
         switch life {
-        case .open(let first, let last, _):
-            life = .open(firstLineAt: first, lastLineAt: last, spooled: end)
+        case .open(let first, _):
+            life = .open(firstLineAt: first, spooled: end)
         case .sealed(var sealed):
             sealed.spool = fileSealed ? .sealed(bytes: end) : .writing(bytes: end)
             life = .sealed(sealed)
