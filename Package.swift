@@ -174,6 +174,16 @@ let package = Package(
         ),
         // How long record() keeps a host thread in the situations that used to stall it
         // (scripts/record-stall).
+        // An app's installs measured (scripts/app-installs): many into the real servers, and one's hourly budget.
+        .executableTarget(
+            name: "app-installs",
+            dependencies: [
+                "APIHealth", "APIHealthTestKit", "TestSupport", "LineProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/AppInstalls",
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "record-stall",
             dependencies: ["APIHealth", "APIHealthTestKit", .product(name: "Logging", package: "swift-log")],
