@@ -175,8 +175,8 @@ public struct APIHealthConfiguration: Sendable {
     ///   batches sent after 60 s without a new line or 5 minutes at most, with up to 30 s of jitter, at
     ///   gzip level 6, 4 MiB pending at most, the health point every 15 minutes.
     ///
-    /// Sent: about 1,250 points (mostly 20 KiB gzipped, see <doc:APIHealthInAnApp>) an hour for an app
-    /// calling 20 endpoints once a second in all, in 12 posts.
+    /// Sent in an hour by an app calling 20 endpoints once a second in all: 1,230 points in 12 posts,
+    /// about 61 KiB (see <doc:APIHealthInAnApp>).
     ///
     /// ```swift
     /// var configuration = APIHealthConfiguration.app("shop-ios", destination: relay)
