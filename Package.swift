@@ -285,3 +285,15 @@ if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
         ),
     ]
 }
+
+// The AddressSanitizer run of scripts/test-sanitizers needs only the core library's tests: with
+// APIHEALTH_CORE_ONLY=1 the manifest holds just those targets, so that second build of the package
+// leaves out AsyncHTTPClient and its TLS library, the metrics, tracing and integration targets.
+if Context.environment["APIHEALTH_CORE_ONLY"] != nil {
+    let core: Set<String> = [
+        "LineProtocol", "CZlib", "CPrefetch", "CFutexLock", "APIHealth", "APIHealthTestKit", "TestSupport",
+        "LineProtocolTests", "APIHealthTests",
+    ]
+    package.targets = package.targets.filter { core.contains($0.name) }
+    package.products = package.products.filter { ["APIHealth", "LineProtocol", "APIHealthTestKit"].contains($0.name) }
+}

@@ -3,8 +3,10 @@ import LineProtocol
 
 /// The agent's one interval clock: runs each job at the end of every one of its intervals, on the agent's
 /// clock, while ``run()`` runs. Interval ends are whole multiples of the interval since the Unix epoch, so
-/// every replica's intervals line up; each job's ends only move forward, so no two ticks of a job carry
-/// the same end. The interval points, the health point and a metrics backend's points are its jobs.
+/// every replica's intervals line up (on the corrected clock when the agent corrects a device's clock);
+/// each job's ends only move forward, so no two ticks of a job carry the same end — but when a corrected
+/// clock is stepped, the next tick ends at the last end the corrected clock has passed. The interval points,
+/// the health point and a metrics backend's points are its jobs.
 ///
 /// ```swift
 /// let intervals = IntervalClock(clock: SystemAgentClock())
