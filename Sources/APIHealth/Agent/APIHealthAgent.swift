@@ -41,6 +41,8 @@ public final class APIHealthAgent: Sendable, Service {
     let intervalClock: IntervalClock
     /// Says each kind of loss once at warning, and sums them up at shutdown.
     let lossReporter: LossReporter
+    /// Corrects the device's clock from `Date` headers (``APIHealthConfiguration/correctsClock``); `nil` when off.
+    let clockCorrection: ClockCorrection?
     /// Where the agent is in its life.
     struct Lifecycle {
         enum Phase { case idle, running, finished }
@@ -132,9 +134,16 @@ public final class APIHealthAgent: Sendable, Service {
     ) throws {
         try configuration.validate()
         for notice in configuration.notices { logger.warning("APIHealth configuration: \(notice)") }
+        if configuration.isEnabled, configuration.instance.isEmpty, configuration.precision != .ns {
+            logger.warning(
+                "APIHealth configuration: without an instance tag, installs share their series; at precision \(configuration.precision.rawValue) their interval points overwrite one another in InfluxDB (see Timestamps): keep ns"
+            )
+        }
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
+        let clockCorrection = configuration.correctsClock ? ClockCorrection(clock: clock) : nil
+        self.clockCorrection = clockCorrection
         self.traceInjection = TraceInjection(configuration.capture.tracePropagation)
         self.propagatesTraces = traceInjection != nil && configuration.isEnabled
         let schema = RequestSchema(configuration: configuration, logger: logger)
@@ -160,7 +169,7 @@ public final class APIHealthAgent: Sendable, Service {
                 }
         )
         self.pending = pending
-        let recorder = RequestRecorder(schema: schema, pending: pending)
+        let recorder = RequestRecorder(schema: schema, pending: pending, clockCorrection: clockCorrection, clock: clock)
         self.recorder = recorder
         if let spool {
             let problems = try pending.restore(from: spool.reader())
@@ -180,6 +189,7 @@ public final class APIHealthAgent: Sendable, Service {
                 destination: DestinationID(index: index),
                 configuration: configuration,
                 clock: clock,
+                clockCorrection: clockCorrection,
                 logger: logger,
                 beforeSealing: { recorder.drain() }
             )
@@ -193,11 +203,26 @@ public final class APIHealthAgent: Sendable, Service {
             lossReporter: lossReporter,
             writeThroughInterval: configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval
         )
-        self.intervalClock = IntervalClock(clock: clock)
+        self.intervalClock = IntervalClock(clock: clock, correction: clockCorrection)
         scheduleIntervalWork()
     }
 
     // MARK: Recording
+
+    /// The time the agent stamps points with: the device's clock, corrected from the `Date` headers it
+    /// sees when ``APIHealthConfiguration/correctsClock`` is on. Start a sample you give ``record(_:)`` at
+    /// it, so the sample is stamped as captured requests are.
+    ///
+    /// ```swift
+    /// let started = agent.now
+    /// ```
+    public var now: Date {
+        let timestamp = nowTimestamp
+        return Date(timeIntervalSince1970: Double(timestamp.seconds) + Double(timestamp.nanoseconds) / 1e9)
+    }
+
+    /// ``now`` to the nanosecond.
+    package var nowTimestamp: Timestamp { clockCorrection?.now ?? clock.wallNow }
 
     /// Records one request, through ``APIHealthConfiguration/CaptureOptions/filter`` when one is set
     /// (it sees no headers here). Safe from any thread; never blocks on I/O.
@@ -280,6 +305,8 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
         metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
         metrics.countryValuesIgnored = schema.countryValuesIgnored
+        metrics.clockOffset = clockCorrection?.offset
+        metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0
         if let aggregator = schema.aggregator {
             metrics.endpointLimit = aggregator.options.maximumEndpoints
             metrics.endpoints = aggregator.count

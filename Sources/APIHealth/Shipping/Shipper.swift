@@ -18,6 +18,8 @@ final class Shipper: Sendable {
     private let destination: InfluxDestination?
     private let configuration: APIHealthConfiguration
     private let clock: any AgentClock
+    /// Given each response's `Date` header, when the agent corrects its clock.
+    private let clockCorrection: ClockCorrection?
     private let logger: Logger
     private let session: URLSession
     private let userAgent: String
@@ -50,6 +52,7 @@ final class Shipper: Sendable {
         destination id: DestinationID,
         configuration: APIHealthConfiguration,
         clock: any AgentClock,
+        clockCorrection: ClockCorrection? = nil,
         logger: Logger,
         beforeSealing: @escaping @Sendable () -> Void
     ) {
@@ -61,6 +64,7 @@ final class Shipper: Sendable {
         self.destination = destination
         self.configuration = configuration
         self.clock = clock
+        self.clockCorrection = clockCorrection
         var logger = logger
         if let destination, configuration.destinations.count > 1 {
             logger[metadataKey: "apihealth.destination"] = "\(destination.displayName)"
@@ -151,6 +155,7 @@ final class Shipper: Sendable {
 
         let outcome: WriteOutcome
         do {
+            let sentAt = clock.wallNow
             let (data, response) = try await session.data(for: request)
             guard let http = response as? HTTPURLResponse else {
                 outcome = .retry(reason: "not an HTTP response", retryAfter: nil)
@@ -160,6 +165,12 @@ final class Shipper: Sendable {
             for (name, value) in http.allHeaderFields {
                 headers[String(describing: name).lowercased()] = String(describing: value)
             }
+            clockCorrection?.observe(
+                dateHeader: headers["date"],
+                sentAt: sentAt,
+                receivedAt: clock.wallNow,
+                from: .destination
+            )
             outcome = WriteOutcome.classify(status: http.statusCode, headers: headers, body: data)
         } catch {
             if Task.isCancelled { return }
