@@ -175,6 +175,16 @@ let package = Package(
         ),
         // How long record() keeps a host thread in the situations that used to stall it
         // (scripts/record-stall).
+        // An app's installs measured (scripts/app-installs): many into the real servers, and one's hourly budget.
+        .executableTarget(
+            name: "app-installs",
+            dependencies: [
+                "APIHealth", "APIHealthTestKit", "TestSupport", "LineProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/AppInstalls",
+            swiftSettings: strictSwift6
+        ),
         .executableTarget(
             name: "record-stall",
             dependencies: ["APIHealth", "APIHealthTestKit", .product(name: "Logging", package: "swift-log")],
@@ -275,4 +285,16 @@ if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
             swiftSettings: strictSwift6
         ),
     ]
+}
+
+// The AddressSanitizer run of scripts/test-sanitizers needs only the core library's tests: with
+// APIHEALTH_CORE_ONLY=1 the manifest holds just those targets, so that second build of the package
+// leaves out AsyncHTTPClient and its TLS library, the metrics, tracing and integration targets.
+if Context.environment["APIHEALTH_CORE_ONLY"] != nil {
+    let core: Set<String> = [
+        "LineProtocol", "CZlib", "CPrefetch", "CFutexLock", "APIHealth", "APIHealthTestKit", "TestSupport",
+        "LineProtocolTests", "APIHealthTests",
+    ]
+    package.targets = package.targets.filter { core.contains($0.name) }
+    package.products = package.products.filter { ["APIHealth", "LineProtocol", "APIHealthTestKit"].contains($0.name) }
 }

@@ -123,7 +123,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         let handlers = registry.withLock { $0.collectable() }
         lastTimestamp.withLock { last in
             let unit = precision.nanosecondsPerUnit
-            var value = Self.nanosecondsSinceEpoch() / unit
+            var value = agent.nowTimestamp.nanosecondsSinceEpoch / unit
             if value <= last { value = last + 1 }  // one point per series and timestamp, even at shutdown
             last = value
             let timestamp = Timestamp(value, precision: precision)
@@ -147,12 +147,6 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
 
     /// How many series the factory holds, destroyed ones not yet released included (overflow excluded).
     var seriesCount: Int { registry.withLock { $0.live.count + $0.retired.count } }
-
-    private static func nanosecondsSinceEpoch() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
 
     // MARK: MetricsFactory
 

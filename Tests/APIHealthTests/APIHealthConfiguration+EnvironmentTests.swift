@@ -54,6 +54,49 @@ import Testing
         }
     }
 
+    @Test func theAppPresetWritesNoInstanceAndTheEnvironmentStillOverridesIt() throws {
+        let app = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_PRESET": "app", "APIHEALTH_APP_VERSION": "4.2.0", "APIHEALTH_COUNTRY": "BR"],
+            serviceName: "shop"
+        )
+        #expect(app.instance.isEmpty)
+        #expect(!app.everyPointTags.contains { $0.key == PointSchema.Tag.instance })
+        #expect(app.everyPointTags.contains { $0.key == "app_version" && $0.value == "4.2.0" })
+        #expect(app.country == "BR")
+        #expect(app.correctsClock)
+        #expect(app.aggregation?.interval == .seconds(60))
+        #expect(app.capture.rawPoints == .none)
+        #expect(app.batching.maximumAge == .seconds(300))
+        #expect(app.batching.maximumPendingBytes == 4 << 20)
+        #expect(app.precision == .ns, "installs' interval points stay apart only at ns")
+        try app.validate()
+        // Every other variable is read after the preset.
+        let changed = try APIHealthConfiguration.fromEnvironment(
+            [
+                "APIHEALTH_PRESET": "APP", "APIHEALTH_RAW_POINTS": "errors-and-slow",
+                "APIHEALTH_CLOCK_CORRECTION": "off",
+            ],
+            serviceName: "shop"
+        )
+        #expect(changed.capture.rawPoints == .errorsAndSlow)
+        #expect(!changed.correctsClock)
+        let service = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_PRESET": "service"], serviceName: "api")
+        #expect(service.instance == APIHealthConfiguration.hostName())
+        #expect(!service.correctsClock)
+        // A service can share its series too.
+        let shared = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_INSTANCE": ""], serviceName: "api")
+        #expect(!shared.everyPointTags.contains { $0.key == PointSchema.Tag.instance })
+        #expect(
+            try APIHealthConfiguration.fromEnvironment(["APIHEALTH_CLOCK_CORRECTION": "yes"], serviceName: "api")
+                .correctsClock
+        )
+        for (name, value) in [("APIHEALTH_PRESET", "phone"), ("APIHEALTH_CLOCK_CORRECTION", "sometimes")] {
+            #expect(throws: APIHealthConfiguration.Error.self) {
+                try APIHealthConfiguration.fromEnvironment([name: value], serviceName: "s")
+            }
+        }
+    }
+
     @Test func rawPointsAndTheIntervalComeFromTheEnvironment() throws {
         for (text, expected) in [("all", RawPoints.all), ("errors-and-slow", .errorsAndSlow), ("none", .none)] {
             let configuration = try APIHealthConfiguration.fromEnvironment(

@@ -9,11 +9,10 @@ import Testing
 
 @_spi(Package) @testable import APIHealth
 
-/// A service that asks its group to shut down gracefully after a moment.
-private struct StopsSoon: Service {
-    var after: Duration
-    // A moment for the group to start its services before it is asked to stop; no check relies on it.
-    func run() async throws { try await Task.sleep(for: after) }
+/// A service that returns as soon as it runs, so that its group shuts down gracefully: the agent beside
+/// it is asked to stop whether its `run()` has begun or not, and handles both.
+private struct StopsAtOnce: Service {
+    func run() async throws {}
 }
 
 @Suite(.serialized) struct AgentLifecycleTests {
@@ -95,7 +94,7 @@ private struct StopsSoon: Service {
                     services: [
                         .init(service: agent),
                         .init(
-                            service: StopsSoon(after: .milliseconds(50)),
+                            service: StopsAtOnce(),
                             successTerminationBehavior: .gracefullyShutdownGroup
                         ),
                     ],

@@ -65,9 +65,52 @@ import FoundationNetworking
         let health = AgentHealthPoint.make(
             AgentMetrics(),
             schema: RequestSchema(configuration: agent.configuration),
-            configuration: agent.configuration
+            configuration: agent.configuration,
+            at: Self.end
         )
         #expect(Set(health.tags) == Set(agent.configuration.everyPointTags))
+    }
+
+    @Test func installsWithoutAnInstanceStampTheirIntervalPointsApartWithinTheInterval() throws {
+        var stamps: Set<Timestamp> = []
+        for install in 0..<20 {
+            let agent = try Self.agent {
+                $0.instance = ""
+                $0.country = ["BR", "DE"][install % 2]
+            }
+            agent.record(Self.sample())
+            agent.recordIntervalPoints(endingAt: Self.end)
+            let points = agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.requestInterval }
+            #expect(points.count == 1)
+            for point in points {
+                let stamp = try #require(point.timestamp)
+                #expect(stamp <= Self.end && stamp > Self.end.adding(nanoseconds: -10_000_000_000), "\(stamp)")
+                #expect(!point.tags.contains { $0.key == PointSchema.Tag.instance })
+                stamps.insert(stamp)
+            }
+        }
+        // One in 10¹⁰ instants each: twenty installs never draw the same one.
+        #expect(stamps.count == 20)
+        // With an instance, at the interval's end itself.
+        let replica = try Self.agent()
+        replica.record(Self.sample())
+        replica.recordIntervalPoints(endingAt: Self.end)
+        #expect(
+            replica.pendingPoints().filter { $0.measurement == PointSchema.Measurement.requestInterval }.map(
+                \.timestamp
+            ) == [Self.end]
+        )
+        // At precision s, in whole seconds of the interval.
+        let coarse = try Self.agent {
+            $0.instance = ""
+            $0.precision = .s
+        }
+        coarse.record(Self.sample())
+        coarse.recordIntervalPoints(endingAt: Self.end)
+        for point in coarse.pendingPoints() where point.measurement == PointSchema.Measurement.requestInterval {
+            let stamp = try #require(point.timestamp)
+            #expect(stamp.nanoseconds == 0 && stamp <= Self.end && stamp.seconds > Self.end.seconds - 10)
+        }
     }
 
     @Test(arguments: Array(PointSchema.reservedTags))

@@ -48,18 +48,18 @@ private func accepts(port: Int) -> Bool {
     /// `shutdown()` stops the event loops only after every response under way has finished with them:
     /// SwiftNIO's "Cannot schedule tasks on an EventLoop that has already shut down" is never printed.
     @Test func shutdownStopsTheEventLoopsOnlyAfterTheResponsesUnderWay() async throws {
-        let entered = Latch()
-        let release = Latch()
+        // The handler hands over the continuation it waits on (a wait its cancellation does not end).
+        let entered = AsyncStream<CheckedContinuation<Void, Never>>.makeStream()
         let returned = Locked(false)
         let output = try await capturingStandardError {
             let server = try await LoopbackHTTPServer.start { _ in
-                entered.open()
-                await release.wait()
+                await withCheckedContinuation { entered.continuation.yield($0) }
                 return .text(200, "late")
             }
             let port = server.port
             let client = Task { _ = try? await URLSession.shared.data(from: URL(string: server.baseURL + "/slow")!) }
-            await entered.wait()
+            var handlers = entered.stream.makeAsyncIterator()
+            let release = try #require(await handlers.next())
             let shutdown = Task {
                 try await server.shutdown()
                 returned.withLock { $0 = true }
@@ -71,7 +71,7 @@ private func accepts(port: Int) -> Bool {
                 await waitUntil(timeout: .seconds(2)) { returned.withLock { $0 } } == false,
                 "shutdown waits for the response"
             )
-            release.open()
+            release.resume()
             try await shutdown.value
             _ = await client.value
         }

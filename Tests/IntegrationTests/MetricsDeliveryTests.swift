@@ -122,8 +122,15 @@ import Testing
             expected += Int64(round * 1_000)
             floating.increment(by: 0.25)
             meter.set(Double(round * 10))
-            // Paces the rounds a few intervals apart; no check relies on how many (they wait for points).
-            try await Task.sleep(for: .milliseconds(600))
+            // The next round once this one's total is stored: each round ends in an interval of its own.
+            let total = Double(expected)
+            #expect(
+                await waitUntil {
+                    let stored = try? await setup.influx.query(#"SELECT last("count") FROM "jobs_done""#)
+                    return Self.number(stored?.first?.values.first?[1]) == total
+                },
+                "round \(round)"
+            )
         }
         // Points keep coming every interval with nothing new: wait for them rather than for a time.
         #expect(

@@ -43,12 +43,12 @@ extension APIHealthAgent {
     ///
     /// - Parameter observer: Given each interval's points; must not block.
     @_spi(Benchmarking) public func observeIntervalPoints(_ observer: @escaping @Sendable ([Point]) -> Void) {
-        intervalObservers.withLock { $0.append(observer) }
+        kept.withLock { $0.intervalObservers.append(observer) }
     }
 
     private func handToObservers(_ points: [Point]) {
         guard !points.isEmpty else { return }
-        for observer in intervalObservers.withLock({ $0 }) { observer(points) }
+        for observer in kept.withLock({ $0.intervalObservers }) { observer(points) }
     }
 
     /// Records one point per endpoint that saw requests since the last interval, stamped `end`. Returns
@@ -61,7 +61,7 @@ extension APIHealthAgent {
         let open = lifecycle.withLock { state -> Bool in
             // Under the lock, so the last interval points (taken when intake closes) come after these.
             guard state.intakeOpen else { return false }
-            taken = aggregator.takePoints(at: end)
+            taken = aggregator.takePoints(at: installStamp(ofIntervalEndingAt: end))
             for point in taken { pending.record(point, now: clock.coarseNow) }
             return true
         }
@@ -74,31 +74,48 @@ extension APIHealthAgent {
         return open
     }
 
+    /// The instant interval points of the interval ending at `end` are stamped at: the end itself for an
+    /// agent with an `instance` tag (its series are its own); without one, where installs or replicas
+    /// share their series, an instant drawn at random within the interval (a whole unit of the precision
+    /// after its start, up to its end), so points of many installs do not share a timestamp (see
+    /// <doc:Timestamps>).
+    func installStamp(ofIntervalEndingAt end: Timestamp) -> Timestamp {
+        guard configuration.instance.isEmpty, let interval = configuration.aggregation?.interval,
+            let nanoseconds = RequestSchema.wholeNanoseconds(interval)
+        else { return end }
+        let unit = configuration.precision.nanosecondsPerUnit
+        let units = nanoseconds / unit
+        guard units > 1 else { return end }
+        return end.adding(nanoseconds: -Int64.random(in: 0..<units) * unit)
+    }
+
     /// The interval points of the interval shutdown cuts short, stamped now (never an interval's end, which
     /// a restarted replica of the same name writes for the interval it starts in).
     func recordLastIntervals() {
         guard configuration.isEnabled, let aggregator = schema.aggregator else { return }
         let unit = configuration.precision.nanosecondsPerUnit
-        var now = IntervalClock.nanosecondsSinceEpoch() / unit * unit
+        var now = nowTimestamp.nanosecondsSinceEpoch / unit * unit
         let interval = RequestSchema.wholeNanoseconds(aggregator.options.interval) ?? Int64.max
         if now % interval == 0 { now -= unit }
         let points = aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true)
         for point in points { pending.record(point, now: clock.coarseNow) }
-        lastIntervalPoints.withLock { $0 = points }
+        kept.withLock { $0.lastIntervalPoints = points }
     }
 
     /// Hands the last interval points to the observers, once shutdown has closed intake (outside its locks).
     func handLastIntervalPointsToObservers() {
         handToObservers(
-            lastIntervalPoints.withLock { points in
-                defer { points = [] }
-                return points
+            kept.withLock { kept in
+                defer { kept.lastIntervalPoints = [] }
+                return kept.lastIntervalPoints
             }
         )
     }
 
-    /// Records the agent's health point while intake is open; `false` once it has closed.
-    private func recordHealthPoint() -> Bool {
+    /// Records the agent's health point while intake is open; `false` once it has closed. The interval
+    /// clock calls it every ``APIHealthConfiguration/selfMetricsInterval``.
+    @discardableResult
+    @_spi(Benchmarking) public func recordHealthPoint() -> Bool {
         lifecycle.withLock { state -> Bool in
             // Under the lock, so no health point follows the last one shutdown records.
             if state.intakeOpen { pending.record(healthPoint(), now: clock.coarseNow) }
@@ -115,11 +132,16 @@ extension APIHealthAgent {
             defer { state.lastHealthPointRecorded = true }
             return !state.lastHealthPointRecorded
         }
-        if first { pending.recordAfterClose(healthPoint(), now: clock.now) }
+        if first { pending.record(healthPoint(), now: clock.now, afterClose: true) }
     }
 
     /// The agent's health point now, from its counters as they are.
     private func healthPoint() -> Point {
-        AgentHealthPoint.make(completed(pending.currentMetrics), schema: schema, configuration: configuration)
+        AgentHealthPoint.make(
+            completed(pending.currentMetrics),
+            schema: schema,
+            configuration: configuration,
+            at: nowTimestamp
+        )
     }
 }

@@ -72,8 +72,18 @@ extension APIHealthAgent {
         releaseSpool()
         lossReporter.reportDroppedAtCap(pending)
         lossReporter.summarize(pending)
-        lifecycle.withLock { $0.phase = .finished }
-        runEnded.open()
+        let waiters = lifecycle.withLock { state in
+            state.phase = .finished
+            return state.pass(.runEnded)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits until the agent's life has passed `milestone`.
+    private func wait(for milestone: Lifecycle.Milestone) async {
+        await withCheckedContinuation { continuation in
+            if !lifecycle.withLock({ $0.wait(for: milestone, continuation) }) { continuation.resume() }
+        }
     }
 
     /// The loops, in the order a line meets them: the interval clock records interval and health points,
@@ -133,11 +143,11 @@ extension APIHealthAgent {
     private func waitUntilDelivered(deadline: Duration) async -> Bool {
         let end = ContinuousClock.now + deadline
         while true {
-            let seen = pending.batchesLeft.generation
+            let seen = pending.departures
             if isDrained || configuration.destinations.isEmpty { break }
             let left = end - ContinuousClock.now
             if left <= .zero || Task.isCancelled { break }
-            await pending.batchesLeft.wait(after: seen, atMost: left)
+            await pending.waitForDepartures(after: seen, atMost: left)
         }
         return isDrained
     }
@@ -150,7 +160,7 @@ extension APIHealthAgent {
     public func shutdown(deadline: Duration = APIHealthConfiguration.defaultShutdownDeadline) async {
         beginShutdown(deadline: deadline)
         // Another caller may be closing intake: everything below needs it closed.
-        await intakeClosed.wait()
+        await wait(for: .intakeClosed)
         let previous = lifecycle.withLock { state -> Lifecycle.Phase in
             let previous = state.phase
             if state.phase == .idle { state.phase = .finished }
@@ -162,7 +172,7 @@ extension APIHealthAgent {
             recordLastHealthPoint()
             releaseSpool()
         case .running:
-            await runEnded.wait()
+            await wait(for: .runEnded)
         case .finished:
             break
         }
@@ -202,7 +212,7 @@ extension APIHealthAgent {
         }
         // Outside the lock: the last drain runs the capture filter, which is the user's code.
         recorder.close { recordLastIntervals() }
-        intakeClosed.open()
+        for waiter in lifecycle.withLock({ $0.pass(.intakeClosed) }) { waiter.resume() }
         handLastIntervalPointsToObservers()
         for shipper in shippers { shipper.startDraining() }
         shutdownBegan.continuation.yield()

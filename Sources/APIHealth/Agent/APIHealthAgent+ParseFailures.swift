@@ -70,7 +70,7 @@ extension APIHealthAgent {
             statusCode: statusCode,
             kind: kind,
             codingPath: codingPath,
-            at: Date()
+            at: now
         )
         if let point { pending.record(point, now: clock.coarseNow) }
     }

@@ -41,6 +41,8 @@ public final class APIHealthAgent: Sendable, Service {
     let intervalClock: IntervalClock
     /// Says each kind of loss once at warning, and sums them up at shutdown.
     let lossReporter: LossReporter
+    /// Corrects the device's clock from `Date` headers (``APIHealthConfiguration/correctsClock``); `nil` when off.
+    let clockCorrection: ClockCorrection?
     /// Where the agent is in its life.
     struct Lifecycle {
         enum Phase { case idle, running, finished }
@@ -54,46 +56,57 @@ public final class APIHealthAgent: Sendable, Service {
         var shutdownDeadline = APIHealthConfiguration.defaultShutdownDeadline
         /// The bodies to run when shutdown begins; `nil` once they have run.
         var shutdownHooks: [@Sendable () -> Void]? = []
+        /// The milestones passed, and the tasks waiting for one (``APIHealthAgent/wait(for:)``).
+        var passed: Set<Milestone> = []
+        var waiters: [(milestone: Milestone, continuation: CheckedContinuation<Void, Never>)] = []
+
+        /// What `shutdown(deadline:)` waits for.
+        enum Milestone: Hashable {
+            /// Intake has closed and the last interval points are recorded.
+            case intakeClosed
+            /// `run()` has ended.
+            case runEnded
+        }
+
+        /// Keeps `continuation` until `milestone` is passed; `false` if it is already (resume it now).
+        mutating func wait(for milestone: Milestone, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
+            if passed.contains(milestone) { return false }
+            waiters.append((milestone, continuation))
+            return true
+        }
+
+        /// `milestone` is passed: returns the continuations of those waiting for it, to resume.
+        mutating func pass(_ milestone: Milestone) -> [CheckedContinuation<Void, Never>] {
+            passed.insert(milestone)
+            defer { waiters.removeAll { $0.milestone == milestone } }
+            return waiters.filter { $0.milestone == milestone }.map(\.continuation)
+        }
     }
-    /// Guards the agent's life cycle: its phase, intake, the shutdown deadline and hooks.
-    ///
-    /// The agent's lock order, written once: while holding a lock of this list, only locks further down
-    /// it are taken.
-    /// 1. `lifecycle` (here): interval points, the health point and a metrics backend's interval tick
-    ///    (`everyInterval`, whose own locks come next) are recorded under it, and intake
-    ///    is marked closed under it, so none of them follows the last ones (recorded once it is
-    ///    released). The `onShutdown` bodies and the capture filter never run under it.
-    /// 2. `CaptureQueue.state`, taken alone: a drain holds no lock while it records what it took (the
-    ///    capture filter is the user's code), and waits for another drain on `CaptureQueue.drainEnded`.
-    /// 3. `PendingBatches.spoolRound` (the spool worker's round), then `PendingBatches.spoolDirectory`
-    ///    and `SpoolDirectory`'s own.
-    /// 4. `RequestAggregator.registry` (an aggregate made, found again or evicted) and the learners'
-    ///    (`HostLearner`, `EndpointLearner`: a position learned invalidates the rendered series), then
-    ///    the record path's two, each taken alone and released before the next: the rendered series
-    ///    (`RenderedSeries`: a request's series is found and counted in its endpoint's aggregate under
-    ///    it, and nothing is taken under it), then the batches (`PendingBatches.state`).
-    /// 5. Leaves, under which nothing is taken: `IntervalClock.jobs`, `LossReporter.reported`, the
-    ///    shipper's, `uncaptured` and `metricsOverflowed`, and those inside `Wakeup` and `Broadcast`.
-    ///
-    /// A captured request's own thread takes one lock (`CaptureQueue.state`) unless it fills the queue.
+    /// Guards the agent's life cycle: its phase, intake, the shutdown deadline and hooks, and who waits
+    /// for a milestone. The first of the agent's locks: interval points, the health point and a metrics
+    /// backend's interval tick are recorded under it, and intake is marked closed under it, so none of
+    /// them follows the last ones. The `onShutdown` bodies and the capture filter never run under it.
+    /// Every lock and its level: the article "How a request becomes a line".
     let lifecycle = Locked(Lifecycle())
     /// Yields once, when shutdown begins.
     let shutdownBegan = AsyncStream<Void>.makeStream()
-    let runEnded = Latch()
-    /// Opens once intake has closed and the last interval points are recorded.
-    let intakeClosed = Latch()
-    /// Requests the hook let through unrecorded.
-    let uncaptured = Locked<UInt64>(0)
-    /// Metrics handlers a metrics backend sent to its overflow series (see ``countMetricsOverflowed()``).
-    let metricsOverflowed = Locked<UInt64>(0)
+    /// What the agent keeps beside the batches, each taken briefly and alone.
+    struct Kept {
+        /// Requests the hook let through unrecorded.
+        var uncaptured: UInt64 = 0
+        /// Metrics handlers a metrics backend sent to its overflow series (see ``countMetricsOverflowed()``).
+        var metricsOverflowed: UInt64 = 0
+        /// Who is handed each interval's points (``observeIntervalPoints(_:)``).
+        var intervalObservers: [@Sendable ([Point]) -> Void] = []
+        /// The last interval points, taken at shutdown under the lifecycle lock and handed over after it.
+        var lastIntervalPoints: [Point] = []
+    }
+    /// Guards the counts, observers and points kept beside the batches: a leaf.
+    let kept = Locked(Kept())
     /// Trace propagation, when configured.
     let traceInjection: TraceInjection?
     /// Whether trace propagation is configured (and the agent enabled): read on every AsyncHTTPClient request.
     package let propagatesTraces: Bool
-    /// Guards who is handed each interval's points (``observeIntervalPoints(_:)``).
-    let intervalObservers = Locked<[@Sendable ([Point]) -> Void]>([])
-    /// Guards the last interval points, taken at shutdown under the lifecycle lock and handed over after it.
-    let lastIntervalPoints = Locked<[Point]>([])
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -121,9 +134,16 @@ public final class APIHealthAgent: Sendable, Service {
     ) throws {
         try configuration.validate()
         for notice in configuration.notices { logger.warning("APIHealth configuration: \(notice)") }
+        if configuration.isEnabled, configuration.instance.isEmpty, configuration.precision != .ns {
+            logger.warning(
+                "APIHealth configuration: without an instance tag, installs share their series; at precision \(configuration.precision.rawValue) their interval points overwrite one another in InfluxDB (see Timestamps): keep ns"
+            )
+        }
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
+        let clockCorrection = configuration.correctsClock ? ClockCorrection(clock: clock) : nil
+        self.clockCorrection = clockCorrection
         self.traceInjection = TraceInjection(configuration.capture.tracePropagation)
         self.propagatesTraces = traceInjection != nil && configuration.isEnabled
         let schema = RequestSchema(configuration: configuration, logger: logger)
@@ -149,7 +169,7 @@ public final class APIHealthAgent: Sendable, Service {
                 }
         )
         self.pending = pending
-        let recorder = RequestRecorder(schema: schema, pending: pending)
+        let recorder = RequestRecorder(schema: schema, pending: pending, clockCorrection: clockCorrection, clock: clock)
         self.recorder = recorder
         if let spool {
             let problems = try pending.restore(from: spool.reader())
@@ -169,6 +189,7 @@ public final class APIHealthAgent: Sendable, Service {
                 destination: DestinationID(index: index),
                 configuration: configuration,
                 clock: clock,
+                clockCorrection: clockCorrection,
                 logger: logger,
                 beforeSealing: { recorder.drain() }
             )
@@ -182,11 +203,26 @@ public final class APIHealthAgent: Sendable, Service {
             lossReporter: lossReporter,
             writeThroughInterval: configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval
         )
-        self.intervalClock = IntervalClock(clock: clock)
+        self.intervalClock = IntervalClock(clock: clock, correction: clockCorrection)
         scheduleIntervalWork()
     }
 
     // MARK: Recording
+
+    /// The time the agent stamps points with: the device's clock, corrected from the `Date` headers it
+    /// sees when ``APIHealthConfiguration/correctsClock`` is on. Start a sample you give ``record(_:)`` at
+    /// it, so the sample is stamped as captured requests are.
+    ///
+    /// ```swift
+    /// let started = agent.now
+    /// ```
+    public var now: Date {
+        let timestamp = nowTimestamp
+        return Date(timeIntervalSince1970: Double(timestamp.seconds) + Double(timestamp.nanoseconds) / 1e9)
+    }
+
+    /// ``now`` to the nanosecond.
+    package var nowTimestamp: Timestamp { clockCorrection?.now ?? clock.wallNow }
 
     /// Records one request, through ``APIHealthConfiguration/CaptureOptions/filter`` when one is set
     /// (it sees no headers here). Safe from any thread; never blocks on I/O.
@@ -251,7 +287,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// Counts a metrics handler that a metrics backend (APIHealthMetrics) sent to its shared overflow
     /// series because its cardinality cap was reached; shipped as `metrics_overflowed`.
     package func countMetricsOverflowed() {
-        metricsOverflowed.withLock { $0 += 1 }
+        kept.withLock { $0.metricsOverflowed += 1 }
     }
 
     /// What happened to the points so far.
@@ -265,10 +301,12 @@ public final class APIHealthAgent: Sendable, Service {
     func completed(_ batchMetrics: AgentMetrics) -> AgentMetrics {
         var metrics = batchMetrics
         metrics.requestsUncaptured = requestsUncaptured
-        metrics.metricsOverflowed = metricsOverflowed.withLock { $0 }
+        metrics.metricsOverflowed = kept.withLock { $0.metricsOverflowed }
         metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
         metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
         metrics.countryValuesIgnored = schema.countryValuesIgnored
+        metrics.clockOffset = clockCorrection?.offset
+        metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0
         if let aggregator = schema.aggregator {
             metrics.endpointLimit = aggregator.options.maximumEndpoints
             metrics.endpoints = aggregator.count

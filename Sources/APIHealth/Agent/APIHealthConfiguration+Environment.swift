@@ -23,17 +23,15 @@ extension APIHealthConfiguration {
         typealias V = EnvironmentVariable
         let variables = EnvironmentReader(environment)
         var configuration = APIHealthConfiguration(serviceName: serviceName)
-        if let enabled = variables[V.enabled] {
-            switch enabled.lowercased() {
-            case "1", "true", "yes", "on": configuration.isEnabled = true
-            case "0", "false", "no", "off": configuration.isEnabled = false
+        if let preset = variables[V.preset] {
+            switch preset.lowercased() {
+            case "app": configuration = .app(serviceName)
+            case "service": configuration = .service(serviceName)
             default:
-                throw .invalidSetting(
-                    name: V.enabled.rawValue,
-                    reason: "\"\(enabled)\" is not one of 1, true, yes, on, 0, false, no, off"
-                )
+                throw .invalidSetting(name: V.preset.rawValue, reason: "\"\(preset)\" is not one of app, service")
             }
         }
+        if let enabled = try variables.boolean(V.enabled) { configuration.isEnabled = enabled }
         if let precision = variables[V.precision] {
             guard let value = Precision(rawValue: precision) else { throw .unknownPrecision(precision) }
             configuration.precision = value
@@ -69,6 +67,11 @@ extension APIHealthConfiguration {
             }
             configuration.country = country.code
         }
+        if let text = variables[V.appVersion] {
+            let version = text.trimmingCharacters(in: .whitespaces)
+            configuration.appVersion = version.isEmpty ? nil : version
+        }
+        if let corrects = try variables.boolean(V.clockCorrection) { configuration.correctsClock = corrects }
         if let text = variables[V.countryHeader] {
             let header = text.trimmingCharacters(in: .whitespaces)
             configuration.capture.countryHeader = header.isEmpty ? nil : header

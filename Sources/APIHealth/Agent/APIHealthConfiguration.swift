@@ -19,7 +19,9 @@ public struct APIHealthConfiguration: Sendable {
     /// Names the default spool directory and the `User-Agent`, and is the `service` tag of every point.
     public var serviceName: String
     /// The `instance` tag of every point, which tells replicas apart: the host name by default
-    /// (`APIHEALTH_INSTANCE`).
+    /// (`APIHEALTH_INSTANCE`). Empty writes no `instance` tag: replicas (or an app's installs, see
+    /// ``app(_:version:destination:)``) then share their series, and each stamps its interval points at an
+    /// instant of its own within the interval, so none overwrites another's (see <doc:Timestamps>).
     public var instance: String = Self.hostName()
     /// Tags on every point the agent makes — requests, intervals, parse failures, swift-metrics, its own
     /// health — beside `service` and `instance` (`APIHEALTH_TAGS=env=prod,region=eu-1`). Keys the agent
@@ -45,6 +47,24 @@ public struct APIHealthConfiguration: Sendable {
             globalTags[PointSchema.Tag.country] = newValue.map { $0.trimmingCharacters(in: .whitespaces).uppercased() }
         }
     }
+    /// The `app_version` global tag: the version of the app an install runs (`APIHEALTH_APP_VERSION`), so
+    /// a fleet of installs can be split by release without a series per install. ``app(_:version:destination:)``
+    /// sets it from the bundle's `CFBundleShortVersionString` on Apple platforms.
+    ///
+    /// ```swift
+    /// configuration.appVersion = "4.2.0"    // the same as globalTags["app_version"] = "4.2.0"
+    /// ```
+    public var appVersion: String? {
+        get { globalTags[PointSchema.Tag.appVersion] }
+        set { globalTags[PointSchema.Tag.appVersion] = newValue }
+    }
+    /// Whether the agent corrects the device's clock from the `Date` headers it sees — its destinations'
+    /// first, the API's until a destination has answered — and stamps every point in corrected time
+    /// (`APIHEALTH_CLOCK_CORRECTION`). Off by default: a server's clock is kept by NTP; on in the
+    /// ``app(_:version:destination:)`` preset, since phones run minutes or hours off. A header that is
+    /// missing, malformed, more than a day off or contradicted by the others never moves the clock (see
+    /// <doc:APIHealthInAnApp>); the offset applied is ``AgentMetrics/clockOffset``.
+    public var correctsClock = false
     /// Requests summed per endpoint and interval, with a mergeable duration histogram; `nil` writes
     /// no interval points (and then every request is written as a point of its own).
     public var aggregation: AggregationOptions? = AggregationOptions()
@@ -116,9 +136,85 @@ public struct APIHealthConfiguration: Sendable {
     ///     `User-Agent`.
     ///   - destination: Where batches go; `nil` keeps every line pending in the spool.
     public init(serviceName: String, destination: InfluxDestination? = nil) {
+        self.init(serviceDefaults: serviceName, destination: destination)
+        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+        applyAppDefaults(version: nil)
+        #endif
+    }
+
+    private init(serviceDefaults serviceName: String, destination: InfluxDestination?) {
         self.serviceName = serviceName
         self.destination = destination
         self.spool = SpoolOptions(directory: SpoolOptions.defaultDirectory(serviceName: serviceName))
+    }
+
+    /// The defaults for a service: an `instance` tag (the host name), 10 s intervals, every request also
+    /// written raw, the 5 s debounce. The defaults of ``init(serviceName:destination:)`` on Linux and macOS
+    /// (`APIHEALTH_PRESET=service`).
+    ///
+    /// ```swift
+    /// let configuration = APIHealthConfiguration.service("checkout", destination: influx)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - serviceName: The `service` tag of every point.
+    ///   - destination: Where batches go.
+    /// - Returns: The configuration.
+    public static func service(_ serviceName: String, destination: InfluxDestination? = nil) -> Self {
+        Self(serviceDefaults: serviceName, destination: destination)
+    }
+
+    /// The defaults for an app, one agent per install (`APIHEALTH_PRESET=app`; the defaults of
+    /// ``init(serviceName:destination:)`` on iOS, tvOS, watchOS and visionOS). What differs from a service:
+    ///
+    /// - no `instance` tag: installs share their series (a million installs are not a million series), each
+    ///   stamping its interval points at an instant of its own within the interval, so none overwrites another's;
+    /// - `app_version` from the bundle (or `version`), and the country when set;
+    /// - ``correctsClock`` on;
+    /// - 60 s intervals, no raw points (a failing API would otherwise make every install write),
+    ///   batches sent after 60 s without a new line or 5 minutes at most, with up to 30 s of jitter, at
+    ///   gzip level 6, 4 MiB pending at most, the health point every 15 minutes.
+    ///
+    /// Sent in an hour by an app calling 20 endpoints once a second in all: 1,230 points in 12 posts,
+    /// about 61 KiB (see <doc:APIHealthInAnApp>).
+    ///
+    /// ```swift
+    /// var configuration = APIHealthConfiguration.app("shop-ios", destination: relay)
+    /// configuration.useDeviceRegionAsCountry()
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - name: The `service` tag of every point: the app's name.
+    ///   - version: The `app_version` tag; `nil` takes the bundle's version on Apple platforms.
+    ///   - destination: Where batches go (a write-only token for one bucket, or a relay that holds it).
+    /// - Returns: The configuration.
+    public static func app(_ name: String, version: String? = nil, destination: InfluxDestination? = nil) -> Self {
+        var configuration = Self(serviceDefaults: name, destination: destination)
+        configuration.applyAppDefaults(version: version)
+        return configuration
+    }
+
+    private mutating func applyAppDefaults(version: String?) {
+        instance = ""
+        appVersion = version ?? Self.bundleVersion() ?? appVersion
+        correctsClock = true
+        aggregation?.interval = .seconds(60)
+        capture.rawPoints = .none
+        batching.flushDelay = .seconds(60)
+        batching.maximumAge = .seconds(300)
+        batching.flushJitter = .seconds(30)
+        batching.maximumPendingBytes = 4 << 20
+        gzipLevel = 6
+        selfMetricsInterval = .seconds(900)
+    }
+
+    /// The app's version from its bundle (`CFBundleShortVersionString`); `nil` elsewhere.
+    static func bundleVersion() -> String? {
+        #if canImport(Darwin)
+        return Bundle.main.object(forInfoDictionaryKey: "CFBundleShortVersionString") as? String
+        #else
+        return nil
+        #endif
     }
 
     /// When batches are cut.

@@ -7,7 +7,8 @@ enum AgentHealthPoint {
     static func make(
         _ metrics: AgentMetrics,
         schema: RequestSchema,
-        configuration: APIHealthConfiguration
+        configuration: APIHealthConfiguration,
+        at timestamp: Timestamp = .systemNow()
     ) -> Point {
         typealias F = PointSchema.AgentField
         var fields: [Point.Field] = [
@@ -36,6 +37,12 @@ enum AgentHealthPoint {
             Point.Field(F.endpointsEvicted, .uint(metrics.endpointsEvicted)),
             Point.Field(F.countryValuesIgnored, .uint(metrics.countryValuesIgnored)),
         ]
+        if configuration.correctsClock {
+            fields.append(Point.Field(F.clockReadingsIgnored, .uint(metrics.clockReadingsIgnored)))
+            if let offset = metrics.clockOffset {
+                fields.append(Point.Field(F.clockOffset, .float(offset.milliseconds)))
+            }
+        }
         if let error = metrics.lastError {
             // On one line (a server's message often ends in a line break): the encoder has nothing to
             // repair in the agent's own text, so `points_repaired` counts only the data it was given.
@@ -47,7 +54,7 @@ enum AgentHealthPoint {
             measurement: configuration.agentMeasurement,
             tags: schema.everyPointTags,
             fields: fields,
-            timestamp: Timestamp(date: Date())
+            timestamp: timestamp
         )
     }
 }

@@ -69,6 +69,12 @@ public struct AgentMetrics: Sendable, Hashable {
     /// Values of the country header (``APIHealthConfiguration/CaptureOptions/countryHeader``) that were
     /// not country codes, ignored.
     public var countryValuesIgnored: UInt64 = 0
+    /// The offset the agent corrects the device's clock by (true time minus the device's), once the
+    /// `Date` headers it saw agree; `nil` before, and when ``APIHealthConfiguration/correctsClock`` is off.
+    public var clockOffset: Duration?
+    /// `Date` headers that were no reading of the clock: malformed, more than a day off, too slow a round
+    /// trip, or from the API once a destination had answered (``APIHealthConfiguration/correctsClock``).
+    public var clockReadingsIgnored: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?
     /// What each destination did, in the order they are configured (the counters above add them up;

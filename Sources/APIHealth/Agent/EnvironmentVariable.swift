@@ -18,6 +18,9 @@ package enum EnvironmentVariable: String, CaseIterable, Sendable {
     case instance = "APIHEALTH_INSTANCE"
     case tags = "APIHEALTH_TAGS"
     case country = "APIHEALTH_COUNTRY"
+    case preset = "APIHEALTH_PRESET"
+    case appVersion = "APIHEALTH_APP_VERSION"
+    case clockCorrection = "APIHEALTH_CLOCK_CORRECTION"
     case countryHeader = "APIHEALTH_COUNTRY_HEADER"
     case rawPoints = "APIHEALTH_RAW_POINTS"
     case rawPointsPerSecond = "APIHEALTH_RAW_POINTS_PER_SECOND"
@@ -59,6 +62,20 @@ struct EnvironmentReader {
     }
 
     subscript(_ variable: EnvironmentVariable) -> String? { environment[variable.rawValue] }
+
+    /// A switch: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off` (any case).
+    func boolean(_ variable: EnvironmentVariable) throws(APIHealthConfiguration.Error) -> Bool? {
+        guard let text = self[variable] else { return nil }
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            throw .invalidSetting(
+                name: variable.rawValue,
+                reason: "\"\(text)\" is not one of 1, true, yes, on, 0, false, no, off"
+            )
+        }
+    }
 
     /// A whole number of milliseconds (`positive`: above zero; otherwise zero or more).
     func milliseconds(

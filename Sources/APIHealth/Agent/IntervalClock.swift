@@ -3,8 +3,10 @@ import LineProtocol
 
 /// The agent's one interval clock: runs each job at the end of every one of its intervals, on the agent's
 /// clock, while ``run()`` runs. Interval ends are whole multiples of the interval since the Unix epoch, so
-/// every replica's intervals line up; each job's ends only move forward, so no two ticks of a job carry
-/// the same end. The interval points, the health point and a metrics backend's points are its jobs.
+/// every replica's intervals line up (on the corrected clock when the agent corrects a device's clock);
+/// each job's ends only move forward, so no two ticks of a job carry the same end — but when a corrected
+/// clock is stepped, the next tick ends at the last end the corrected clock has passed. The interval points,
+/// the health point and a metrics backend's points are its jobs.
 ///
 /// ```swift
 /// let intervals = IntervalClock(clock: SystemAgentClock())
@@ -23,6 +25,8 @@ final class IntervalClock: Sendable {
         var end: Int64
         /// When that is on the agent's clock.
         var due: Duration
+        /// How many times the wall clock had been stepped when ``end`` was set.
+        var steps: UInt64
         let tick: Tick
     }
 
@@ -32,6 +36,12 @@ final class IntervalClock: Sendable {
     }
 
     private let clock: any AgentClock
+    /// The wall time intervals end on, in nanoseconds since the epoch: the agent's, corrected when it
+    /// corrects its clock.
+    private let wallNow: @Sendable () -> Int64
+    /// How many times the wall clock has been stepped (a device's clock corrected): a job's end set
+    /// before a step is set again from the corrected clock.
+    private let wallClockSteps: @Sendable () -> UInt64
     /// Guards the jobs: added from any thread, taken by ``run()``. A leaf of the lock order.
     private let jobs = Locked(Jobs())
     /// Wakes ``run()`` when a job is added.
@@ -39,9 +49,14 @@ final class IntervalClock: Sendable {
 
     /// A clock on `clock` with no job yet.
     ///
-    /// - Parameter clock: The agent's clock: how long to wait for an interval's end.
-    init(clock: any AgentClock) {
+    /// - Parameters:
+    ///   - clock: The agent's clock: how long to wait for an interval's end.
+    ///   - correction: The correction of the device's clock, when the agent corrects it: intervals end on
+    ///     the corrected clock.
+    init(clock: any AgentClock, correction: ClockCorrection? = nil) {
         self.clock = clock
+        self.wallNow = { (correction?.now ?? clock.wallNow).nanosecondsSinceEpoch }
+        self.wallClockSteps = { correction?.steps ?? 0 }
     }
 
     /// Runs `tick` at the end of every `interval` from now on.
@@ -52,12 +67,19 @@ final class IntervalClock: Sendable {
     ///   - tick: What to do, given the interval's end; returns `false` to stop.
     func every(_ interval: Duration, _ tick: @escaping Tick) {
         let nanoseconds = RequestSchema.wholeNanoseconds(interval).flatMap { $0 > 0 ? $0 : nil } ?? 3_600_000_000_000
-        let wallNow = Self.nanosecondsSinceEpoch()
+        let wallNow = wallNow()
         let end = (wallNow / nanoseconds + 1) * nanoseconds
         let due = clock.now + .nanoseconds(end - wallNow)
         jobs.withLock { jobs in
             jobs.scheduled.append(
-                ScheduledJob(identifier: jobs.nextIdentifier, interval: nanoseconds, end: end, due: due, tick: tick)
+                ScheduledJob(
+                    identifier: jobs.nextIdentifier,
+                    interval: nanoseconds,
+                    end: end,
+                    due: due,
+                    steps: wallClockSteps(),
+                    tick: tick
+                )
             )
             jobs.nextIdentifier += 1
         }
@@ -72,9 +94,13 @@ final class IntervalClock: Sendable {
             if Task.isCancelled { return }
             let now = clock.now
             let due = jobs.withLock { jobs in jobs.scheduled.filter { $0.due <= now } }
+            let steps = wallClockSteps()
             for job in due {
-                let goesOn = job.tick(Timestamp(nanosecondsSinceEpoch: job.end))
-                let wallNow = Self.nanosecondsSinceEpoch()
+                // The end it was scheduled for, unless the wall clock was stepped since (a device's clock
+                // corrected): then the last end the corrected clock has passed.
+                let ended = job.steps == steps ? job.end : wallNow() / job.interval * job.interval
+                let goesOn = job.tick(Timestamp(nanosecondsSinceEpoch: ended))
+                let wallNow = wallNow()
                 jobs.withLock { jobs in
                     guard let index = jobs.scheduled.firstIndex(where: { $0.identifier == job.identifier }) else {
                         return
@@ -85,17 +111,13 @@ final class IntervalClock: Sendable {
                     }
                     // The next end after the wall clock's now, and after the end just ticked (the agent's
                     // clock and the wall clock drift apart a little).
-                    let end = max((wallNow / job.interval + 1) * job.interval, job.end + job.interval)
+                    let end = max((wallNow / job.interval + 1) * job.interval, ended + job.interval)
                     jobs.scheduled[index].end = end
+                    jobs.scheduled[index].steps = steps
                     jobs.scheduled[index].due = clock.now + .nanoseconds(max(0, end - wallNow))
                 }
             }
         }
     }
 
-    /// Nanoseconds since the Unix epoch, from the wall clock.
-    static func nanosecondsSinceEpoch() -> Int64 {
-        let timestamp = Timestamp(date: Date())
-        return timestamp.seconds * 1_000_000_000 + timestamp.nanoseconds
-    }
 }

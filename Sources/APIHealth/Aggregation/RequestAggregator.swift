@@ -28,13 +28,13 @@ final class RequestAggregator: Sendable {
         var evicted: UInt64 = 0
         /// The `onlyAggregated` counts of the aggregates evicted and not taken back.
         var onlyAggregatedByEvicted: UInt64 = 0
+        /// Interval points taken since the start.
+        var pointsTaken: UInt64 = 0
     }
 
     /// Guards the aggregates by their tags. The lock order: the registry before the aggregates' lock
     /// (``RenderedSeries``), which is never held while the registry's is taken.
     private let registry = Locked(Registry())
-    /// Guards how many interval points were taken.
-    private let taken = Locked<UInt64>(0)
     /// The overflow aggregate's tags, sorted by key.
     private let overflowTags: [Point.Tag]
 
@@ -132,7 +132,7 @@ final class RequestAggregator: Sendable {
     var count: Int { registry.withLock { $0.byTags.count } }
 
     /// Interval points taken since the start.
-    var pointsTaken: UInt64 { taken.withLock { $0 } }
+    var pointsTaken: UInt64 { registry.withLock { $0.pointsTaken } }
 
     /// Requests counted and not written as a point of their own, since the start.
     var requestsOnlyAggregated: UInt64 {
@@ -160,7 +160,7 @@ final class RequestAggregator: Sendable {
             }
             points.append(point(counts, tags: interval.tags, objective: interval.objective, at: timestamp))
         }
-        taken.withLock { $0 += UInt64(points.count) }
+        registry.withLock { $0.pointsTaken += UInt64(points.count) }
         if idle && !closing { evictIdle() }
         return points
     }

@@ -7,14 +7,20 @@ struct DestinationCursor {
     var retryNotBefore: Duration?
     /// Sends in a row that failed.
     var failedAttempts = 0
-    /// The batch being sent now: joins leave it alone.
-    var inFlight: String?
     /// Bytes and lines of the batches it still needs: its backlog, kept within `maximumPendingBytes`.
     var pendingBytes = 0
     var pendingLines = 0
     var pendingBatches = 0
     let maximumPendingBytes: Int
     var counters = DestinationMetrics()
+
+    /// A line of `bytes` recorded for it: returns whether its backlog is now over its cap.
+    @inline(__always)
+    mutating func add(line bytes: Int) -> Bool {
+        pendingBytes += bytes
+        pendingLines += 1
+        return pendingBytes > maximumPendingBytes
+    }
 }
 
 /// The pending batches as a plain value: events in, actions out. Every change is a ``BatchingEvent``
@@ -27,7 +33,8 @@ struct DestinationCursor {
 /// Every batch goes to every destination: each destination has its own cursor over the same batches
 /// (a bit per batch), its own retry schedule and its own cap, so a destination that is down keeps its
 /// backlog within its cap and never delays or drops what another gets. A batch leaves when no
-/// destination needs it any more. A batch's own life is ``PendingBatch/Stage``.
+/// destination needs it any more. A batch's own life is ``PendingBatch/Life``: open, then sealed with
+/// who still needs it and who sends it, its spool file, its body and its retries.
 ///
 /// Invariants (checked by the property tests), per destination: every recorded line is pending,
 /// written, dropped, rejected or expired, each once; batches go out in the order their lines were
@@ -38,12 +45,12 @@ struct BatchingState {
     // compiler keeps that rule.
     private(set) var batches: [PendingBatch] = []
     private var nextSequence: UInt64 = 1
-    /// Bytes of line protocol held for any destination.
-    private var pendingBytes = 0
     /// The agent's own counters; what destinations did is in their cursors.
     private var metrics = AgentMetrics()
     private var recentInstants: RecentInstants
     private(set) var isClosed = false
+    /// When the last line was recorded: the open batch is sealed `flushDelay` after it.
+    private var lastLineAt = Duration.zero
     /// Points offered after intake closed (a producer still recording after the agent stopped).
     private(set) var droppedAfterClose: UInt64 = 0
     /// Whether the batches are mirrored in a spool directory.
@@ -203,67 +210,75 @@ struct BatchingState {
             return action
         }
         if batches.isEmpty || batches[batches.count - 1].isSealed {
-            batches.append(
-                PendingBatch(
-                    segment: SegmentName.sequence(takeSequence()),
-                    bytes: newBuffer(),
-                    lineCount: 0,
-                    firstLineAt: now,
-                    lastLineAt: now,
-                    awaiting: allDestinations
-                )
-            )
+            batches.append(PendingBatch(opening: SegmentName.sequence(takeSequence()), bytes: newBuffer(), now: now))
             for index in destinations.indices { destinations[index].pendingBatches += 1 }
             action.wakeups.insert(.shippers)
         }
         let last = batches.count - 1
-        let before = batches[last].bytes.count
-        // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
-        if let timestamp = line.timestamp {
-            // Loads the slots the claim reads while the line is copied (the tables are too large to
-            // stay in the processor's cache beside the batches).
-            let latest = recentInstants.prefetch(series: series, timestamp: timestamp)
-            batches[last].bytes.appendCopy(of: line.bytes)
-            let instant = recentInstants.claim(series: series, timestamp: timestamp, latest: latest)
-            if instant != timestamp {
-                batches[last].bytes.removeLast(batches[last].bytes.count - before)
-                guard let instant else {
-                    // The series has no free instant near the point's time.
-                    metrics.pointsDropped += 1
-                    if batches[last].lineCount == 0 {
-                        batches.removeLast()
-                        for index in destinations.indices { destinations[index].pendingBatches -= 1 }
-                    }
-                    return action
-                }
-                line.rewritingTimestamp(instant, into: &batches[last].bytes)
+        // One access to the open batch and the instants for the whole copy.
+        guard
+            let (added, full) = Self.copy(
+                line,
+                series: series,
+                into: &batches[last],
+                instants: &recentInstants,
+                limits: limits
+            )
+        else {
+            // The series has no free instant near the point's time.
+            metrics.pointsDropped += 1
+            if batches[last].lineCount == 0 {
+                batches.removeLast()
+                for index in destinations.indices { destinations[index].pendingBatches -= 1 }
             }
-        } else {
-            batches[last].bytes.appendCopy(of: line.bytes)
+            return action
         }
         action.accepted = true
+        lastLineAt = now
         if !line.repairs.isEmpty { metrics.pointsRepaired += 1 }
-        batches[last].lineCount += 1
-        batches[last].lastLineAt = now
-        let added = batches[last].bytes.count - before
-        pendingBytes += added
         metrics.pointsRecorded += 1
-        if batches[last].lineCount >= limits.maximumLines || batches[last].bytes.count >= limits.maximumBytes {
+        if full {
             seal(last)
             // Sealed by its size: the spool worker writes it through and makes its body now.
             action.wakeups.formUnion([.shippers, .spoolWorker])
         }
         // Last: dropping shifts the batches' indices.
-        for index in destinations.indices {
-            destinations[index].pendingBytes += added
-            destinations[index].pendingLines += 1
-            if destinations[index].pendingBytes > destinations[index].maximumPendingBytes,
-                dropOldest(for: DestinationID(index: index))
-            {
-                action.wakeups.formUnion([.spoolWorker, .batchesLeft])
-            }
+        for index in destinations.indices where destinations[index].add(line: added) {
+            if dropOldest(for: DestinationID(index: index)) { action.wakeups.formUnion([.spoolWorker, .batchesLeft]) }
         }
         return action
+    }
+
+    /// Copies `line` into the open `batch`, its series given an instant it has not used (the
+    /// line rewritten when that is not its own). Returns the bytes added, `nil` if the series has no
+    /// free instant near the point's time (nothing is added); `full` when the batch is full within `limits`.
+    @inline(__always)
+    private static func copy(
+        _ line: EncodedLine,
+        series: Int,
+        into batch: inout PendingBatch,
+        instants: inout RecentInstants,
+        limits: APIHealthConfiguration.Batching
+    ) -> (added: Int, full: Bool)? {
+        let before = batch.bytes.count
+        // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
+        if let timestamp = line.timestamp {
+            // Loads the slots the claim reads while the line is copied (the tables are too large to
+            // stay in the processor's cache beside the batches).
+            let latest = instants.prefetch(series: series, timestamp: timestamp)
+            batch.bytes.appendCopy(of: line.bytes)
+            let instant = instants.claim(series: series, timestamp: timestamp, latest: latest)
+            if instant != timestamp {
+                batch.bytes.removeLast(batch.bytes.count - before)
+                guard let instant else { return nil }
+                line.rewritingTimestamp(instant, into: &batch.bytes)
+            }
+        } else {
+            batch.bytes.appendCopy(of: line.bytes)
+        }
+        batch.lineCount += 1
+        let full = batch.lineCount >= limits.maximumLines || batch.bytes.count >= limits.maximumBytes
+        return (batch.bytes.count - before, full)
     }
 
     /// Counts a point dropped before it became a line (offered after intake closed).
@@ -282,7 +297,7 @@ struct BatchingState {
         while destinations[cursor].pendingBytes > destinations[cursor].maximumPendingBytes
             && destinations[cursor].pendingBatches > 1 && index < batches.count
         {
-            guard batches[index].awaiting & destination.bit != 0 else {
+            guard batches[index].awaits(destination.bit) else {
                 index += 1
                 continue
             }
@@ -300,15 +315,15 @@ struct BatchingState {
     @discardableResult
     private mutating func release(_ index: Int, from destination: DestinationID) -> Bool {
         let cursor = destination.index
-        guard batches[index].awaiting & destination.bit != 0 else { return false }
-        batches[index].awaiting &= ~destination.bit
+        guard var sealed = batches[index].sealed, sealed.awaiting & destination.bit != 0 else { return false }
+        sealed.awaiting &= ~destination.bit
+        sealed.sending &= ~destination.bit
+        batches[index].sealed = sealed
         destinations[cursor].pendingBytes -= batches[index].lineBytes
         destinations[cursor].pendingLines -= batches[index].lineCount
         destinations[cursor].pendingBatches -= 1
-        if destinations[cursor].inFlight == batches[index].segment { destinations[cursor].inFlight = nil }
-        guard batches[index].awaiting == 0 else { return false }
+        guard sealed.awaiting == 0 else { return false }
         var batch = batches.remove(at: index)
-        pendingBytes -= batch.lineBytes
         if hasSpool { spoolRemovals.append(batch.segment) }
         reuse(&batch.bytes)
         return true
@@ -324,9 +339,8 @@ struct BatchingState {
     /// Seals the open batch if its debounce (plus `jitter`) or maximum age has passed. Returns when it
     /// next falls due.
     private mutating func sealDue(now: Duration, jitter: Duration) -> Duration? {
-        guard let last = batches.indices.last, !batches[last].isSealed else { return nil }
-        let batch = batches[last]
-        let due = min(batch.lastLineAt + limits.flushDelay, batch.firstLineAt + limits.maximumAge) + jitter
+        guard let last = batches.indices.last, case .open(let firstLineAt, _) = batches[last].life else { return nil }
+        let due = min(lastLineAt + limits.flushDelay, firstLineAt + limits.maximumAge) + jitter
         if isClosed || now >= due {
             seal(last)
             return nil
@@ -350,7 +364,7 @@ struct BatchingState {
     /// delay, has most of it), so pending memory follows the pending cap.
     private mutating func seal(_ index: Int) {
         guard !batches[index].isSealed else { return }
-        batches[index].stage = .sealed
+        batches[index].seal(for: allDestinations)
         var bytes = batches[index].bytes
         if bytes.capacity - bytes.count > bytes.count / 8 {
             batches[index].bytes = []
@@ -368,7 +382,7 @@ struct BatchingState {
     var currentMetrics: AgentMetrics {
         var metrics = metrics
         metrics.pendingLines = batches.reduce(0) { $0 + $1.lineCount }
-        metrics.pendingBytes = pendingBytes
+        metrics.pendingBytes = batches.reduce(0) { $0 + $1.lineBytes }
         metrics.destinations = destinations.map { cursor in
             var counters = cursor.counters
             counters.pendingLines = cursor.pendingLines
@@ -401,7 +415,7 @@ struct BatchingState {
 extension BatchingState {
     /// The index of the oldest batch `destination` still needs.
     private func head(of destination: DestinationID) -> Int? {
-        batches.firstIndex { $0.awaiting & destination.bit != 0 }
+        batches.firstIndex { $0.awaits(destination.bit) }
     }
 
     /// The oldest sealed batch `destination` needs if it may be sent at `now`, a join to make first,
@@ -418,18 +432,23 @@ extension BatchingState {
             return BatchingAction(.wait(until: openDeadline.map { min($0, notBefore) } ?? notBefore))
         }
         if let plan = joinPlan(at: index) { return BatchingAction(.join(plan)) }
+        batches[index].sealed?.sending |= destination.bit
         let head = batches[index]
-        destinations[destination.index].inFlight = head.segment
         return BatchingAction(
             .send(segment: head.segment, body: head.body, lineCount: head.lineCount, lineBytes: head.lineBytes)
         )
     }
 
-    /// Whether one of `segments` is being sent to a destination.
-    private func isInFlight(_ segments: ArraySlice<PendingBatch>) -> Bool {
-        destinations.contains { cursor in
-            cursor.inFlight.map { flying in segments.contains { $0.segment == flying } } ?? false
-        }
+    /// Whether one of `batches` is being sent to a destination.
+    private func isInFlight(_ batches: ArraySlice<PendingBatch>) -> Bool {
+        batches.contains { ($0.sealed?.sending ?? 0) != 0 }
+    }
+
+    /// `destination`'s send of batch `segment` is over: the index of the batch, if it is still here.
+    private mutating func stopSending(_ segment: String, to destination: DestinationID) -> Int? {
+        guard let index = batches.firstIndex(where: { $0.segment == segment }) else { return nil }
+        batches[index].sealed?.sending &= ~destination.bit
+        return index
     }
 
     /// The sealed batches after batch `start` that fit into it within the batch limits, needed by the
@@ -438,7 +457,8 @@ extension BatchingState {
     private mutating func joinPlan(at start: Int) -> MergePlan? {
         let awaiting = batches[start].awaiting
         func joinable(_ batch: PendingBatch) -> Bool {
-            batch.isSealed && batch.mayJoin && batch.awaiting == awaiting && (!hasSpool || batch.isSpoolSealed)
+            guard let sealed = batch.sealed else { return false }
+            return sealed.joinable && sealed.awaiting == awaiting && (!hasSpool || batch.isSpoolSealed)
         }
         guard joinable(batches[start]) else { return nil }
         var end = start + 1
@@ -480,19 +500,18 @@ extension BatchingState {
         guard let start, unchanged == true, let lines, !hasSpool || written else {
             if written { spoolRemovals.append(plan.segment) }
             // Sent as it is: a join that failed is not tried again for this batch.
-            if let start { batches[start].mayJoin = false }
+            if let start { batches[start].sealed?.joinable = false }
             return
         }
         let range = start..<(start + plan.sources.count)
-        var joined = batches[start]
-        joined.segment = plan.segment
-        joined.bytes = lines
-        joined.stage = .sealed
-        joined.lineCount = plan.lineCount
-        joined.spoolCopy = .sealed(bytes: lines.count)
-        joined.lastLineAt = batches[range.upperBound - 1].lastLineAt
-        joined.failingSince = batches[range].compactMap(\.failingSince).min()
-        for index in destinations.indices where joined.awaiting & (1 << UInt64(index)) != 0 {
+        var joined = PendingBatch(
+            sealed: plan.segment,
+            bytes: lines,
+            lineCount: plan.lineCount,
+            awaiting: batches[start].awaiting
+        )
+        joined.sealed?.failingSince = batches[range].compactMap { $0.sealed?.failingSince }.min()
+        for index in destinations.indices where joined.awaits(1 << UInt64(index)) {
             destinations[index].pendingBatches -= plan.sources.count - 1
         }
         batches.replaceSubrange(range, with: [joined])
@@ -514,7 +533,7 @@ extension BatchingState {
         guard let index = batches.firstIndex(where: { $0.segment == segment }), batches[index].isSealed,
             batches[index].body == nil
         else { return }
-        batches[index].stage = .compressed(body: body, linesOnlyInBody: nil)
+        batches[index].sealed?.body = body
         releaseLines(index)
     }
 
@@ -532,12 +551,9 @@ extension BatchingState {
         destinations[cursor].counters.lastError = nil
         destinations[cursor].retryNotBefore = nil
         destinations[cursor].failedAttempts = 0
-        destinations[cursor].inFlight = nil
-        guard let index = batches.firstIndex(where: { $0.segment == segment }),
-            batches[index].awaiting & destination.bit != 0
-        else { return }
+        guard let index = stopSending(segment, to: destination), batches[index].awaits(destination.bit) else { return }
         destinations[cursor].counters.pointsWritten += UInt64(batches[index].lineCount)
-        batches[index].failingSince = nil
+        batches[index].sealed?.failingSince = nil
         release(index, from: destination)
     }
 
@@ -558,10 +574,9 @@ extension BatchingState {
         } else {
             destinations[cursor].counters.lastError = reason
         }
-        destinations[cursor].inFlight = nil
-        guard let index = batches.firstIndex(where: { $0.segment == segment }),
-            batches[index].awaiting & destination.bit != 0
-        else { return BatchingAction(wakeups: .batchesLeft) }
+        guard let index = stopSending(segment, to: destination), batches[index].awaits(destination.bit) else {
+            return BatchingAction(wakeups: .batchesLeft)
+        }
         let batch = batches[index]
         let refusedCount: Int
         var only: [Int: String]?
@@ -606,9 +621,7 @@ extension BatchingState {
         if let failure { countSpoolFailure(failure) }
         let cursor = destination.index
         let bit = destination.bit
-        destinations[cursor].inFlight = nil
-        guard let index = batches.firstIndex(where: { $0.segment == segment }), batches[index].awaiting & bit != 0
-        else {
+        guard let index = stopSending(segment, to: destination), batches[index].awaits(bit) else {
             if written && !batches.contains(where: { $0.segment == names.first }) {
                 spoolRemovals += [names.first, names.second]
             }
@@ -618,27 +631,20 @@ extension BatchingState {
         var originalIndex = index
         if index >= 2, batches[index - 2].segment == names.first, batches[index - 1].segment == names.second {
             // Another destination split it the same way: the halves are shared.
-            batches[index - 2].awaiting |= bit
-            batches[index - 1].awaiting |= bit
+            batches[index - 2].sealed?.awaiting |= bit
+            batches[index - 1].sealed?.awaiting |= bit
         } else {
             originalIndex += 2
-            var first = original
-            first.awaiting = bit
-            first.mayJoin = false
-            first.stage = .sealed
-            first.segment = names.first
-            first.bytes = halves.first
-            first.lineCount = halves.firstLines
             // Unwritten halves are sealed on disk by the next round, which counts the failure.
-            first.spoolCopy =
-                written || !hasSpool ? .sealed(bytes: halves.first.count) : .writing(bytes: halves.first.count)
-            var second = first
-            second.segment = names.second
-            second.bytes = halves.second
-            second.lineCount = halves.secondLines
-            second.spoolCopy =
-                written || !hasSpool ? .sealed(bytes: halves.second.count) : .writing(bytes: halves.second.count)
-            pendingBytes += halves.first.count + halves.second.count
+            func half(_ segment: String, _ bytes: [UInt8], lines: Int) -> PendingBatch {
+                var half = PendingBatch(sealed: segment, bytes: bytes, lineCount: lines, awaiting: bit)
+                half.sealed?.joinable = false
+                half.sealed?.failingSince = original.sealed?.failingSince
+                if !written && hasSpool { half.sealed?.spool = .writing(bytes: bytes.count) }
+                return half
+            }
+            let first = half(names.first, halves.first, lines: halves.firstLines)
+            let second = half(names.second, halves.second, lines: halves.secondLines)
             batches.insert(contentsOf: [first, second], at: index)
         }
         destinations[cursor].pendingBytes += halves.first.count + halves.second.count
@@ -667,10 +673,9 @@ extension BatchingState {
         destinations[cursor].counters.lastError = error
         destinations[cursor].failedAttempts += 1
         destinations[cursor].retryNotBefore = notBefore
-        destinations[cursor].inFlight = nil
-        guard let index = batches.firstIndex(where: { $0.segment == segment }) else { return true }
-        let since = batches[index].failingSince ?? now
-        batches[index].failingSince = since
+        guard let index = stopSending(segment, to: destination) else { return true }
+        let since = batches[index].sealed?.failingSince ?? now
+        batches[index].sealed?.failingSince = since
         if let retryLimit, now - since > retryLimit { return false }
         return true
     }
@@ -702,12 +707,8 @@ extension BatchingState {
     private mutating func spoolWritten(_ progress: SpoolProgress) -> String? {
         for item in progress.written {
             guard let index = batches.firstIndex(where: { $0.segment == item.segment }) else { continue }
-            if item.sealed {
-                batches[index].spoolCopy = .sealed(bytes: item.end)
-                releaseLines(index)
-            } else {
-                batches[index].spoolCopy = .writing(bytes: item.end)
-            }
+            batches[index].spooled(to: item.end, sealed: item.sealed)
+            if item.sealed { releaseLines(index) }
         }
         for failure in progress.failures { countSpoolFailure(failure) }
         guard let message = unreportedSpoolFailure else { return nil }
@@ -726,10 +727,10 @@ extension BatchingState {
     /// spool); their buffer is reused.
     private mutating func releaseLines(_ index: Int) {
         let batch = batches[index]
-        guard case .compressed(let body, nil) = batch.stage,
+        guard batch.body != nil, batch.linesOnlyInBody == nil,
             !hasSpool || (batch.isSpoolSealed && batch.spooledBytes == batch.bytes.count)
         else { return }
-        batches[index].stage = .compressed(body: body, linesOnlyInBody: batch.bytes.count)
+        batches[index].sealed?.linesOnlyInBody = batch.bytes.count
         var lines = batches[index].bytes
         batches[index].bytes = []
         reuse(&lines)
@@ -740,11 +741,10 @@ extension BatchingState {
     private mutating func restored(_ restored: [PendingBatch], sequencesAfter highest: UInt64, linesLeftOut: Int) {
         nextSequence = max(nextSequence, highest + 1)
         var restored = restored
-        for index in restored.indices { restored[index].awaiting = allDestinations }
+        for index in restored.indices { restored[index].sealed?.awaiting = allDestinations }
         batches.insert(contentsOf: restored, at: 0)
         let bytes = restored.reduce(0) { $0 + $1.lineBytes }
         let lines = restored.reduce(0) { $0 + $1.lineCount }
-        pendingBytes += bytes
         metrics.spoolLinesLeftOut += UInt64(linesLeftOut)
         for index in destinations.indices {
             destinations[index].pendingBytes += bytes

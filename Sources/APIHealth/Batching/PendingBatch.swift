@@ -2,19 +2,37 @@ import LineProtocol
 
 /// One batch of encoded lines, from the line that opens it to the answer of its last destination.
 struct PendingBatch {
-    /// Where the batch is in its life. Per destination, the rest of it is in ``awaiting`` and the
-    /// destination's cursor: a batch is waiting for a destination while its bit is set, being sent while
-    /// it is the destination's `inFlight`, and delivered, refused or dropped for it once the bit is cleared
-    /// (and counted in the destination's counters). It leaves when no destination needs it.
-    enum Stage {
-        /// Still filling: lines are appended to ``PendingBatch/bytes``.
-        case open
-        /// Ready to send: no line is added any more.
-        case sealed
-        /// Its gzip request body is made and kept for every send and retry. `linesOnlyInBody` is the size
-        /// of its lines once they were let go (they are on disk, or there is no spool): then only the body
-        /// holds them.
-        case compressed(body: [UInt8], linesOnlyInBody: Int?)
+    /// Where the batch is in its life, with what that stage needs. A batch is open while lines are
+    /// added, then sealed until no destination needs it (it then leaves the batches).
+    enum Life {
+        /// Still filling: lines are appended to ``PendingBatch/bytes``, the first `spooled` of them
+        /// written through to its spool file. It is sealed `maximumAge` after `firstLineAt`, or
+        /// `flushDelay` after the last line recorded (`BatchingState`'s, written for every line without
+        /// touching the batch's life). Every destination needs it.
+        case open(firstLineAt: Duration, spooled: Int)
+        /// No line is added any more: it waits for its destinations, is sent, compressed and written.
+        case sealed(Sealed)
+    }
+
+    /// A sealed batch: who still needs it and who is sending it, its spool file, its body, its retries.
+    struct Sealed {
+        /// The destinations that still need it, one bit each: delivered, refused or dropped for one
+        /// once its bit is cleared (and counted in the destination's counters).
+        var awaiting: UInt64
+        /// The destinations sending it now, one bit each: joins leave it alone.
+        var sending: UInt64 = 0
+        /// How much of its lines its spool file holds.
+        var spool: SpoolCopy
+        /// Its gzip request body, once made: kept for every send and retry.
+        var body: [UInt8]? = nil
+        /// The size of its lines once they were let go (they are on disk, or there is no spool): then
+        /// only the body holds them.
+        var linesOnlyInBody: Int? = nil
+        /// When its sends began to fail (for the retry limit).
+        var failingSince: Duration? = nil
+        /// Whether the batches behind it may be joined into it before it is sent: not for a half of a
+        /// batch the server found too large, nor after a join failed.
+        var joinable = true
     }
 
     /// How much of the batch its spool file holds.
@@ -30,46 +48,67 @@ struct PendingBatch {
     /// The lines; empty once they are only in the body (see ``lineBytes``).
     var bytes: [UInt8]
     var lineCount: Int
-    var stage = Stage.open
-    var spoolCopy = SpoolCopy.writing(bytes: 0)
-    var firstLineAt: Duration
-    var lastLineAt: Duration
-    /// When its sends began to fail (for the retry limit).
-    var failingSince: Duration?
-    /// Whether the batches behind it may be joined into it before it is sent: not for a half of a batch
-    /// the server found too large, nor after a join failed.
-    var mayJoin = true
-    /// The destinations that still need it, one bit each (see ``BatchingState``).
-    var awaiting: UInt64 = 1
+    var life: Life
+
+    /// A batch opened at `now` by its first line, for every destination.
+    init(opening segment: String, bytes: [UInt8], now: Duration) {
+        self.segment = segment
+        self.bytes = bytes
+        self.lineCount = 0
+        self.life = .open(firstLineAt: now, spooled: 0)
+    }
+
+    /// A sealed batch whose spool file holds all its lines (one a previous run left).
+    init(sealed segment: String, bytes: [UInt8], lineCount: Int, awaiting: UInt64) {
+        self.segment = segment
+        self.bytes = bytes
+        self.lineCount = lineCount
+        self.life = .sealed(Sealed(awaiting: awaiting, spool: .sealed(bytes: bytes.count)))
+    }
 
     /// Whether lines may no longer be added.
     var isSealed: Bool {
-        if case .open = stage { return false }
+        if case .open = life { return false }
         return true
     }
 
-    /// The gzip request body, once made.
-    var body: [UInt8]? {
-        if case .compressed(let body, _) = stage { return body }
-        return nil
+    /// The sealed batch's stage, `nil` while it is open.
+    var sealed: Sealed? {
+        get {
+            if case .sealed(let sealed) = life { return sealed }
+            return nil
+        }
+        set {
+            if let newValue { life = .sealed(newValue) }
+        }
     }
 
+    /// The destinations that still need it, one bit each (every one while it is open).
+    var awaiting: UInt64 { sealed?.awaiting ?? ~0 }
+
+    /// Whether destination `bit` still needs it.
+    func awaits(_ bit: UInt64) -> Bool { awaiting & bit != 0 }
+
+    /// The gzip request body, once made.
+    var body: [UInt8]? { sealed?.body }
+
     /// The size of the lines when only the body holds them.
-    var linesOnlyInBody: Int? {
-        if case .compressed(_, let size) = stage { return size }
-        return nil
-    }
+    var linesOnlyInBody: Int? { sealed?.linesOnlyInBody }
 
     /// Bytes of its lines written through to the spool file.
     var spooledBytes: Int {
-        switch spoolCopy {
-        case .writing(let bytes), .sealed(let bytes): return bytes
+        switch life {
+        case .open(_, let spooled): spooled
+        case .sealed(let sealed):
+            switch sealed.spool {
+            case .writing(let bytes), .sealed(let bytes): bytes
+            }
         }
     }
 
     /// Whether its spool file is sealed.
     var isSpoolSealed: Bool {
-        if case .sealed = spoolCopy { return true }
+        if case .sealed(bytes: _)? = sealed?.spool { return true }
         return false
     }
 
@@ -78,6 +117,23 @@ struct PendingBatch {
 
     /// What the lines are held as, for work done outside the lock.
     var contents: BatchContents { BatchContents(bytes: bytes, body: linesOnlyInBody == nil ? nil : body) }
+
+    /// Seals the open batch for every destination in `awaiting`.
+    mutating func seal(for awaiting: UInt64) {
+        guard case .open(_, let spooled) = life else { return }
+        life = .sealed(Sealed(awaiting: awaiting, spool: .writing(bytes: spooled)))
+    }
+
+    /// The spool worker wrote its first `end` bytes (and sealed the file when `sealed`).
+    mutating func spooled(to end: Int, sealed fileSealed: Bool) {
+        switch life {
+        case .open(let first, _):
+            life = .open(firstLineAt: first, spooled: end)
+        case .sealed(var sealed):
+            sealed.spool = fileSealed ? .sealed(bytes: end) : .writing(bytes: end)
+            life = .sealed(sealed)
+        }
+    }
 }
 
 /// A batch's lines as taken out of the state: the bytes themselves, or the gzip body that alone holds them.

@@ -55,10 +55,10 @@ extension APIHealthAgent {
 
     /// Counts a request the hook let through without recording it.
     func countUncaptured() {
-        uncaptured.withLock { $0 += 1 }
+        kept.withLock { $0.uncaptured += 1 }
     }
 
     /// Requests an instrumented session made that the hook let through unrecorded.
-    var requestsUncaptured: UInt64 { uncaptured.withLock { $0 } }
+    var requestsUncaptured: UInt64 { kept.withLock { $0.uncaptured } }
 
 }

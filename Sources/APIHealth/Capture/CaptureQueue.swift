@@ -85,11 +85,11 @@ final class CaptureQueue: Sendable {
         var drainer: pthread_t?
     }
 
-    /// Guards the samples waiting, whether the queue has closed and which thread drains. The lock
-    /// order is on `APIHealthAgent.lifecycle`.
+    /// Guards the samples waiting, whether the queue has closed and which thread drains.
     private let state = Locked(State())
-    /// Signalled when a drain ends, for a reader waiting for the one under way (the only ones to take it).
-    private let drainEnded = NSCondition()
+    /// Entered by the drain under way, for a reader that must wait for it to end: a synchronous wait
+    /// (readers such as `flush()` are not async), with no lock of its own to order.
+    private let drainUnderWay = DispatchGroup()
     /// Samples waiting at most: the caller that queues the last one drains them all on its own thread.
     static let maximumWaiting = 512
 
@@ -123,6 +123,7 @@ final class CaptureQueue: Sendable {
                 }
                 guard !state.samples.isEmpty else { return .leave }
                 state.drainer = thread
+                drainUnderWay.enter()
                 // The next queue starts with room for as many as this one held.
                 var taken: [DeferredSample] = []
                 taken.reserveCapacity(state.samples.count)
@@ -133,15 +134,11 @@ final class CaptureQueue: Sendable {
             case .leave:
                 return
             case .waitForTheDrainUnderWay:
-                drainEnded.lock()
-                while state.withLock({ $0.drainer != nil }) { drainEnded.wait() }
-                drainEnded.unlock()
+                drainUnderWay.wait()
             case .drain(let samples):
                 for sample in samples { record(sample) }
                 state.withLock { $0.drainer = nil }
-                drainEnded.lock()
-                drainEnded.broadcast()
-                drainEnded.unlock()
+                drainUnderWay.leave()
                 return
             }
         }

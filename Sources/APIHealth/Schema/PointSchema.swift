@@ -42,6 +42,9 @@ public enum PointSchema {
         /// The ISO 3166-1 alpha-2 country the requests were made from (``APIHealthConfiguration/country``), a
         /// global tag: configured, learned from a response header, or the device's region.
         public static let country = "country"
+        /// The version of the app an install runs (``APIHealthConfiguration/appVersion``), on every point
+        /// when set.
+        public static let appVersion = "app_version"
     }
 
     /// Tag keys the agent writes itself: ``APIHealthConfiguration/globalTags`` cannot use them.
@@ -200,6 +203,11 @@ public enum PointSchema {
         public static let endpointsEvicted = "endpoints_evicted"
         /// Values of the country header that were not country codes (``APIHealthConfiguration/CaptureOptions/countryHeader``).
         public static let countryValuesIgnored = "country_values_ignored"
+        /// The offset the device's clock is corrected by, in milliseconds, once `Date` headers agree
+        /// (``APIHealthConfiguration/correctsClock``).
+        public static let clockOffset = "clock_offset_ms"
+        /// `Date` headers that were no reading of the clock (``APIHealthConfiguration/correctsClock``).
+        public static let clockReadingsIgnored = "clock_readings_ignored"
     }
 
     /// Tags of request points (beside the global tags).
@@ -252,6 +260,6 @@ public enum PointSchema {
         AgentField.metricsOverflowed, AgentField.lastError, AgentField.intervalPoints,
         AgentField.requestsOnlyAggregated, AgentField.requestsFiltered, AgentField.endpointLimit,
         AgentField.endpoints, AgentField.requestsOverflowed, AgentField.endpointsEvicted,
-        AgentField.countryValuesIgnored,
+        AgentField.countryValuesIgnored, AgentField.clockOffset, AgentField.clockReadingsIgnored,
     ]
 }

@@ -14,10 +14,22 @@ final class RequestRecorder: Sendable {
     let pending: PendingBatches
     /// Requests waiting to be recorded.
     let queue = CaptureQueue()
+    /// Corrects the device's clock, when the agent does: captured requests are stamped in corrected
+    /// time, and their `Date` headers are its readings until a destination has answered.
+    let clockCorrection: ClockCorrection?
+    /// The agent's clock: its wall time is the device's.
+    let clock: any AgentClock
 
-    init(schema: RequestSchema, pending: PendingBatches) {
+    init(
+        schema: RequestSchema,
+        pending: PendingBatches,
+        clockCorrection: ClockCorrection? = nil,
+        clock: any AgentClock = SystemAgentClock()
+    ) {
         self.schema = schema
         self.pending = pending
+        self.clockCorrection = clockCorrection
+        self.clock = clock
     }
 
     /// Passes `sample` of `request` through the capture filter, and records what it keeps (a sample it
@@ -97,11 +109,49 @@ final class RequestRecorder: Sendable {
     func drain(waitingForOneUnderWay: Bool = true) {
         let correlationHeaders = schema.correlationHeaders
         let countryHeader = schema.countryLearner?.header
+        let restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
         queue.drain(waitingForOneUnderWay: waitingForOneUnderWay) { deferred in
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
-            if let sample = deferred.sample(correlationHeaders: correlationHeaders) {
+            if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
+                if let restamping { restamping.apply(to: &sample, dateHeader: deferred.responseHeader("Date")) }
                 record(sample, request: deferred.request, now: deferred.now)
             }
+        }
+    }
+
+    /// Moves captured samples, stamped on the system's clock, to the agent's corrected time; each
+    /// response's `Date` header is a reading of the offset until a destination has answered.
+    private struct Restamping {
+        let correction: ClockCorrection
+        /// The device's clock minus the system's, in nanoseconds: zero but in tests that give the agent a
+        /// clock of its own.
+        let deviceShift: Int64
+        /// What moves a sample to corrected time: the device's shift and the offset.
+        let shift: Int64
+        let readsAPIDates: Bool
+
+        init(correction: ClockCorrection, clock: any AgentClock) {
+            self.correction = correction
+            deviceShift = clock.wallNow.nanosecondsSinceEpoch &- Timestamp.systemNow().nanosecondsSinceEpoch
+            shift = deviceShift &+ correction.offsetNanoseconds
+            readsAPIDates = correction.wantsAPIReadings
+        }
+
+        func apply(to sample: inout RequestSample, dateHeader: @autoclosure () -> String?) {
+            var shift = shift
+            if readsAPIDates, let dateHeader = dateHeader() {
+                let sentAt = Timestamp(date: sample.startedAt).adding(nanoseconds: deviceShift)
+                let untilHead = sample.timeToFirstByte ?? sample.duration
+                correction.observe(
+                    dateHeader: dateHeader,
+                    sentAt: sentAt,
+                    receivedAt: sentAt.adding(nanoseconds: RequestSchema.wholeNanoseconds(untilHead) ?? .max / 2),
+                    from: .api
+                )
+                // The reading may have settled the offset: this sample is stamped with it already.
+                shift = deviceShift &+ correction.offsetNanoseconds
+            }
+            if shift != 0 { sample.startedAt.addTimeInterval(Double(shift) / 1e9) }
         }
     }
 

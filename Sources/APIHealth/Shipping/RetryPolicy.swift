@@ -96,14 +96,8 @@ public struct RetryPolicy: Sendable, Hashable {
     package static func retryAfter(_ value: String, now: Date = Date()) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int(trimmed), seconds >= 0 { return .seconds(seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
-            formatter.dateFormat = format
-            if let date = formatter.date(from: trimmed) {
-                return .seconds(max(0, date.timeIntervalSince(now)))
-            }
+        if let seconds = HTTPDate.secondsSinceEpoch(trimmed) {
+            return .seconds(max(0, Double(seconds) - now.timeIntervalSince1970))
         }
         return nil
     }

@@ -18,18 +18,25 @@ final class Shipper: Sendable {
     private let destination: InfluxDestination?
     private let configuration: APIHealthConfiguration
     private let clock: any AgentClock
+    /// Given each response's `Date` header, when the agent corrects its clock.
+    private let clockCorrection: ClockCorrection?
     private let logger: Logger
     private let session: URLSession
     private let userAgent: String
-    /// Whether a v1 destination is among those the lines go to: every body then carries unsigned
-    /// values as integers, the same body for each destination.
-    /// The last state logged, so each change of state is logged once.
-    private let health = Locked(Health.starting)
-    /// Guards the failover group: the URL in use and each URL's backoff.
-    private let endpoints: Locked<EndpointGroup>
-    private let random = Locked(SystemRandomNumberGenerator())
-    /// Shutdown in progress: retries wait briefly instead of backing off.
-    private let isDraining = Locked(false)
+    /// What the shipper's loop keeps between sends.
+    private struct State {
+        /// The last state logged, so each change of state is logged once.
+        var health = Health.starting
+        /// The failover group: the URL in use and each URL's backoff.
+        var endpoints: EndpointGroup
+        /// The generator of the retry delays' jitter.
+        var random = SystemRandomNumberGenerator()
+        /// Shutdown in progress: retries wait briefly instead of backing off.
+        var isDraining = false
+    }
+
+    /// Guards the shipper's state: changed by its loop, and by shutdown (``startDraining()``).
+    private let state: Locked<State>
 
     enum Health: Equatable {
         case starting
@@ -45,6 +52,7 @@ final class Shipper: Sendable {
         destination id: DestinationID,
         configuration: APIHealthConfiguration,
         clock: any AgentClock,
+        clockCorrection: ClockCorrection? = nil,
         logger: Logger,
         beforeSealing: @escaping @Sendable () -> Void
     ) {
@@ -56,13 +64,16 @@ final class Shipper: Sendable {
         self.destination = destination
         self.configuration = configuration
         self.clock = clock
+        self.clockCorrection = clockCorrection
         var logger = logger
         if let destination, configuration.destinations.count > 1 {
             logger[metadataKey: "apihealth.destination"] = "\(destination.displayName)"
         }
         self.logger = logger
         let urls = destination?.urls ?? []
-        self.endpoints = Locked(EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
+        self.state = Locked(
+            State(endpoints: EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
+        )
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = configuration.requestTimeout.secondsDouble
         sessionConfiguration.timeoutIntervalForResource = configuration.requestTimeout.secondsDouble * 2
@@ -74,7 +85,7 @@ final class Shipper: Sendable {
     }
 
     func startDraining() {
-        isDraining.withLock { $0 = true }
+        state.withLock { $0.isDraining = true }
         pending.clearRetryWaits()
     }
 
@@ -109,7 +120,7 @@ final class Shipper: Sendable {
             pending.reject(segment, reason: "gzip failed", refused: .all, for: id)
             return
         }
-        let url = endpoints.withLock { $0.currentURL }
+        let url = state.withLock { $0.endpoints.currentURL }
         let precision = destination.precision ?? configuration.precision
         var request = URLRequest(url: destination.writeURL(at: url, precision: precision))
         request.httpMethod = "POST"
@@ -144,6 +155,7 @@ final class Shipper: Sendable {
 
         let outcome: WriteOutcome
         do {
+            let sentAt = clock.wallNow
             let (data, response) = try await session.data(for: request)
             guard let http = response as? HTTPURLResponse else {
                 outcome = .retry(reason: "not an HTTP response", retryAfter: nil)
@@ -153,6 +165,12 @@ final class Shipper: Sendable {
             for (name, value) in http.allHeaderFields {
                 headers[String(describing: name).lowercased()] = String(describing: value)
             }
+            clockCorrection?.observe(
+                dateHeader: headers["date"],
+                sentAt: sentAt,
+                receivedAt: clock.wallNow,
+                from: .destination
+            )
             outcome = WriteOutcome.classify(status: http.statusCode, headers: headers, body: data)
         } catch {
             if Task.isCancelled { return }
@@ -185,14 +203,14 @@ final class Shipper: Sendable {
         lineBytes: Int
     ) async {
         let now = clock.now
-        let url = InfluxDestination.redacted(endpoints.withLock { $0.currentURL.absoluteString })
+        let url = InfluxDestination.redacted(state.withLock { $0.endpoints.currentURL.absoluteString })
         switch outcome {
         case .delivered:
-            endpoints.withLock { $0.succeeded() }
+            state.withLock { $0.endpoints.succeeded() }
             pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count, for: id)
             transition(to: .healthy)
         case .rejected(let status, let message, let dropped):
-            endpoints.withLock { $0.succeeded() }
+            state.withLock { $0.endpoints.succeeded() }
             let firstLine = ((try? Gzip.decompress(body)) ?? []).prefix { $0 != UInt8(ascii: "\n") }
             if transition(to: .rejecting) {
                 logger.info(
@@ -211,7 +229,7 @@ final class Shipper: Sendable {
                 for: id
             )
         case .partial(let refused):
-            endpoints.withLock { $0.succeeded() }
+            state.withLock { $0.endpoints.succeeded() }
             if transition(to: .rejecting) {
                 logger.info(
                     "InfluxDB stored a batch but for some lines; they are kept in the spool's rejected/ area",
@@ -225,7 +243,7 @@ final class Shipper: Sendable {
                 .joined(separator: "\n")
             pending.reject(segment, reason: summary, refused: .numbered(refused), for: id)
         case .tooLarge:
-            endpoints.withLock { $0.succeeded() }
+            state.withLock { $0.endpoints.succeeded() }
             if !pending.split(segment, for: id) {
                 pending.reject(
                     segment,
@@ -235,7 +253,7 @@ final class Shipper: Sendable {
                 )
             }
         case .misconfigured(let status, let message):
-            let firstTime = endpoints.withLock { $0.reportConfigurationError(status) }
+            let firstTime = state.withLock { $0.endpoints.reportConfigurationError(status) }
             if firstTime {
                 let destinations = pending.currentMetrics.destinations
                 let backlog = destinations.indices.contains(id.index) ? destinations[id.index] : DestinationMetrics()
@@ -280,14 +298,12 @@ final class Shipper: Sendable {
         expires: Bool,
         unreachable: Bool = false
     ) {
-        let draining = isDraining.withLock { $0 }
-        let notBefore = endpoints.withLock { group -> Duration in
-            var delay =
-                retryAfter
-                ?? random.withLock { configuration.retry.delay(afterAttempt: group.currentFailures + 1, using: &$0) }
+        let notBefore = state.withLock { state -> Duration in
+            let attempt = state.endpoints.currentFailures + 1
+            var delay = retryAfter ?? configuration.retry.delay(afterAttempt: attempt, using: &state.random)
             if unreachable && retryAfter == nil { delay = min(delay, configuration.retry.maximumReconnectDelay) }
-            if draining { delay = min(delay, AgentIntervals.drainingRetryDelay) }
-            return group.failed(until: now + delay, now: now)
+            if state.isDraining { delay = min(delay, AgentIntervals.drainingRetryDelay) }
+            return state.endpoints.failed(until: now + delay, now: now)
         }
         pending.scheduleRetry(
             segment,
@@ -302,18 +318,18 @@ final class Shipper: Sendable {
     /// Records the new state; `true` when it changed (and should be logged).
     @discardableResult
     private func transition(to next: Health) -> Bool {
-        health.withLock { current in
-            let changed: Bool
+        let (changed, worksAgain) = state.withLock { state -> (Bool, Bool) in
+            let current = state.health
+            state.health = next
             switch (current, next) {
-            case (.failing, .failing): changed = false
-            default: changed = current != next
+            case (.failing, .failing): return (false, false)
+            case (.starting, _): return (current != next, false)
+            case (_, .healthy): return (current != next, current != next)
+            default: return (current != next, false)
             }
-            if changed, case .healthy = next, current != .starting {
-                logger.info("Writing to InfluxDB works again")
-            }
-            current = next
-            return changed
         }
+        if worksAgain { logger.info("Writing to InfluxDB works again") }
+        return changed
     }
 }
 

@@ -73,15 +73,7 @@ enum SpoolRestore {
                 }
             }
             batches.append(
-                PendingBatch(
-                    segment: stem,
-                    bytes: bytes,
-                    lineCount: cut.lines.count,
-                    stage: .sealed,
-                    spoolCopy: .sealed(bytes: bytes.count),
-                    firstLineAt: .zero,
-                    lastLineAt: .zero
-                )
+                PendingBatch(sealed: stem, bytes: bytes, lineCount: cut.lines.count, awaiting: 1)
             )
         }
         for (index, source) in sources.enumerated()

@@ -2,7 +2,10 @@
 import Glibc
 #elseif canImport(Musl)
 import Musl
+#elseif canImport(Darwin)
+import Darwin
 #endif
+import LineProtocol
 
 /// The monotonic time source the agent schedules flushes, retries and intervals with: a seam for the
 /// package's tests, which inject a manual clock so that debounce, maximum age, backoff, `Retry-After`
@@ -17,6 +20,9 @@ package protocol AgentClock: Sendable {
     /// ``now`` to within a few milliseconds (either way), where reading it is cheaper: the time each
     /// recorded line is stamped with for batching (the debounce and the maximum age).
     var coarseNow: Duration { get }
+    /// The device's wall clock (`CLOCK_REALTIME`), to the nanosecond: what the agent stamps points with,
+    /// before ``ClockCorrection`` corrects it.
+    var wallNow: Timestamp { get }
     /// Suspends until ``now`` reaches `deadline`.
     ///
     /// - Parameter deadline: The reading of ``now`` to wait for.
@@ -27,6 +33,31 @@ package protocol AgentClock: Sendable {
 extension AgentClock {
     /// ``now`` itself.
     package var coarseNow: Duration { now }
+
+    /// The system's wall clock.
+    package var wallNow: Timestamp { Timestamp.systemNow() }
+}
+
+extension Timestamp {
+    /// The system's wall clock (`CLOCK_REALTIME`), to the nanosecond.
+    package static func systemNow() -> Timestamp {
+        var reading = timespec()
+        clock_gettime(CLOCK_REALTIME, &reading)
+        return Timestamp(seconds: Int64(reading.tv_sec), nanoseconds: Int64(reading.tv_nsec))
+    }
+
+    /// Nanoseconds since the epoch (saturating past ±2⁶³ ns, about the year 2262).
+    package var nanosecondsSinceEpoch: Int64 {
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, overflow2) = scaled.addingReportingOverflow(nanoseconds)
+        return overflow2 ? .max : sum
+    }
+
+    /// The instant `nanoseconds` later (earlier when negative).
+    package func adding(nanoseconds: Int64) -> Timestamp {
+        nanoseconds == 0 ? self : Timestamp(seconds: seconds, nanoseconds: self.nanoseconds &+ nanoseconds)
+    }
 }
 
 /// The real monotonic clock.

@@ -1,0 +1,239 @@
+import LineProtocol
+
+/// Corrects a device's wall clock from the `Date` headers the agent sees, so an app on a phone whose clock
+/// runs hours off still stamps its points in true time (``APIHealthConfiguration/correctsClock``).
+///
+/// Each header is one reading: the server wrote `Date: D` (true time, whole seconds) while the request was
+/// between its start `s` and its response `r` on the device's clock, so the offset (true time minus the
+/// device's) lies in `[D - r, D + 1 s - s]`. The offset applied is the middle of the range that most of the
+/// last ``ClockOffsetEstimator/window`` readings agree on (Marzullo's algorithm), once at least
+/// ``ClockOffsetEstimator/quorum`` of them and more than half of them do: one wrong or lying header never
+/// moves it, and as readings with different sub-second phases arrive the range narrows well below a second.
+///
+/// Readings come first from the destinations' responses (the clock the data is queried against); until a
+/// destination has answered, from the API responses the agent captures. A missing or malformed header, one
+/// more than ``ClockOffsetEstimator/maximumOffset`` from the device's clock, or a round trip longer than
+/// ``ClockOffsetEstimator/maximumRoundTrip`` is no reading: it is ignored and counted
+/// (``AgentMetrics/clockReadingsIgnored``).
+///
+/// ```swift
+/// let correction = ClockCorrection(clock: SystemAgentClock())
+/// correction.observe(dateHeader: "Sat, 28 Nov 2026 10:00:00 GMT", sentAt: sent, receivedAt: received, from: .destination)
+/// let stamp = correction.now    // the device's clock plus the agreed offset
+/// ```
+final class ClockCorrection: Sendable {
+    /// Where a reading came from.
+    enum Source: Sendable {
+        /// A destination's response to a write.
+        case destination
+        /// A response of the API the app calls, captured.
+        case api
+    }
+
+    private struct State {
+        var estimator = ClockOffsetEstimator()
+        var ignored: UInt64 = 0
+        var steps: UInt64 = 0
+    }
+
+    /// A change of the offset by more than this is a step: the interval clock sets its ends again.
+    static let step: Int64 = 500_000_000
+
+    private let clock: any AgentClock
+    /// Guards the readings and the offset: readings come from the shippers and the capture drain, the
+    /// offset is read by every stamp the agent makes. A leaf of the lock order.
+    private let state = Locked(State())
+
+    /// A correction of `clock`'s wall time, with no reading yet (the offset is zero).
+    init(clock: any AgentClock) {
+        self.clock = clock
+    }
+
+    /// The device's wall clock, corrected by the agreed offset.
+    var now: Timestamp { clock.wallNow.adding(nanoseconds: offsetNanoseconds) }
+
+    /// The offset applied, in nanoseconds (true time minus the device's); zero until readings agree.
+    var offsetNanoseconds: Int64 { state.withLock { $0.estimator.offset ?? 0 } }
+
+    /// The offset, `nil` until readings agree.
+    var offset: Duration? { state.withLock { $0.estimator.offset.map { .nanoseconds($0) } } }
+
+    /// `Date` headers that were no reading: missing a parsable date, too far off, or too slow a round trip.
+    var ignoredReadings: UInt64 { state.withLock { $0.ignored } }
+
+    /// How many times the offset has moved by more than ``step``.
+    var steps: UInt64 { state.withLock { $0.steps } }
+
+    /// Whether readings from captured API responses still count: until a destination has answered.
+    var wantsAPIReadings: Bool { state.withLock { !$0.estimator.hasDestinationReadings } }
+
+    /// Takes one response's `Date` header as a reading of the offset.
+    ///
+    /// - Parameters:
+    ///   - dateHeader: The header's value; `nil` when the response had none (then nothing happens).
+    ///   - sentAt: When the request started, on the device's clock (``AgentClock/wallNow``).
+    ///   - receivedAt: When its response came, on the same clock.
+    ///   - source: Whose response it was.
+    func observe(dateHeader: String?, sentAt: Timestamp, receivedAt: Timestamp, from source: Source) {
+        guard let dateHeader else { return }
+        guard let seconds = HTTPDate.secondsSinceEpoch(dateHeader) else {
+            state.withLock { $0.ignored += 1 }
+            return
+        }
+        let reading = ClockOffsetEstimator.Reading(
+            serverSeconds: seconds,
+            sentAt: sentAt.nanosecondsSinceEpoch,
+            receivedAt: receivedAt.nanosecondsSinceEpoch
+        )
+        state.withLock { state in
+            let before = state.estimator.offset ?? 0
+            if !state.estimator.add(reading, fromDestination: source == .destination) { state.ignored += 1 }
+            if abs((state.estimator.offset ?? 0) - before) > Self.step { state.steps += 1 }
+        }
+    }
+}
+
+/// The offset that most recent readings agree on (see ``ClockCorrection``): a value, tested on its own.
+struct ClockOffsetEstimator: Sendable {
+    /// How many of the latest readings are kept.
+    static let window = 16
+    /// How many readings must agree before an offset is applied.
+    static let quorum = 3
+    /// A reading further from the device's clock than this is taken as a wrong header: a device whose
+    /// clock is more than a day off has it set by hand, and correcting it by a server's say would be a
+    /// guess.
+    static let maximumOffset: Int64 = 86_400 * 1_000_000_000
+    /// A reading from a round trip longer than this says too little to use.
+    static let maximumRoundTrip: Int64 = 5 * 1_000_000_000
+
+    /// The offset range one header allows, in nanoseconds.
+    struct Reading: Sendable, Equatable {
+        var lower: Int64
+        var upper: Int64
+
+        init(lower: Int64, upper: Int64) {
+            self.lower = lower
+            self.upper = upper
+        }
+
+        /// The range a header of `serverSeconds` allows, for a request sent and answered at those device
+        /// instants (nanoseconds since the epoch).
+        init(serverSeconds: Int64, sentAt: Int64, receivedAt: Int64) {
+            let server = serverSeconds &* 1_000_000_000
+            self.lower = server &- receivedAt
+            self.upper = server &+ 1_000_000_000 &- sentAt
+        }
+    }
+
+    private(set) var readings: [Reading] = []
+    /// The offset applied, once readings agree.
+    private(set) var offset: Int64?
+    /// Whether a destination has answered: from then on, only destinations' readings count.
+    private(set) var hasDestinationReadings = false
+
+    /// Adds `reading`; returns `false` when it is no reading (too slow, too far off, or from the API once
+    /// a destination has answered) and was left out.
+    @discardableResult
+    mutating func add(_ reading: Reading, fromDestination: Bool) -> Bool {
+        guard reading.lower <= reading.upper, reading.upper &- reading.lower <= Self.maximumRoundTrip + 1_000_000_000,
+            reading.lower > -Self.maximumOffset, reading.upper < Self.maximumOffset
+        else { return false }
+        if fromDestination && !hasDestinationReadings {
+            hasDestinationReadings = true
+            readings.removeAll()
+        } else if !fromDestination && hasDestinationReadings {
+            return false
+        }
+        readings.append(reading)
+        if readings.count > Self.window { readings.removeFirst(readings.count - Self.window) }
+        if let agreed = Self.agreement(of: readings), agreed.count >= Self.quorum, agreed.count * 2 > readings.count {
+            offset = agreed.lower + (agreed.upper - agreed.lower) / 2
+        }
+        return true
+    }
+
+    /// The range contained in the most readings (Marzullo's algorithm), and how many contain it.
+    static func agreement(of readings: [Reading]) -> (lower: Int64, upper: Int64, count: Int)? {
+        guard !readings.isEmpty else { return nil }
+        // A range's start sorts before another's end at the same place: ranges that touch agree.
+        var edges = readings.flatMap { [($0.lower, 1), ($0.upper, -1)] }
+        edges.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 > $1.1 }
+        var best: (lower: Int64, upper: Int64, count: Int)?
+        var count = 0
+        for (index, edge) in edges.enumerated() {
+            count += edge.1
+            if edge.1 == 1, count > (best?.count ?? 0) {
+                best = (edge.0, edges[index + 1].0, count)
+            }
+        }
+        return best
+    }
+}
+
+/// HTTP dates (RFC 9110 section 5.6.7): the IMF-fixdate every server sends (`Sun, 06 Nov 1994 08:49:37 GMT`),
+/// and the two obsolete forms a recipient must still read (`Sunday, 06-Nov-94 08:49:37 GMT`,
+/// `Sun Nov  6 08:49:37 1994`), parsed without a formatter.
+enum HTTPDate {
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// Seconds since the Unix epoch, or `nil` for anything that is not an HTTP date.
+    static func secondsSinceEpoch(_ value: String) -> Int64? {
+        let parts = value.split(separator: " ", omittingEmptySubsequences: true)
+        let day: Int
+        let month: Int
+        var year: Int
+        let time: Substring
+        if parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT" {
+            // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+            guard let d = Int(parts[1]), let m = monthNumber(parts[2]), let y = Int(parts[3]), parts[3].count == 4
+            else { return nil }
+            (day, month, year, time) = (d, m, y, parts[4])
+        } else if parts.count == 4, parts[0].hasSuffix(","), parts[3] == "GMT" {
+            // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+            let date = parts[1].split(separator: "-")
+            guard date.count == 3, let d = Int(date[0]), let m = monthNumber(date[1]), let y = Int(date[2]),
+                date[2].count == 2
+            else { return nil }
+            (day, month, year, time) = (d, m, y, parts[2])
+            // Two digits more than 50 years in the future are in the past (RFC 9110).
+            year += year < 70 ? 2000 : 1900
+        } else if parts.count == 5 {
+            // asctime: Sun Nov  6 08:49:37 1994
+            guard let m = monthNumber(parts[1]), let d = Int(parts[2]), let y = Int(parts[4]), parts[4].count == 4
+            else { return nil }
+            (day, month, year, time) = (d, m, y, parts[3])
+        } else {
+            return nil
+        }
+        let clock = time.split(separator: ":")
+        guard clock.count == 3, clock.allSatisfy({ $0.count == 2 }), let hour = Int(clock[0]),
+            let minute = Int(clock[1]), let second = Int(clock[2]),
+            (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
+            (1...31).contains(day), (1...9999).contains(year), day <= daysIn(month: month, year: year)
+        else { return nil }
+        let days = daysSinceEpoch(year: year, month: month, day: day)
+        return Int64(days) * 86_400 + Int64(hour * 3_600 + minute * 60 + second)
+    }
+
+    private static func monthNumber(_ name: Substring) -> Int? {
+        months.firstIndex { $0 == name }.map { $0 + 1 }
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days from 1970-01-01 to the date (proleptic Gregorian; Howard Hinnant's `days_from_civil`).
+    private static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+}

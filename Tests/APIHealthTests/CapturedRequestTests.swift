@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+
+@_spi(Package) @testable import APIHealth
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One URLSession request as the Linux hook follows it, driven by hand: what its protocol's client
+/// reports (a head, bytes, the end of a leg, a failure) and the sample built from that, without a
+/// request on the network. The task is made and never resumed.
+@Suite struct CapturedRequestTests {
+    /// The agent's side of the hook: keeps every ended request it is handed.
+    private final class Recorder: SampleRecorder {
+        let ended = Locked<[any EndedRequestSource]>([])
+        var isAlive: Bool { true }
+        var owner: AnyObject? { nil }
+        var isCapturing: Bool { true }
+        var correlationHeaders: [String] { ["X-Request-ID"] }
+        func isExcluded(_ url: URL) -> Bool { false }
+        func record(_ sample: RequestSample, request: URLRequest) {}
+        func recordEnded(_ request: any EndedRequestSource) { ended.withLock { $0.append(request) } }
+        func observeCountry(in response: HTTPURLResponse?) {}
+        func countUncaptured() {}
+        var count: Int { ended.withLock { $0.count } }
+    }
+
+    private static let url = URL(string: "http://127.0.0.1:9/orders/42")!
+
+    /// A request on a session whose delegate queue runs operations at once side by side, so the end
+    /// is handed over on the thread that reports it.
+    private static func captured(_ recorder: Recorder) -> CapturedRequest {
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 4
+        let session = URLSession(configuration: .ephemeral, delegate: nil, delegateQueue: queue)
+        return captured(recorder, session: session)
+    }
+
+    private static func captured(_ recorder: Recorder, session: URLSession) -> CapturedRequest {
+        var request = URLRequest(url: url)
+        request.setValue("req-7", forHTTPHeaderField: "X-Request-ID")
+        return CapturedRequest(
+            task: session.dataTask(with: request),
+            request: request,
+            registration: CaptureRegistry.Registration(module: "orders", recorder: recorder, innerSession: nil),
+            started: .now,
+            startedAt: Date()
+        )
+    }
+
+    private static func response(_ status: Int, headers: [String: String] = [:]) -> HTTPURLResponse {
+        HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+    }
+
+    @Test func anEndedRequestIsHandedOverOnceWithWhatItsClientSaw() throws {
+        let recorder = Recorder()
+        let request = Self.captured(recorder)
+        #expect(request.makeSample(correlationHeaders: ["X-Request-ID"]) == nil, "no sample before the end")
+        request.responseHead(Self.response(200, headers: ["X-Country": "NL"]), leg: 0)
+        request.loaded(10, leg: 0)
+        request.loaded(5, leg: 0)
+        request.finished(leg: 0)
+        request.finished(leg: 0)
+        request.failed(URLError(.cancelled), leg: nil)
+        #expect(recorder.count == 1, "handed over once, whatever reports the end again")
+        let sample = try #require(request.makeSample(correlationHeaders: ["X-Request-ID"]))
+        #expect(sample.statusCode == 200 && sample.error == nil)
+        #expect(sample.responseBytes == 15)
+        #expect(sample.timeToFirstByte != nil)
+        #expect(sample.module == "orders" && sample.method == "GET")
+        #expect(sample.correlationID == "req-7")
+        #expect(request.responseHeader("x-country") == "NL")
+        #expect(request.requestHeader("X-Request-ID") == "req-7")
+    }
+
+    @Test func aFailureIsRecordedAsItsTransportError() throws {
+        let recorder = Recorder()
+        let request = Self.captured(recorder)
+        request.failed(URLError(.timedOut), leg: 0)
+        #expect(recorder.count == 1)
+        let sample = try #require(request.makeSample(correlationHeaders: []))
+        #expect(sample.statusCode == nil)
+        #expect(sample.error != nil)
+    }
+
+    @Test func reportsOfAnotherLegAreIgnored() {
+        let recorder = Recorder()
+        let request = Self.captured(recorder)
+        request.responseHead(Self.response(500), leg: 1)
+        request.loaded(99, leg: 1)
+        request.finished(leg: 1)
+        #expect(recorder.count == 0, "leg 1 is followed only after a challenge")
+        request.finished(leg: 0)
+        #expect(recorder.count == 1)
+        let sample = request.makeSample(correlationHeaders: [])
+        #expect(sample?.statusCode == nil && sample?.responseBytes == 0, "nothing of leg 1 is kept")
+    }
+
+    @Test func aChallengeIsRecordedAsTheUnauthorizedResponseOnlyWhenNothingRetriesIt() throws {
+        let recorder = Recorder()
+        let request = Self.captured(recorder)
+        request.responseHead(Self.response(401, headers: ["WWW-Authenticate": "Basic realm=\"api\""]), leg: 0)
+        request.finished(leg: 0)
+        #expect(recorder.count == 0, "kept: the app's delegate may answer it with a credential")
+        request.abandoned()
+        request.abandoned()
+        #expect(recorder.count == 1)
+        #expect(try #require(request.makeSample(correlationHeaders: [])).statusCode == 401)
+    }
+
+    @Test func anUnauthorizedResponseWithoutAChallengeEndsTheRequest() throws {
+        let recorder = Recorder()
+        let request = Self.captured(recorder)
+        request.responseHead(Self.response(401), leg: 0)
+        request.finished(leg: 0)
+        #expect(recorder.count == 1)
+        #expect(try #require(request.makeSample(correlationHeaders: [])).statusCode == 401)
+    }
+
+    /// On a session with a serial delegate queue, the end is handed over by an operation on that queue:
+    /// right before the app's completion, which swift-corelibs-foundation puts there next.
+    @Test func onASerialDelegateQueueTheEndIsHandedOverFromThatQueue() {
+        let recorder = Recorder()
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        let session = URLSession(configuration: .ephemeral, delegate: nil, delegateQueue: queue)
+        let request = Self.captured(recorder, session: session)
+        queue.isSuspended = true
+        request.finished(leg: 0)
+        #expect(recorder.count == 0, "waits for the delegate queue")
+        queue.isSuspended = false
+        queue.waitUntilAllOperationsAreFinished()
+        #expect(recorder.count == 1)
+    }
+}
