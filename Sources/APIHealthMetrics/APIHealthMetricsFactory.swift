@@ -256,7 +256,7 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
             guard let live = registry.live[handler.key], live === handler else { return }
             registry.live.removeValue(forKey: handler.key)
             // Made again, it is found through its identity (and revived).
-            registry.byName = registry.byName.filter { $0.value !== handler }
+            registry.forget(handler)
             registry.retired[handler.key] = handler
         }
     }
@@ -273,12 +273,26 @@ struct Registry {
     /// The live handlers by the names they were made with (never an overflow one: each of those is
     /// counted).
     var byName: [NamedSeries: MetricHandler] = [:]
+    /// The names each handler in `byName` is found by, to forget them when it retires.
+    var names: [ObjectIdentifier: [NamedSeries]] = [:]
 
     /// Finds `handler` by `named` from now on; past `maximum` × 2 names, the names found so far are
     /// forgotten (found again through their identities).
     mutating func remember(_ named: NamedSeries, _ handler: MetricHandler, maximum: Int) {
-        if byName.count >= maximum * 2 { byName.removeAll(keepingCapacity: true) }
-        byName[named] = handler
+        if byName.count >= (maximum > Int.max / 2 ? Int.max : maximum * 2) {
+            byName.removeAll(keepingCapacity: true)
+            names.removeAll(keepingCapacity: true)
+        }
+        if let previous = byName.updateValue(handler, forKey: named) {
+            if previous === handler { return }
+            names[ObjectIdentifier(previous)]?.removeAll { $0 == named }
+        }
+        names[ObjectIdentifier(handler), default: []].append(named)
+    }
+
+    /// Finds `handler` by none of its names any more.
+    mutating func forget(_ handler: MetricHandler) {
+        for named in names.removeValue(forKey: ObjectIdentifier(handler)) ?? [] { byName.removeValue(forKey: named) }
     }
 
     /// Every handler to write this interval; retired ones that only the registry holds are dropped

@@ -60,4 +60,28 @@ import Testing
         Counter(label: "fits", dimensions: [], factory: factory).increment()
         #expect(agent.metrics.metricsOverflowed == 1)
     }
+
+    /// A middleware makes its counter again for every request, its dimensions in any order: each name
+    /// finds the one live series; a destroyed series is found again through its identity (revived, its
+    /// count kept), and no name finds a series once it is released.
+    @Test func handlersMadeAgainByNameAreTheLiveSeries() throws {
+        let (_, factory) = try Self.factory(maximumSeries: .max)
+        let other = factory.makeCounter(label: "requests", dimensions: [("route", "/b")])
+        do {
+            let first = factory.makeCounter(label: "requests", dimensions: [("route", "/a"), ("status", "200")])
+            let again = factory.makeCounter(label: "requests", dimensions: [("route", "/a"), ("status", "200")])
+            let reordered = factory.makeCounter(label: "requests", dimensions: [("status", "200"), ("route", "/a")])
+            #expect(again === first && reordered === first && other !== first)
+            first.increment(by: 2)
+            factory.destroyCounter(first)
+            let revived = factory.makeCounter(label: "requests", dimensions: [("status", "200"), ("route", "/a")])
+            #expect(revived === first && (revived as? CounterStorage)?.total == 2)
+            factory.destroyCounter(revived)
+        }
+        factory.flush()
+        #expect(factory.seriesCount == 1, "the destroyed series is released once nobody holds it")
+        let remade = factory.makeCounter(label: "requests", dimensions: [("route", "/a"), ("status", "200")])
+        #expect(factory.seriesCount == 2)
+        #expect((remade as? CounterStorage)?.total == 0, "a released series starts again")
+    }
 }

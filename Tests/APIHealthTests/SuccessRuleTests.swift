@@ -150,6 +150,39 @@ import FoundationNetworking
         #expect(errors("/orders/{id}") == .int(1))
     }
 
+    /// A URL not seen before takes its endpoint's series when one was rendered (no URL parsed again);
+    /// the rules read the URL's scheme and port, so a request to the same endpoint over another scheme or
+    /// port is judged on its own.
+    @Test func aNewURLOfAKnownEndpointIsJudgedByItsOwnSchemeAndPort() throws {
+        var configuration = APIHealthConfiguration(serviceName: "rules")
+        configuration.spool = nil
+        configuration.capture.successRules = [.success(404, host: "api.example.com:443")]
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "rules"))
+        let urls = [
+            "https://api.example.com/users/1", "https://api.example.com/users/2", "http://api.example.com/users/3",
+            "https://api.example.com:8443/users/4", "https://api.example.com:443/users/5",
+            "HTTPS://api.example.com/users/6",
+        ]
+        for (index, url) in urls.enumerated() {
+            agent.record(
+                RequestSample(
+                    method: "GET",
+                    url: URL(string: url)!,
+                    module: "m",
+                    startedAt: Date(timeIntervalSince1970: 1_763_800_000 + Double(index)),
+                    duration: .milliseconds(5),
+                    statusCode: 404
+                )
+            )
+        }
+        let raw = agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.request }
+        #expect(raw.count == urls.count)
+        #expect(
+            raw.map { $0.field("success") } == [true, true, false, false, true, true].map { FieldValue.bool($0) },
+            "\(raw.map { $0.field("success") })"
+        )
+    }
+
     @Test func aRequestThatNeverGotAStatusFailsWhateverTheRules() async throws {
         let down = try RefusingPort()
         let harness = try await CaptureHarness { $0.capture.successRules = [.success(100...599)] }

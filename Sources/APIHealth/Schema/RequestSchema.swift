@@ -121,7 +121,7 @@ final class RequestSchema: Sendable {
 
     /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.
     func foldedHostTag(_ url: URL) -> String {
-        foldedHostTag(URLParts(host: url.host, port: url.port, path: ""))
+        foldedHostTag(URLParts(scheme: url.scheme, host: url.host, port: url.port, path: ""))
     }
 
     /// The `host` tag of a URL with `parts`.
@@ -142,7 +142,7 @@ final class RequestSchema: Sendable {
     }
 
     func isExcluded(_ url: URL) -> Bool {
-        isExcluded(URLParts(host: url.host, port: url.port, path: ""))
+        isExcluded(URLParts(scheme: url.scheme, host: url.host, port: url.port, path: ""))
     }
 
     /// Whether requests to a URL with `parts` are left out (the write destinations, configured hosts).
@@ -207,8 +207,9 @@ final class RequestSchema: Sendable {
         // which has its template once its values are seen again.
         let caches = path != configuration.capture.overflowPath && path != EndpointLearner.newPath
         // A URL not seen before whose endpoint was: its series is the endpoint's (the URL's host is in
-        // the key, for the success rules and exclusions that read it).
+        // the key, with its scheme and port, for the success rules and exclusions that read them).
         let endpointKey = EndpointSeriesKey(
+            scheme: parts.scheme?.lowercased() ?? "",
             host: parts.host?.lowercased() ?? "",
             port: parts.port,
             hostTag: host,

@@ -83,8 +83,10 @@ struct SeriesCache {
 }
 
 /// What a request's series depends on besides its URL's text: its endpoint (host tag, templated
-/// path), the URL's own host and port, method, module and status.
+/// path), the URL's own scheme, host and port (a success rule's host pattern reads them), method,
+/// module and status.
 struct EndpointSeriesKey: Hashable {
+    var scheme: String
     var host: String
     var port: Int?
     var hostTag: String

@@ -1,6 +1,7 @@
 import Foundation
 
-/// The host, port and path of a request's URL, as `URL.host`, `URL.port` and `URL.path` give them,
+/// The scheme, host, port and path of a request's URL, as `URL.scheme`, `URL.host`, `URL.port` and
+/// `URL.path` give them,
 /// read straight from the URL's text when it is a plain one (ASCII, no user, no IPv6 literal, no
 /// percent escape, no `;`), else from `URL`: a request to a URL not seen before is rendered without
 /// Foundation parsing and decoding it again.
@@ -10,6 +11,7 @@ import Foundation
 /// parts.host   // "api.example.com" for https://api.example.com:8443/users/1?page=2
 /// ```
 struct URLParts: Equatable {
+    var scheme: String?
     var host: String?
     var port: Int?
     var path: String
@@ -18,11 +20,12 @@ struct URLParts: Equatable {
         if let plain = Self(plain: text) {
             self = plain
         } else {
-            self.init(host: url.host, port: url.port, path: url.path)
+            self.init(scheme: url.scheme, host: url.host, port: url.port, path: url.path)
         }
     }
 
-    init(host: String?, port: Int?, path: String) {
+    init(scheme: String?, host: String?, port: Int?, path: String) {
+        self.scheme = scheme
         self.host = host
         self.port = port
         self.path = path
@@ -33,8 +36,9 @@ struct URLParts: Equatable {
         var text = text
         guard
             let parts = text.withUTF8({ bytes -> URLParts? in
-                guard let (host, port, path) = Self.split(bytes) else { return nil }
+                guard let (scheme, host, port, path) = Self.split(bytes) else { return nil }
                 return URLParts(
+                    scheme: String(decoding: UnsafeBufferPointer(rebasing: bytes[scheme]), as: UTF8.self),
                     host: String(decoding: UnsafeBufferPointer(rebasing: bytes[host]), as: UTF8.self),
                     port: port,
                     path: String(decoding: UnsafeBufferPointer(rebasing: bytes[path]), as: UTF8.self)
@@ -44,8 +48,8 @@ struct URLParts: Equatable {
         self = parts
     }
 
-    /// The byte ranges of the host and the path in `bytes`, and the port; `nil` unless plain.
-    private static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, Int?, Range<Int>)? {
+    /// The byte ranges of the scheme, the host and the path in `bytes`, and the port; `nil` unless plain.
+    private static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, Range<Int>, Int?, Range<Int>)? {
         let count = bytes.count
         var index = 0
         // The scheme: a letter, then letters, digits, `+`, `-`, `.`; then `://`.
@@ -53,6 +57,7 @@ struct URLParts: Equatable {
         guard index > 0, index + 3 <= count, bytes[index] == UInt8(ascii: ":"), bytes[index + 1] == UInt8(ascii: "/"),
             bytes[index + 2] == UInt8(ascii: "/")
         else { return nil }
+        let schemeEnd = index
         index += 3
         let hostStart = index
         var colon: Int?
@@ -92,9 +97,9 @@ struct URLParts: Equatable {
             index += 1
         }
         var pathEnd = index
-        // `URL.path` drops a trailing slash (not the root's).
-        if pathEnd - pathStart > 1, bytes[pathEnd - 1] == UInt8(ascii: "/") { pathEnd -= 1 }
-        return (hostStart..<hostEnd, port, pathStart..<pathEnd)
+        // `URL.path` drops its trailing slashes (not the root's).
+        while pathEnd - pathStart > 1, bytes[pathEnd - 1] == UInt8(ascii: "/") { pathEnd -= 1 }
+        return (0..<schemeEnd, hostStart..<hostEnd, port, pathStart..<pathEnd)
     }
 
     private static func isSchemeByte(_ byte: UInt8, first: Bool) -> Bool {
