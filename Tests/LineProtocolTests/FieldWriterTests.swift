@@ -68,7 +68,10 @@ import Testing
             if fields.isEmpty { refused += 1 }
             compared += 1
         }
-        #expect(compared > RandomCases.count(10_000) && refused > RandomCases.count(100), "compared \(compared), \(refused) without fields (seed \(seed))")
+        #expect(
+            compared > RandomCases.count(10_000) && refused > RandomCases.count(100),
+            "compared \(compared), \(refused) without fields (seed \(seed))"
+        )
     }
 
     @Test func longStringsAndManyFieldsTakeASecondAttempt() throws {

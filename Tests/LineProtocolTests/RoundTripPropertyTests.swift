@@ -110,7 +110,10 @@ struct AwkwardPoints {
             Issue.record(Comment(rawValue: failure))
             return
         }
-        #expect(written > RandomCases.count(50_000) && refused > RandomCases.count(1_000), "the generator must exercise both outcomes (seed \(seed))")
+        #expect(
+            written > RandomCases.count(50_000) && refused > RandomCases.count(1_000),
+            "the generator must exercise both outcomes (seed \(seed))"
+        )
         #expect(try LineParser().parse(batch) == batchExpected, "a whole batch parses back line by line (seed \(seed))")
     }
 }
