@@ -410,7 +410,7 @@ struct ByteWriter {
         // Growing by appending keeps the array's geometric growth (reserveCapacity would reallocate to
         // the exact size on every line, copying the whole buffer each time).
         var written = start
-        buffer.append(contentsOf: repeatElement(0, count: bound))
+        buffer.appendZeros(bound)
         let value = buffer.withUnsafeMutableBufferPointer { pointer -> Result in
             var writer = ByteWriter(base: pointer.baseAddress!, count: start, end: start + bound)
             let value = body(&writer)
@@ -430,6 +430,24 @@ struct ByteWriter {
 }
 
 extension Array where Element == UInt8 {
+    /// Appends `count` zero bytes in one fill, growing the array as appending grows it (the generic
+    /// `append(contentsOf: repeatElement(0, count:))` goes element by element through the sequence's
+    /// iterator wherever it is not specialized: in a debug build, most of the time of encoding a line).
+    @inline(__always)
+    mutating func appendZeros(_ count: Int) {
+        #if compiler(>=6.2)
+        guard count > 0 else { return }
+        append(addingCapacity: count) { room in
+            room.withUnsafeMutableBufferPointer { room, written in
+                room.baseAddress!.initialize(repeating: 0, count: count)
+                written = count
+            }
+        }
+        #else
+        append(contentsOf: repeatElement(0, count: count))
+        #endif
+    }
+
     /// Appends `bytes` with one copy, growing the array as appending grows it (the generic
     /// `append(contentsOf:)` goes through a sequence's copy protocol, several times the cost for a line).
     /// Inlinable, so the batches copy a line in without a call into this module.

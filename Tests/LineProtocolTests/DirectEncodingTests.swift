@@ -55,7 +55,7 @@ import Testing
         var names = Names(random: SeededGenerator(state: seed))
         var direct = 0
         var careful = 0
-        for index in 0..<30_000 {
+        for index in 0..<RandomCases.count(30_000) {
             let point = names.point()
             let encoder = LineEncoder(precision: .ns, writesUnsignedAsSigned: index % 2 == 0)
             let timestamp = point.timestamp?.value(in: .ns)
@@ -91,7 +91,7 @@ import Testing
         }
         // About one point in six takes the fast path: each path is tried thousands of times.
         #expect(
-            direct > 3_000 && careful > 3_000,
+            direct > RandomCases.count(3_000) && careful > RandomCases.count(3_000),
             "both paths must be exercised: \(direct) fast, \(careful) careful (seed \(seed))"
         )
     }
@@ -179,7 +179,7 @@ import Testing
     @Test func seriesKeyLinesMatchWholePointLines() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
         var names = Names(random: SeededGenerator(state: seed))
-        for index in 0..<10_000 {
+        for index in 0..<RandomCases.count(10_000) {
             let point = names.point()
             guard let series = try? SeriesKey(measurement: point.measurement, tags: point.tags) else { continue }
             var fromKey: [UInt8] = []

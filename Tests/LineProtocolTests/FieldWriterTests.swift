@@ -48,7 +48,7 @@ import Testing
         var names = DirectEncodingTests.Names(random: SeededGenerator(state: seed))
         var compared = 0
         var refused = 0
-        for index in 0..<20_000 {
+        for index in 0..<RandomCases.count(20_000) {
             let point = names.point()
             guard let series = try? SeriesKey(measurement: point.measurement, tags: point.tags) else { continue }
             // Keys a FieldKey refuses and earlier duplicates are the two documented differences: the
@@ -68,7 +68,10 @@ import Testing
             if fields.isEmpty { refused += 1 }
             compared += 1
         }
-        #expect(compared > 10_000 && refused > 100, "compared \(compared), \(refused) without fields (seed \(seed))")
+        #expect(
+            compared > RandomCases.count(10_000) && refused > RandomCases.count(100),
+            "compared \(compared), \(refused) without fields (seed \(seed))"
+        )
     }
 
     @Test func longStringsAndManyFieldsTakeASecondAttempt() throws {
@@ -123,7 +126,7 @@ import Testing
                 -(1 << 43) + Int64(offset),
             ]
         }
-        for _ in 0..<20_000 {
+        for _ in 0..<RandomCases.count(20_000) {
             let magnitude = Int64.random(in: 0...(1 << Int64.random(in: 0...62, using: &random)), using: &random)
             values.append(Bool.random(using: &random) ? magnitude : -magnitude)
         }

@@ -67,7 +67,7 @@ struct AwkwardPoints {
             var refused = 0
             var batch: [UInt8] = []
             var batchExpected: [Point] = []
-            for index in 0..<100_000 {
+            for index in 0..<RandomCases.count(100_000) {
                 let precision = Precision.allCases[index % 4]
                 let point = generator.point()
                 let encoder = LineEncoder(precision: precision)
@@ -110,7 +110,10 @@ struct AwkwardPoints {
             Issue.record(Comment(rawValue: failure))
             return
         }
-        #expect(written > 50_000 && refused > 1_000, "the generator must exercise both outcomes (seed \(seed))")
+        #expect(
+            written > RandomCases.count(50_000) && refused > RandomCases.count(1_000),
+            "the generator must exercise both outcomes (seed \(seed))"
+        )
         #expect(try LineParser().parse(batch) == batchExpected, "a whole batch parses back line by line (seed \(seed))")
     }
 }
