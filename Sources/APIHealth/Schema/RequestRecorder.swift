@@ -51,14 +51,18 @@ final class RequestRecorder: Sendable {
     @inline(__always)
     private func encode(_ sample: RequestSample, now: Duration) -> Bool {
         let nanoseconds = RequestSchema.wholeNanoseconds(sample.duration) ?? .max
+        // What counting needs of the sample, read first: the closure captures plain values, never the
+        // sample itself (which it would copy, retaining every reference in it, on every request).
+        let transportFailure = RequestSchema.transportFailure(sample)
+        let (requestBytes, responseBytes) = (sample.requestBytes, sample.responseBytes)
         let found: (RequestSeries, EndpointInterval.Added?)?
         do {
             found = try schema.series(for: sample) { series in
                 series.interval?.addHoldingLock(
                     nanoseconds: nanoseconds,
-                    failure: RequestSchema.failure(sample, series: series),
-                    requestBytes: sample.requestBytes,
-                    responseBytes: sample.responseBytes
+                    failure: transportFailure ?? (series.succeeds ? .none : .failed),
+                    requestBytes: requestBytes,
+                    responseBytes: responseBytes
                 )
             }
         } catch {

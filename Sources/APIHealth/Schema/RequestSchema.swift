@@ -188,17 +188,19 @@ final class RequestSchema: Sendable {
         let hash = SeriesCache.hash(url, statusCode: sample.statusCode)
         let (found, generation) = rendered.series(for: sample, url: url, hash: hash, counting: count)
         if let found { return found }
-        return try renderSeries(of: sample, url: url, hash: hash, generation: generation, counting: count)
+        return try renderSeries(of: sample, hash: hash, generation: generation, counting: count)
     }
 
-    /// A sample whose series is not cached: rendered, cached, and counted.
+    /// A sample whose series is not cached: rendered, cached, and counted. Its URL's text is read again
+    /// here (a few dozen instructions), so the cached path, which every request takes, holds it once.
+    @inline(never)
     private func renderSeries<Counted>(
         of sample: RequestSample,
-        url: String,
         hash: UInt64,
         generation: UInt64,
         counting count: (RequestSeries) -> Counted
     ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
+        let url = sample.url.absoluteString
         let parts = URLParts(sample.url, text: url)
         guard !isExcluded(parts) else { return nil }
         let host = foldedHostTag(parts)
@@ -316,8 +318,14 @@ final class RequestSchema: Sendable {
     /// Whether the request failed, and how (``isFailure(_:series:)``, with the kind of a transport error).
     @inline(__always)
     static func failure(_ sample: RequestSample, series: RequestSeries) -> RequestFailure {
-        if sample.error != nil { return TransportErrorKind(sample.error).map { .transport($0) } ?? .failed }
-        return series.succeeds ? .none : .failed
+        transportFailure(sample) ?? (series.succeeds ? .none : .failed)
+    }
+
+    /// How a request that got no response failed; `nil` when it got one (its series then says).
+    @inline(__always)
+    static func transportFailure(_ sample: RequestSample) -> RequestFailure? {
+        guard let error = sample.error else { return nil }
+        return TransportErrorKind(error).map { .transport($0) } ?? .failed
     }
 
     /// Writes the request's fields: the numbers (``RequestNumericField``, in its order) as one group,

@@ -33,9 +33,9 @@ struct URLParts: Equatable {
 
     /// The parts of `text` when it is a plain absolute URL (`scheme://host[:port][/path][?…][#…]`).
     init?(plain text: String) {
-        var text = text
+        // A URL's absolute string is native UTF-8: read in place (a bridged one is left to `URL`).
         guard
-            let parts = text.withUTF8({ bytes -> URLParts? in
+            let parts = text.utf8.withContiguousStorageIfAvailable({ bytes -> URLParts? in
                 guard let (scheme, host, port, path) = Self.split(bytes) else { return nil }
                 return URLParts(
                     scheme: String(decoding: UnsafeBufferPointer(rebasing: bytes[scheme]), as: UTF8.self),
@@ -43,7 +43,7 @@ struct URLParts: Equatable {
                     port: port,
                     path: String(decoding: UnsafeBufferPointer(rebasing: bytes[path]), as: UTF8.self)
                 )
-            })
+            }) ?? nil
         else { return nil }
         self = parts
     }
