@@ -79,6 +79,38 @@ import Testing
         #expect(abs(try #require(estimator.offset) - -fast) < 100_000_000)
     }
 
+    @Test func theTrueOffsetLiesWithinTheUncertaintyWhateverTheRoundTrips() throws {
+        var generator = SeededGenerator(state: 11)
+        for _ in 0..<RandomCases.count(200) {
+            let fast =
+                Int64.random(in: -86_000...86_000, using: &generator) * Self.second
+                + Int64.random(in: 0..<Self.second, using: &generator)
+            var estimator = ClockOffsetEstimator()
+            var instant = Self.trueSeconds * Self.second
+            for _ in 0..<40 {
+                instant += Int64.random(in: 0...(10 * Self.second), using: &generator)
+                // Any round trip the estimator takes, the server's stamp anywhere within it.
+                let roundTrip = Int64.random(in: 0...ClockOffsetEstimator.maximumRoundTrip, using: &generator)
+                let stamped = instant + Int64.random(in: 0...roundTrip, using: &generator)
+                estimator.add(
+                    ClockOffsetEstimator.Reading(
+                        serverSeconds: stamped / Self.second,
+                        sentAt: instant + fast,
+                        receivedAt: instant + fast + roundTrip
+                    ),
+                    fromDestination: true
+                )
+                guard let offset = estimator.offset else {
+                    #expect(estimator.uncertainty == nil)
+                    continue
+                }
+                let uncertainty = try #require(estimator.uncertainty)
+                #expect(abs(offset - -fast) <= uncertainty, "offset \(offset), true \(-fast)")
+                #expect(uncertainty <= ClockOffsetEstimator.maximumUncertainty)
+            }
+        }
+    }
+
     @Test func aLyingHeaderAmongAgreeingOnesNeverMovesTheOffset() throws {
         let fast = 90 * Self.second
         var estimator = ClockOffsetEstimator()

@@ -306,6 +306,7 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
         metrics.countryValuesIgnored = schema.countryValuesIgnored
         metrics.clockOffset = clockCorrection?.offset
+        metrics.clockOffsetUncertainty = clockCorrection?.uncertainty
         metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0
         if let aggregator = schema.aggregator {
             metrics.endpointLimit = aggregator.options.maximumEndpoints

@@ -42,6 +42,9 @@ enum AgentHealthPoint {
             if let offset = metrics.clockOffset {
                 fields.append(Point.Field(F.clockOffset, .float(offset.milliseconds)))
             }
+            if let uncertainty = metrics.clockOffsetUncertainty {
+                fields.append(Point.Field(F.clockOffsetUncertainty, .float(uncertainty.milliseconds)))
+            }
         }
         if let error = metrics.lastError {
             // On one line (a server's message often ends in a line break): the encoder has nothing to

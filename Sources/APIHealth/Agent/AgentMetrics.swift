@@ -72,6 +72,9 @@ public struct AgentMetrics: Sendable, Hashable {
     /// The offset the agent corrects the device's clock by (true time minus the device's), once the
     /// `Date` headers it saw agree; `nil` before, and when ``APIHealthConfiguration/correctsClock`` is off.
     public var clockOffset: Duration?
+    /// How far true time may be from the corrected clock: half the range the `Date` headers agree on
+    /// (true time lies in it when the servers' clocks are right); `nil` while ``clockOffset`` is.
+    public var clockOffsetUncertainty: Duration?
     /// `Date` headers that were no reading of the clock: malformed, more than a day off, too slow a round
     /// trip, or from the API once a destination had answered (``APIHealthConfiguration/correctsClock``).
     public var clockReadingsIgnored: UInt64 = 0

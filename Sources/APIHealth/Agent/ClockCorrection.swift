@@ -58,6 +58,10 @@ final class ClockCorrection: Sendable {
     /// The offset, `nil` until readings agree.
     var offset: Duration? { state.withLock { $0.estimator.offset.map { .nanoseconds($0) } } }
 
+    /// How far the true offset may lie from ``offset``: half the range the readings agree on (the true
+    /// offset is in that range when the servers' clocks are right); `nil` until readings agree.
+    var uncertainty: Duration? { state.withLock { $0.estimator.uncertainty.map { .nanoseconds($0) } } }
+
     /// `Date` headers that were no reading: missing a parsable date, too far off, or too slow a round trip.
     var ignoredReadings: UInt64 { state.withLock { $0.ignored } }
 
@@ -105,6 +109,8 @@ struct ClockOffsetEstimator: Sendable {
     static let maximumOffset: Int64 = 86_400 * 1_000_000_000
     /// A reading from a round trip longer than this says too little to use.
     static let maximumRoundTrip: Int64 = 5 * 1_000_000_000
+    /// The most ``uncertainty`` can be: half the widest reading taken (a second plus the longest round trip).
+    static let maximumUncertainty: Int64 = (1_000_000_000 + maximumRoundTrip + 1) / 2
 
     /// The offset range one header allows, in nanoseconds.
     struct Reading: Sendable, Equatable {
@@ -128,6 +134,9 @@ struct ClockOffsetEstimator: Sendable {
     private(set) var readings: [Reading] = []
     /// The offset applied, once readings agree.
     private(set) var offset: Int64?
+    /// How far the true offset may lie from ``offset``, once readings agree: from it to the agreed
+    /// range's far end; at most ``maximumUncertainty``.
+    private(set) var uncertainty: Int64?
     /// Whether a destination has answered: from then on, only destinations' readings count.
     private(set) var hasDestinationReadings = false
 
@@ -147,7 +156,9 @@ struct ClockOffsetEstimator: Sendable {
         readings.append(reading)
         if readings.count > Self.window { readings.removeFirst(readings.count - Self.window) }
         if let agreed = Self.agreement(of: readings), agreed.count >= Self.quorum, agreed.count * 2 > readings.count {
-            offset = agreed.lower + (agreed.upper - agreed.lower) / 2
+            let middle = agreed.lower + (agreed.upper - agreed.lower) / 2
+            offset = middle
+            uncertainty = agreed.upper - middle
         }
         return true
     }

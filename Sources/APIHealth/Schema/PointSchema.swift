@@ -206,6 +206,9 @@ public enum PointSchema {
         /// The offset the device's clock is corrected by, in milliseconds, once `Date` headers agree
         /// (``APIHealthConfiguration/correctsClock``).
         public static let clockOffset = "clock_offset_ms"
+        /// How far true time may be from the corrected clock, in milliseconds: half the range the `Date`
+        /// headers agree on (``AgentMetrics/clockOffsetUncertainty``).
+        public static let clockOffsetUncertainty = "clock_offset_uncertainty_ms"
         /// `Date` headers that were no reading of the clock (``APIHealthConfiguration/correctsClock``).
         public static let clockReadingsIgnored = "clock_readings_ignored"
     }
@@ -260,6 +263,7 @@ public enum PointSchema {
         AgentField.metricsOverflowed, AgentField.lastError, AgentField.intervalPoints,
         AgentField.requestsOnlyAggregated, AgentField.requestsFiltered, AgentField.endpointLimit,
         AgentField.endpoints, AgentField.requestsOverflowed, AgentField.endpointsEvicted,
-        AgentField.countryValuesIgnored, AgentField.clockOffset, AgentField.clockReadingsIgnored,
+        AgentField.countryValuesIgnored, AgentField.clockOffset, AgentField.clockOffsetUncertainty,
+        AgentField.clockReadingsIgnored,
     ]
 }
