@@ -21,26 +21,40 @@ struct SeriesCache {
     }
 
     private static func hash(_ bytes: UnsafeBufferPointer<UInt8>, statusCode: Int?) -> UInt64 {
-        var hash = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: Int64(statusCode ?? -1)) ^ UInt64(bytes.count)
+        // The status and the length spread over the seed by one multiply: XORed in as they are, a
+        // length or status one bit apart would cancel a first byte one bit apart.
+        let shape = (UInt64(bitPattern: Int64(statusCode ?? -1)) << 32) ^ UInt64(bytes.count)
+        var hash = 0x9E37_79B9_7F4A_7C15 ^ (shape &* 0xC2B2_AE3D_27D4_EB4F)
         if let base = bytes.baseAddress {
             let raw = UnsafeRawPointer(base)
             var offset = 0
-            // A multiply and a rotation per word, and one full mix at the end: the table needs well
-            // spread low bits and few collisions, not a hash an adversary cannot steer (an entry is
-            // only used when its URL is equal too).
+            // A multiply and a rotation per word and at the end: the table needs well spread low bits
+            // and few collisions, not a hash an adversary cannot steer (an entry is only used when its
+            // URL is equal too).
             while offset + 8 <= bytes.count {
                 let mixed = (hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* 0x9E37_79B9_7F4A_7C15
                 hash = (mixed << 29) | (mixed >> 35)
                 offset += 8
             }
             var tail: UInt64 = 0
-            var shift: UInt64 = 0
-            while offset < bytes.count {
-                tail |= UInt64(bytes[offset]) << shift
-                shift += 8
-                offset += 1
+            if offset == bytes.count {
+                // No bytes left over.
+            } else if bytes.count >= 8 {
+                // The last eight bytes in one load, overlapping the last word taken (the length is in
+                // the seed: texts of different lengths with the same words start apart).
+                tail = raw.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self)
+            } else {
+                var shift: UInt64 = 0
+                while offset < bytes.count {
+                    tail |= UInt64(bytes[offset]) << shift
+                    shift += 8
+                    offset += 1
+                }
             }
-            hash = mix64(hash ^ tail)
+            // The last multiply's top bits, which every bit of its input reaches, rotated into the low
+            // bits the table indexes by.
+            let mixed = (hash ^ tail) &* 0x9E37_79B9_7F4A_7C15
+            hash = (mixed << 10) | (mixed >> 54)
         }
         return hash == 0 ? 1 : hash
     }
