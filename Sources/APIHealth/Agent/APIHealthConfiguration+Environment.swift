@@ -72,6 +72,7 @@ extension APIHealthConfiguration {
             configuration.appVersion = version.isEmpty ? nil : version
         }
         if let corrects = try variables.boolean(V.clockCorrection) { configuration.correctsClock = corrects }
+        if let advises = try variables.boolean(V.cacheAdvice) { configuration.capture.cacheAdvice = advises }
         if let text = variables[V.countryHeader] {
             let header = text.trimmingCharacters(in: .whitespaces)
             configuration.capture.countryHeader = header.isEmpty ? nil : header

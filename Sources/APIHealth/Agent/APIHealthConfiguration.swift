@@ -266,6 +266,10 @@ public struct APIHealthConfiguration: Sendable {
         /// Which requests are also written as a point of their own; every request is counted in the interval
         /// aggregates whatever this says (`APIHEALTH_RAW_POINTS=all|errors-and-slow|none`). Default ``RawPoints/all``.
         public var rawPoints = RawPoints.all
+        /// Whether the cache advisor judges each response a cache may store against the previous one of its
+        /// URL (a digest of each body, kept in memory only), adding the `cache_*` fields
+        /// to interval points (`APIHEALTH_CACHE_ADVICE=1`). Off by default, and then nothing is hashed.
+        public var cacheAdvice = false
         /// Trace headers for requests to first-party hosts (see ``TracePropagation``); `nil` (the default)
         /// adds none. With it, a request's `traceparent` is the first correlation header looked at.
         public var tracePropagation: TracePropagation?

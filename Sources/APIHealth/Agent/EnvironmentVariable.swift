@@ -22,6 +22,7 @@ package enum EnvironmentVariable: String, CaseIterable, Sendable {
     case appVersion = "APIHEALTH_APP_VERSION"
     case clockCorrection = "APIHEALTH_CLOCK_CORRECTION"
     case countryHeader = "APIHEALTH_COUNTRY_HEADER"
+    case cacheAdvice = "APIHEALTH_CACHE_ADVICE"
     case rawPoints = "APIHEALTH_RAW_POINTS"
     case rawPointsPerSecond = "APIHEALTH_RAW_POINTS_PER_SECOND"
     case maximumEndpoints = "APIHEALTH_MAXIMUM_ENDPOINTS"
