@@ -97,6 +97,18 @@ import Testing
         }
     }
 
+    @Test func theCacheAdvisorIsOffUnlessTurnedOn() throws {
+        #expect(!APIHealthConfiguration.CaptureOptions().cacheAdvice)
+        #expect(!(try APIHealthConfiguration.fromEnvironment([:], serviceName: "s")).capture.cacheAdvice)
+        #expect(
+            try APIHealthConfiguration.fromEnvironment(["APIHEALTH_CACHE_ADVICE": "1"], serviceName: "s")
+                .capture.cacheAdvice
+        )
+        #expect(throws: APIHealthConfiguration.Error.self) {
+            try APIHealthConfiguration.fromEnvironment(["APIHEALTH_CACHE_ADVICE": "maybe"], serviceName: "s")
+        }
+    }
+
     @Test func rawPointsAndTheIntervalComeFromTheEnvironment() throws {
         for (text, expected) in [("all", RawPoints.all), ("errors-and-slow", .errorsAndSlow), ("none", .none)] {
             let configuration = try APIHealthConfiguration.fromEnvironment(
