@@ -19,7 +19,7 @@ package final class CacheAdvisor: @unchecked Sendable {
     package static let defaultCapacity = 10_000
     /// The upper bounds of the ages of a repeated response's previous one, in seconds: the lifetimes
     /// (`max-age`) that would have served it; an older one counts above the last.
-    package static let ageBounds: [Int64] = [1, 10, 60, 300, 3_600]
+    package static let ageBounds = PointSchema.IntervalField.cacheAgeBounds
 
     /// What one response was, for the cache advisor.
     package struct Verdict: Sendable, Hashable {
@@ -153,38 +153,6 @@ package final class CacheAdvisor: @unchecked Sendable {
 /// fields += counts.fields()
 /// ```
 package struct CacheCounts: Sendable, Hashable {
-    /// The interval point's fields, beside ``PointSchema/IntervalField``'s.
-    package enum Field {
-        /// Responses a cache may store (``CachePolicy/storable``).
-        package static let storable = "cache_storable"
-        /// Responses sent with `Cache-Control: no-store`.
-        package static let noStore = "cache_no_store"
-        /// Responses that state a lifetime (`max-age` or `Expires`) above zero.
-        package static let withLifetime = "cache_with_lifetime"
-        /// 304 responses: a cache revalidated what it held.
-        package static let revalidated = "cache_revalidated"
-        /// Responses the platform says a local cache served.
-        package static let servedLocally = "cache_served_locally"
-        /// Responses identical to the previous one of their URL, at most `seconds` after it (cumulative,
-        /// as `le` buckets are: what a `max-age` of that many seconds would have served).
-        package static func repeated(withinSeconds seconds: Int64) -> String { "cache_repeated_le_\(seconds)" }
-        /// Every response identical to the previous one of its URL.
-        package static let repeated = "cache_repeated"
-        /// The waiting, in milliseconds, of the responses ``repeated(withinSeconds:)`` counts: what a
-        /// cache with that lifetime would have saved.
-        package static func repeatedMilliseconds(withinSeconds seconds: Int64) -> String {
-            "cache_repeated_ms_le_\(seconds)"
-        }
-        /// The waiting, in milliseconds, of every repeated response.
-        package static let repeatedMilliseconds = "cache_repeated_ms"
-
-        /// Every field name, in the order they are written.
-        package static let all: [String] =
-            [storable, noStore, withLifetime, revalidated, servedLocally]
-            + CacheAdvisor.ageBounds.map(repeated(withinSeconds:)) + [repeated]
-            + CacheAdvisor.ageBounds.map(repeatedMilliseconds(withinSeconds:)) + [repeatedMilliseconds]
-    }
-
     package var storable: UInt64 = 0
     package var noStore: UInt64 = 0
     package var withLifetime: UInt64 = 0
@@ -222,30 +190,31 @@ package struct CacheCounts: Sendable, Hashable {
 
     /// The fields of an interval point, cumulative over the age bounds.
     package func fields() -> [Point.Field] {
+        typealias Field = PointSchema.IntervalField
         var fields: [Point.Field] = [
-            Point.Field(Field.storable, .int(Int64(clamping: storable))),
-            Point.Field(Field.noStore, .int(Int64(clamping: noStore))),
-            Point.Field(Field.withLifetime, .int(Int64(clamping: withLifetime))),
-            Point.Field(Field.revalidated, .int(Int64(clamping: revalidated))),
-            Point.Field(Field.servedLocally, .int(Int64(clamping: servedLocally))),
+            Point.Field(Field.cacheStorable, .int(Int64(clamping: storable))),
+            Point.Field(Field.cacheNoStore, .int(Int64(clamping: noStore))),
+            Point.Field(Field.cacheWithLifetime, .int(Int64(clamping: withLifetime))),
+            Point.Field(Field.cacheRevalidated, .int(Int64(clamping: revalidated))),
+            Point.Field(Field.cacheServedLocally, .int(Int64(clamping: servedLocally))),
         ]
         var count: UInt64 = 0
         for (index, bound) in CacheAdvisor.ageBounds.enumerated() {
             count &+= repeated[index]
-            fields.append(Point.Field(Field.repeated(withinSeconds: bound), .int(Int64(clamping: count))))
+            fields.append(Point.Field(Field.cacheRepeated(withinSeconds: bound), .int(Int64(clamping: count))))
         }
         count &+= repeated[CacheAdvisor.ageBounds.count]
-        fields.append(Point.Field(Field.repeated, .int(Int64(clamping: count))))
+        fields.append(Point.Field(Field.cacheRepeated, .int(Int64(clamping: count))))
         var nanoseconds: Int64 = 0
         for (index, bound) in CacheAdvisor.ageBounds.enumerated() {
             let (sum, overflow) = nanoseconds.addingReportingOverflow(repeatedNanoseconds[index])
             nanoseconds = overflow ? .max : sum
             fields.append(
-                Point.Field(Field.repeatedMilliseconds(withinSeconds: bound), .float(Double(nanoseconds) / 1e6))
+                Point.Field(Field.cacheRepeatedMilliseconds(withinSeconds: bound), .float(Double(nanoseconds) / 1e6))
             )
         }
         let (sum, overflow) = nanoseconds.addingReportingOverflow(repeatedNanoseconds[CacheAdvisor.ageBounds.count])
-        fields.append(Point.Field(Field.repeatedMilliseconds, .float(Double(overflow ? .max : sum) / 1e6)))
+        fields.append(Point.Field(Field.cacheRepeatedMilliseconds, .float(Double(overflow ? .max : sum) / 1e6)))
         return fields
     }
 }

@@ -98,6 +98,42 @@ public enum PointSchema {
         public static let tlsErrors = "errors_tls"
         /// Transport errors of the interval that timed out.
         public static let timeoutErrors = "errors_timeout"
+        /// Responses of the interval a cache may store: a method and status a cache keeps (GET, 200…), or a
+        /// stated lifetime, and no `no-store` (cache advice, ``APIHealthConfiguration/CaptureOptions/cacheAdvice``).
+        public static let cacheStorable = "cache_storable"
+        /// Responses of the interval sent with `Cache-Control: no-store` (cache advice).
+        public static let cacheNoStore = "cache_no_store"
+        /// Responses of the interval that state a lifetime above zero (`max-age`, or `Expires` after `Date`)
+        /// (cache advice).
+        public static let cacheWithLifetime = "cache_with_lifetime"
+        /// 304 responses of the interval: a conditional request confirmed what a cache held (cache advice).
+        public static let cacheRevalidated = "cache_revalidated"
+        /// Responses of the interval a local cache served, where the platform says so (Apple platforms'
+        /// task metrics; URLSession on Linux never captures a response its cache served) (cache advice).
+        public static let cacheServedLocally = "cache_served_locally"
+        /// Responses of the interval whose body was identical to the previous response of the same URL
+        /// (query included) (cache advice).
+        public static let cacheRepeated = "cache_repeated"
+        /// The waiting, in milliseconds, of the responses ``cacheRepeated`` counts: what a cache would have
+        /// saved (cache advice).
+        public static let cacheRepeatedMilliseconds = "cache_repeated_ms"
+        /// The upper bounds, in seconds, of the age of a repeated response's previous one: the lifetimes
+        /// (`max-age`) the `cache_repeated_le_<seconds>` fields are counted at.
+        public static let cacheAgeBounds: [Int64] = [1, 10, 60, 300, 3_600]
+        /// Repeated responses whose previous one was at most `seconds` old: what a `max-age` of that many
+        /// seconds would have served (cumulative, as `le_` buckets are: `cache_repeated_le_60`).
+        ///
+        /// - Parameter seconds: One of ``cacheAgeBounds``.
+        /// - Returns: The field's name.
+        public static func cacheRepeated(withinSeconds seconds: Int64) -> String { "cache_repeated_le_\(seconds)" }
+        /// The waiting, in milliseconds, of the responses ``cacheRepeated(withinSeconds:)`` counts: what a cache
+        /// with that lifetime would have saved (`cache_repeated_ms_le_60`).
+        ///
+        /// - Parameter seconds: One of ``cacheAgeBounds``.
+        /// - Returns: The field's name.
+        public static func cacheRepeatedMilliseconds(withinSeconds seconds: Int64) -> String {
+            "cache_repeated_ms_le_\(seconds)"
+        }
         /// The field of the bucket bound `milliseconds`: `le_300`, `le_2.5`.
         ///
         /// - Parameter milliseconds: The bucket's upper bound, in milliseconds.
@@ -254,6 +290,15 @@ public enum PointSchema {
     public static let transportErrorIntervalFields = [
         IntervalField.dnsErrors, IntervalField.connectErrors, IntervalField.tlsErrors, IntervalField.timeoutErrors,
     ]
+    /// Fields every interval point carries when the agent gives cache advice
+    /// (``APIHealthConfiguration/CaptureOptions/cacheAdvice``), in the order they are written.
+    public static let cacheIntervalFields =
+        [
+            IntervalField.cacheStorable, IntervalField.cacheNoStore, IntervalField.cacheWithLifetime,
+            IntervalField.cacheRevalidated, IntervalField.cacheServedLocally,
+        ] + IntervalField.cacheAgeBounds.map(IntervalField.cacheRepeated(withinSeconds:)) + [IntervalField.cacheRepeated]
+        + IntervalField.cacheAgeBounds.map(IntervalField.cacheRepeatedMilliseconds(withinSeconds:))
+        + [IntervalField.cacheRepeatedMilliseconds]
     /// Fields of the agent's own health points.
     public static let agentFields = [
         AgentField.pointsRecorded, AgentField.pointsInvalid, AgentField.pointsRepaired, AgentField.pointsWritten,
