@@ -19,7 +19,7 @@ struct ObservedBody: AsyncSequence, Sendable {
                     observation.finish()
                     return nil
                 }
-                observation.received(chunk.readableBytes)
+                observation.received(chunk)
                 return chunk
             } catch {
                 observation.fail(error)

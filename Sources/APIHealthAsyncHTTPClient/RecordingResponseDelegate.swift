@@ -39,7 +39,7 @@ final class RecordingResponseDelegate<Wrapped: HTTPClientResponseDelegate>: HTTP
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        observation.received(buffer.readableBytes)
+        observation.received(buffer)
         return wrapped.didReceiveBodyPart(task: task, buffer)
     }
 

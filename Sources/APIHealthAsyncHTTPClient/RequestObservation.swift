@@ -33,7 +33,9 @@ package final class RequestObservation: EndedRequestSource {
             traceID: traceID,
             startedAt: Date().timeIntervalSinceReferenceDate
         )
-        self.progress = Locked(RequestProgress(requestBytes: requestBytes, agent: agent))
+        var progress = RequestProgress(requestBytes: requestBytes, agent: agent)
+        if agent.digestsBodies { progress.digest = BodyDigest() }
+        self.progress = Locked(progress)
     }
 
     deinit {
@@ -61,8 +63,13 @@ package final class RequestObservation: EndedRequestSource {
         progress.withLock { if !$0.recorded { $0.requestBytes = ($0.requestBytes ?? 0) + UInt64(bytes) } }
     }
 
-    package func received(_ bytes: Int) {
-        progress.withLock { if !$0.recorded { $0.responseBytes += UInt64(bytes) } }
+    /// Part of the body arrived: counted, and with cache advice digested as it passes (never kept).
+    package func received(_ chunk: ByteBuffer) {
+        progress.withLock { state in
+            if state.recorded { return }
+            state.responseBytes += UInt64(chunk.readableBytes)
+            if state.digest != nil { chunk.withUnsafeReadableBytes { state.digest?.update($0) } }
+        }
     }
 
     package func finish() { end(error: nil) }
@@ -90,6 +97,8 @@ package final class RequestObservation: EndedRequestSource {
             state.agent = nil
             state.duration = ContinuousClock.now - started
             state.error = error.map(Self.transportError)
+            // A body not read to its end (dropped unread, failed) has no digest: the advisor compares nothing.
+            if error != nil || inDeinit { state.digest = nil }
             return agent
         }
         guard let agent = ending else { return }
@@ -109,6 +118,14 @@ package final class RequestObservation: EndedRequestSource {
     package func responseHeader(_ name: String) -> String? {
         progress.withLock { $0.responseHeaders.first(name: name) }
     }
+
+    package func cacheEvidence() -> CacheEvidence? {
+        progress.withLock { request.cacheEvidence(progress: $0) }
+    }
+
+    /// The body bytes digested so far; `nil` without cache advice (when no byte of the body is read) and
+    /// once a body ends unread.
+    package var digestedBytes: UInt64? { progress.withLock { $0.digest?.length } }
 
     /// URLs with a host parsed lately, by their text (see ``ParsedURLCache``).
     private static let parsed = ParsedURLCache()
@@ -179,6 +196,14 @@ struct StartedRequest: Sendable {
         )
     }
 
+    /// What the cache advisor reads of the response after `progress`: `nil` without one.
+    func cacheEvidence(progress: RequestProgress) -> CacheEvidence? {
+        guard let status = progress.status else { return nil }
+        let headers = progress.responseHeaders
+        let policy = CachePolicy(method: method, statusCode: status) { headers.first(name: $0) }
+        return CacheEvidence(policy: policy, digest: progress.error == nil ? progress.digest : nil)
+    }
+
     /// The value of the earliest of `names` on the request, else on the response.
     private func correlationID(_ names: [String], responseHeaders: HTTPHeaders) -> String? {
         CorrelationID.first(of: names, in: requestHeaders.lazy.map { ($0.name, $0.value) })
@@ -202,6 +227,8 @@ struct RequestProgress: Sendable {
     /// Set when the sample ends.
     var duration: Duration?
     var error: RequestSample.TransportError?
+    /// The digest of the body so far, with cache advice; `nil` once the body ends unread or fails.
+    var digest: BodyDigest?
 }
 
 /// A copy of what an observation saw, handed to the agent in its place when the observation is
@@ -222,4 +249,6 @@ final class EndedRequestCopy: EndedRequestSource {
     func requestHeader(_ name: String) -> String? { request.requestHeaders.first(name: name) }
 
     func responseHeader(_ name: String) -> String? { progress.responseHeaders.first(name: name) }
+
+    func cacheEvidence() -> CacheEvidence? { request.cacheEvidence(progress: progress) }
 }

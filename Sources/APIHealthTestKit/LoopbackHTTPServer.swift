@@ -67,6 +67,8 @@ public final class LoopbackHTTPServer: Sendable {
             /// connection is held open, mid-body, until the client closes it (a body a client cancels
             /// while it is still arriving, whatever the machine's speed).
             case stalled(totalBytes: Int, sentBytes: Int)
+            /// These parts, each flushed on its own, with `Transfer-Encoding: chunked` and no `Content-Length`.
+            case chunked([[UInt8]])
         }
 
         /// The status code.
@@ -338,14 +340,20 @@ private func sendResponse(
 ) async {
     if response.delay > .zero { try? await Task.sleep(for: response.delay) }
     var headers = HTTPHeaders(response.headers)
-    let length: Int
+    let length: Int?
     switch response.body {
     case .hang: return
     case .bytes(let bytes): length = bytes.count
     case .generated(let total, _): length = total
     case .stalled(let total, _): length = total
+    case .chunked: length = nil
     }
-    headers.replaceOrAdd(name: "Content-Length", value: "\(length)")
+    if let length {
+        headers.replaceOrAdd(name: "Content-Length", value: "\(length)")
+    } else {
+        headers.remove(name: "Content-Length")
+        headers.replaceOrAdd(name: "Transfer-Encoding", value: "chunked")
+    }
     if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
     let head = HTTPResponseHead(
         version: version,
@@ -377,6 +385,10 @@ private func sendResponse(
             // The rest never comes: hold the connection until the client closes it.
             try await channel.closeFuture.get()
             return
+        case .chunked(let parts):
+            for part in parts where !part.isEmpty {
+                try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: part)))).get()
+            }
         }
         try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
         if !keepAlive { try await channel.close().get() }

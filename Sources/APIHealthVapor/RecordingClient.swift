@@ -47,7 +47,7 @@ struct RecordingClient: Client {
             switch result {
             case .success(let response):
                 observation.receivedHead(status: Int(response.status.code), headers: response.headers, redirects: nil)
-                observation.received(response.body?.readableBytes ?? 0)
+                if let body = response.body { observation.received(body) }
                 observation.finish()
             case .failure(let error):
                 observation.fail(error)

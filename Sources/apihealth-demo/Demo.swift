@@ -160,6 +160,10 @@ struct Demo: AsyncParsableCommand {
             if defaultObjectives && configuration.objectives == ObjectiveOptions() {
                 configuration.objectives = Self.demoObjectives
             }
+            // The demo shows what to cache unless the environment says otherwise (APIHEALTH_CACHE_ADVICE=0).
+            if ProcessInfo.processInfo.environment[EnvironmentVariable.cacheAdvice.rawValue] == nil {
+                configuration.capture.cacheAdvice = true
+            }
             loaded = configuration
         } catch {
             throw ValidationError("configuration: \(error)")

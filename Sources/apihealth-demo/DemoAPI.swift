@@ -80,14 +80,25 @@ enum DemoAPI {
             )
         }
         let body: String
+        var headers = [("Content-Type", "application/json"), ("X-Request-Id", UUID().uuidString)]
         if Double.random(in: 0..<1) < endpoint.malformedRate {
             body = Bool.random() ? #"{"id":"not-a-number","name":"Ada"}"# : "<html>maintenance</html>"
+        } else if path.hasPrefix("/catalog/products/") {
+            // The catalogue repeats: a product's answer is the same every time, yet sent as never to be kept
+            // (what cache advice is for: `influx-tail --cache`).
+            let id = path.split(separator: "/").last.map(String.init) ?? "0"
+            body = #"{"id":\#(id),"name":"Product \#(id)","price":\#((Int(id) ?? 0) % 97).99,"items":[1,2,3]}"#
+            headers.append(("Cache-Control", "no-store"))
+        } else if path == "/catalog/search" {
+            // Search results change on every call: nothing a cache could have served.
+            body = #"{"results":[\#(Int.random(in: 1..<10_000)),\#(Int.random(in: 1..<10_000))],"took_us":\#(Int(latency * 1_000))}"#
+            headers.append(("Cache-Control", "no-cache"))
         } else {
             body = #"{"id":42,"name":"Ada","items":[1,2,3]}"#
         }
         return LoopbackHTTPServer.Response(
             status: request.method == "POST" ? 201 : 200,
-            headers: [("Content-Type", "application/json"), ("X-Request-Id", UUID().uuidString)],
+            headers: headers,
             body: .bytes(Array(body.utf8)),
             delay: delay
         )

@@ -65,6 +65,8 @@ import Testing
         let plain = Self.policy()
         #expect(plain.storable && plain.freshFor == nil && !plain.validator && !plain.noStore)
         #expect(!Self.policy("GET", 200, ["Cache-Control": "no-store"]).storable)
+        #expect(Self.policy("GET", 200, ["Cache-Control": "no-store"]).cacheableResponse)
+        #expect(!Self.policy("POST").cacheableResponse)
         #expect(Self.policy("GET", 200, ["Cache-Control": "no-store"]).noStore)
         #expect(Self.policy("GET", 200, ["cache-control": "public, max-age=60"]).freshFor == 60)
         #expect(Self.policy("GET", 200, ["Cache-Control": "max-age=\"30\", s-maxage=600"]).freshFor == 30)
@@ -159,11 +161,20 @@ import Testing
             at: .seconds(4_101)
         )
         #expect(verdict.repeated && verdict.ageBucket == 0)
-        // A response no cache may keep is never compared, and leaves the table as it was.
+        // A response sent with no-store is compared all the same (what a cache would have served had the
+        // server allowed it), and counted as not storable.
         let noStore = Self.policy("GET", 200, ["Cache-Control": "no-store"])
         verdict = advisor.judge(url: "https://a/y", statusCode: 200, policy: noStore, digest: same, at: .seconds(4_102))
         #expect(verdict == CacheAdvisor.Verdict())
-        #expect(advisor.count == 2)
+        verdict = advisor.judge(url: "https://a/y", statusCode: 200, policy: noStore, digest: same, at: .seconds(4_103))
+        #expect(verdict == CacheAdvisor.Verdict(storable: false, repeated: true, ageBucket: 0))
+        // A response no cache could keep (a POST, a 500 without a lifetime) is never compared, and leaves the
+        // table as it was.
+        verdict = advisor.judge(url: "https://a/z", statusCode: 200, policy: Self.policy("POST"), digest: same, at: .zero)
+        #expect(verdict == CacheAdvisor.Verdict())
+        verdict = advisor.judge(url: "https://a/z", statusCode: 500, policy: Self.policy("GET", 500), digest: same, at: .zero)
+        #expect(verdict == CacheAdvisor.Verdict())
+        #expect(advisor.count == 3)
     }
 
     @Test func theAgeBoundsAreInclusive() {

@@ -17,9 +17,11 @@ import FoundationNetworking
         var isAlive: Bool { true }
         var owner: AnyObject? { nil }
         var isCapturing: Bool { true }
+        let digestsBodies: Bool
+        init(digestsBodies: Bool = false) { self.digestsBodies = digestsBodies }
         var correlationHeaders: [String] { ["X-Request-ID"] }
         func isExcluded(_ url: URL) -> Bool { false }
-        func record(_ sample: RequestSample, request: URLRequest) {}
+        func record(_ sample: RequestSample, request: URLRequest, cacheEvidence: CacheEvidence?) {}
         func recordEnded(_ request: any EndedRequestSource) { ended.withLock { $0.append(request) } }
         func observeCountry(in response: HTTPURLResponse?) {}
         func countUncaptured() {}
@@ -53,13 +55,34 @@ import FoundationNetworking
         HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
     }
 
+    /// The body is digested as it is delivered only where the agent gives cache advice; a failed request's
+    /// digest is never evidence.
+    @Test func theBodyIsDigestedOnlyWithCacheAdvice() throws {
+        for digests in [false, true] {
+            let request = Self.captured(Recorder(digestsBodies: digests))
+            request.responseHead(Self.response(200, headers: ["Cache-Control": "no-store"]), leg: 0)
+            request.loaded(Data(repeating: 7, count: 10), leg: 0)
+            request.loaded(Data(repeating: 7, count: 5), leg: 0)
+            #expect(request.digestedBytes == (digests ? 15 : nil))
+            request.finished(leg: 0)
+            let evidence = try #require(request.cacheEvidence())
+            #expect(evidence.policy.noStore && !evidence.policy.storable && evidence.policy.cacheableResponse)
+            #expect((evidence.digest != nil) == digests)
+        }
+        let failed = Self.captured(Recorder(digestsBodies: true))
+        failed.responseHead(Self.response(200), leg: 0)
+        failed.loaded(Data(count: 3), leg: 0)
+        failed.failed(URLError(.networkConnectionLost), leg: 0)
+        #expect(failed.cacheEvidence()?.digest == nil)
+    }
+
     @Test func anEndedRequestIsHandedOverOnceWithWhatItsClientSaw() throws {
         let recorder = Recorder()
         let request = Self.captured(recorder)
         #expect(request.makeSample(correlationHeaders: ["X-Request-ID"]) == nil, "no sample before the end")
         request.responseHead(Self.response(200, headers: ["X-Country": "NL"]), leg: 0)
-        request.loaded(10, leg: 0)
-        request.loaded(5, leg: 0)
+        request.loaded(Data(count: 10), leg: 0)
+        request.loaded(Data(count: 5), leg: 0)
         request.finished(leg: 0)
         request.finished(leg: 0)
         request.failed(URLError(.cancelled), leg: nil)
@@ -88,7 +111,7 @@ import FoundationNetworking
         let recorder = Recorder()
         let request = Self.captured(recorder)
         request.responseHead(Self.response(500), leg: 1)
-        request.loaded(99, leg: 1)
+        request.loaded(Data(count: 99), leg: 1)
         request.finished(leg: 1)
         #expect(recorder.count == 0, "leg 1 is followed only after a challenge")
         request.finished(leg: 0)

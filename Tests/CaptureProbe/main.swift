@@ -46,6 +46,14 @@ let instrumented = mode.hasSuffix("-instrumented") || recording || mode == "ahc-
 var configuration = APIHealthConfiguration(serviceName: "capture-probe")
 configuration.spool = nil
 configuration.batching.maximumPendingBytes = 1 << 30
+// With APIHEALTH_CACHE_ADVICE=1 the agent gives cache advice (every body digested as it streams); with
+// APIHEALTH_PROBE_BODY_BYTES=N the loopback API answers N bytes (the same N every time) instead of its small JSON.
+let environment = ProcessInfo.processInfo.environment
+configuration.capture.cacheAdvice = environment["APIHEALTH_CACHE_ADVICE"] == "1"
+let probeBody: [UInt8] =
+    environment["APIHEALTH_PROBE_BODY_BYTES"].flatMap { Int($0) }.map { count in
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+    } ?? Array(#"{"id":1,"name":"Ada"}"#.utf8)
 if mode == "record-filter" {
     configuration.capture.filter = { sample, request in
         if request.value(forHTTPHeaderField: "X-Synthetic") != nil { return nil }
@@ -129,6 +137,7 @@ if mode == "ahc-observation" {
     // made, told of the head, a chunk and the end, then recorded; no request is sent.
     let url = "http://127.0.0.1:8080/users/1"
     let responseHeaders: HTTPHeaders = ["content-type": "application/json", "content-length": "21"]
+    let chunk = ByteBuffer(string: #"{"id":1,"name":"Ada"}"#)
     for _ in 0..<count {
         let observation = RequestObservation(
             agent: agent,
@@ -139,7 +148,7 @@ if mode == "ahc-observation" {
             requestBytes: 0
         )
         observation.receivedHead(status: 200, headers: responseHeaders, redirects: 0)
-        observation.received(21)
+        observation.received(chunk)
         observation.finish()
     }
     finished.signal()
@@ -153,7 +162,9 @@ if mode == "ahc-observation" {
 } else {
     Task.detached {
         do {
-            let server = try await LoopbackHTTPServer.start(threads: 1) { _ in .json(200, #"{"id":1,"name":"Ada"}"#) }
+            let server = try await LoopbackHTTPServer.start(threads: 1) { _ in
+                LoopbackHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: .bytes(probeBody))
+            }
             let url = server.baseURL + "/users/1"
             if mode.hasPrefix("urlsession") {
                 let sessionConfiguration = URLSessionConfiguration.ephemeral
@@ -170,7 +181,7 @@ if mode == "ahc-observation" {
                         ? try await client.execute(request, timeout: .seconds(10), recordingTo: agent, module: "probe")
                         : try await client.execute(request, timeout: .seconds(10))
                     if mode == "ahc-stream" { response.body = .stream(PassThroughBody(base: response.body)) }
-                    _ = try await response.body.collect(upTo: 1 << 16)
+                    _ = try await response.body.collect(upTo: 1 << 24)
                 }
                 try await client.shutdown()
             }

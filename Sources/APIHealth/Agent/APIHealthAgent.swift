@@ -107,6 +107,10 @@ public final class APIHealthAgent: Sendable, Service {
     let traceInjection: TraceInjection?
     /// Whether trace propagation is configured (and the agent enabled): read on every AsyncHTTPClient request.
     package let propagatesTraces: Bool
+    /// Whether the agent gives cache advice (``APIHealthConfiguration/CaptureOptions/cacheAdvice``, and the
+    /// agent enabled): capture then digests each response body as it streams (``BodyDigest``) and hands
+    /// the agent its ``CacheEvidence``; without it, no byte of a body is read.
+    package let digestsBodies: Bool
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -146,6 +150,8 @@ public final class APIHealthAgent: Sendable, Service {
         self.clockCorrection = clockCorrection
         self.traceInjection = TraceInjection(configuration.capture.tracePropagation)
         self.propagatesTraces = traceInjection != nil && configuration.isEnabled
+        let digestsBodies = configuration.capture.cacheAdvice && configuration.isEnabled
+        self.digestsBodies = digestsBodies
         let schema = RequestSchema(configuration: configuration, logger: logger)
         self.schema = schema
         var spool: SpoolDirectory?
@@ -169,7 +175,13 @@ public final class APIHealthAgent: Sendable, Service {
                 }
         )
         self.pending = pending
-        let recorder = RequestRecorder(schema: schema, pending: pending, clockCorrection: clockCorrection, clock: clock)
+        let recorder = RequestRecorder(
+            schema: schema,
+            pending: pending,
+            clockCorrection: clockCorrection,
+            clock: clock,
+            cacheAdvisor: digestsBodies ? CacheAdvisor() : nil
+        )
         self.recorder = recorder
         if let spool {
             let problems = try pending.restore(from: spool.reader())
@@ -259,9 +271,9 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// Records `sample` of `request` later, when and where the `recordLater` that takes an ended request
     /// does: for the URLSession hook, which ends a sample on the way to the app's completion.
-    func recordLater(_ sample: RequestSample, request: URLRequest) {
+    func recordLater(_ sample: RequestSample, request: URLRequest, cacheEvidence: CacheEvidence? = nil) {
         guard configuration.isEnabled else { return }
-        if !recorder.recordLater(now: clock.coarseNow, .sample(sample, request)) {
+        if !recorder.recordLater(now: clock.coarseNow, .sample(sample, request, cacheEvidence)) {
             lossReporter.noticeIfStopped(pending)
         }
     }

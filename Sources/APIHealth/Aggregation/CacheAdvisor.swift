@@ -2,7 +2,8 @@ import LineProtocol
 
 /// Which responses a cache would have served: per full URL (query included), the digest of the last
 /// body and when it came, in a table of at most ``capacity`` URLs (the least recently seen evicted and
-/// counted). Each response a cache may store is judged against the previous one of its URL: identical or
+/// counted). Each response a cache could keep (``CachePolicy/cacheableResponse``: whatever `no-store` says, what a
+/// cache would have served had the server allowed it) is judged against the previous one of its URL: identical or
 /// not, and how old that previous one was — the lifetime a cache would have needed to serve it.
 ///
 /// The table lives in memory only; URLs and digests are never written, only the counts and durations
@@ -82,7 +83,7 @@ package final class CacheAdvisor: @unchecked Sendable {
             }
             return verdict
         }
-        guard policy.storable, let digest else { return verdict }
+        guard policy.cacheableResponse, let digest else { return verdict }
         let value = digest.value
         if let slot = slots[url] {
             if entries[slot].digest == value {
@@ -142,6 +143,13 @@ package final class CacheAdvisor: @unchecked Sendable {
         newest = slot
         if oldest < 0 { oldest = slot }
     }
+}
+
+/// One captured response as the cache advisor judged it, on its way to its endpoint's interval counts.
+struct JudgedResponse: Sendable {
+    var verdict: CacheAdvisor.Verdict
+    var policy: CachePolicy
+    var servedLocally: Bool
 }
 
 /// What the cache advisor's verdicts on one endpoint's responses add up to over an interval: the interval

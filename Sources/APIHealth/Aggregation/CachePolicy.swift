@@ -9,6 +9,11 @@ package struct CachePolicy: Sendable, Hashable {
     /// Whether a cache may store the response: a method a cache stores (GET; HEAD's headers too), a status
     /// cacheable by default or an explicit lifetime, and no `no-store`.
     package var storable: Bool
+    /// Whether a cache could keep the response were its headers to allow it: a method a cache stores (GET,
+    /// HEAD) and a status cacheable by default or a stated lifetime, whatever `no-store` says. The cache
+    /// advisor compares these with the previous response of their URL: what a cache would have served
+    /// if the server allowed it.
+    package var cacheableResponse: Bool
     /// `Cache-Control: no-store`: the server asks that nothing keep it.
     package var noStore: Bool
     /// `Cache-Control: no-cache`: storable, but to be revalidated before every use.
@@ -60,8 +65,9 @@ package struct CachePolicy: Sendable, Hashable {
         self.noCache = noCache
         self.freshFor = freshFor
         self.validator = header("ETag") != nil || header("Last-Modified") != nil
-        self.storable =
-            cacheableMethod && !noStore && (Self.cacheableByDefault.contains(statusCode) || freshFor != nil)
+        self.cacheableResponse =
+            cacheableMethod && (Self.cacheableByDefault.contains(statusCode) || freshFor != nil)
+        self.storable = cacheableResponse && !noStore
     }
 }
 
@@ -76,5 +82,26 @@ extension Substring {
     fileprivate var trimmingQuotes: Substring {
         guard count >= 2, first == "\"", last == "\"" else { return self }
         return dropFirst().dropLast()
+    }
+}
+
+/// What the cache advisor reads of one response as its request ends: what its headers say, the digest of
+/// its body, and whether a local cache served it.
+///
+/// ```swift
+/// let evidence = CacheEvidence(policy: policy, digest: bodyReadToItsEnd ? digest : nil)
+/// ```
+package struct CacheEvidence: Sendable {
+    /// What the response's headers say about caching it.
+    package var policy: CachePolicy
+    /// The digest of its body; `nil` when the body was not read to its end (dropped unread, failed).
+    package var digest: BodyDigest?
+    /// The platform says a local cache served it (URLSession's task metrics on Apple platforms).
+    package var servedLocally: Bool
+
+    package init(policy: CachePolicy, digest: BodyDigest?, servedLocally: Bool = false) {
+        self.policy = policy
+        self.digest = digest
+        self.servedLocally = servedLocally
     }
 }

@@ -50,6 +50,9 @@ struct IntervalCounts: Sendable {
     var transportErrors: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
     /// Requests per bucket (not cumulative), one more than there are bounds.
     var buckets: [UInt64]
+    /// What the cache advisor made of the interval's responses; `nil` until it judged one (and always
+    /// without cache advice).
+    var cache: CacheCounts?
 
     init(bucketCount: Int) {
         buckets = Array(repeating: 0, count: bucketCount)
@@ -257,6 +260,19 @@ final class EndpointInterval: @unchecked Sendable {
         }
     }
 
+    /// Counts the cache advisor's verdict on a response (taking `nanoseconds`) of the request about to be
+    /// added, for a caller that holds the lock (the record path's drain, with cache advice).
+    func countHoldingLock(_ judged: JudgedResponse, nanoseconds: Int64) {
+        if state.isClosed || state.isEvicted { return }
+        if state.counts.cache == nil { state.counts.cache = CacheCounts() }
+        state.counts.cache?.add(
+            judged.verdict,
+            policy: judged.policy,
+            servedLocally: judged.servedLocally,
+            nanoseconds: nanoseconds
+        )
+    }
+
     /// Adds a request that reached this aggregate after it was evicted: to the aggregate now in its place.
     @inline(never)
     private func moved(
@@ -329,6 +345,7 @@ final class EndpointInterval: @unchecked Sendable {
             state.counts.withinLatencyObjective = 0
             state.counts.transportErrors = (0, 0, 0, 0)
             for index in state.counts.buckets.indices { state.counts.buckets[index] = 0 }
+            if state.counts.cache != nil { state.counts.cache = nil }
             return taken
         }
     }

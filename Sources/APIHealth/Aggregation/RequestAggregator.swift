@@ -222,6 +222,7 @@ final class RequestAggregator: Sendable {
                 Point.Field(F.requestsWithinLatencyObjective, .int(Int64(clamping: counts.withinLatencyObjective)))
             )
         }
+        if let cache = counts.cache { fields += cache.fields() }
         return Point(measurement: options.measurement, tags: tags, fields: fields, timestamp: timestamp)
     }
 }

@@ -8,8 +8,9 @@ import FoundationNetworking
 /// ``CaptureQueue``.
 struct DeferredSample {
     enum Source {
-        /// A URLSession task's sample and request; boxed, so the queue's entries stay two words wide.
-        indirect case sample(RequestSample, URLRequest)
+        /// A URLSession task's sample and request, and what the cache advisor reads of its response
+        /// when it advises; boxed, so the queue's entries stay two words wide.
+        indirect case sample(RequestSample, URLRequest, CacheEvidence?)
         case request(any EndedRequestSource)
     }
 
@@ -19,7 +20,7 @@ struct DeferredSample {
     /// The sample; a `.request` one finds its correlation id among `correlationHeaders`.
     func sample(correlationHeaders: [String]) -> RequestSample? {
         switch source {
-        case .sample(let sample, _): sample
+        case .sample(let sample, _, _): sample
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
         }
     }
@@ -33,10 +34,18 @@ struct DeferredSample {
         }
     }
 
+    /// What the cache advisor reads of the response (see ``EndedRequestSource/cacheEvidence()``).
+    func cacheEvidence() -> CacheEvidence? {
+        switch source {
+        case .sample(_, _, let evidence): evidence
+        case .request(let request): request.cacheEvidence()
+        }
+    }
+
     /// What the capture filter sees of the request.
     var request: SentRequest {
         switch source {
-        case .sample(_, let request): SentRequest(request)
+        case .sample(_, let request, _): SentRequest(request)
         case .request(let request): SentRequest(request)
         }
     }
@@ -56,11 +65,16 @@ package protocol EndedRequestSource: AnyObject, Sendable {
     func responseHeader(_ name: String) -> String?
     /// The request as URLSession sent it, for URLSession capture; `nil` (the default) otherwise.
     var urlRequest: URLRequest? { get }
+    /// What the cache advisor reads of the response: asked only when the agent advises
+    /// (``APIHealthConfiguration/CaptureOptions/cacheAdvice``), of a source that digested the body as it
+    /// streamed (``APIHealthAgent/digestsBodies``); `nil` (the default) without a response.
+    func cacheEvidence() -> CacheEvidence?
 }
 
 extension EndedRequestSource {
     package var urlRequest: URLRequest? { nil }
     package func responseHeader(_ name: String) -> String? { nil }
+    package func cacheEvidence() -> CacheEvidence? { nil }
 }
 
 /// The capture queue: ended requests wait here, off the request's own path, until they are recorded.

@@ -10,10 +10,12 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     /// Whether the agent's configuration captures requests at all (read once: the configuration is the agent's for
     /// its life).
     private let isEnabled: Bool
+    let digestsBodies: Bool
 
     init(agent: APIHealthAgent) {
         self.agent = agent
         self.isEnabled = agent.configuration.isEnabled
+        self.digestsBodies = agent.digestsBodies
     }
 
     var isAlive: Bool { agent != nil }
@@ -22,7 +24,9 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     var isCapturing: Bool { isEnabled && agent != nil }
     var correlationHeaders: [String] { agent?.schema.correlationHeaders ?? [] }
     func isExcluded(_ url: URL) -> Bool { agent?.isExcluded(url) ?? true }
-    func record(_ sample: RequestSample, request: URLRequest) { agent?.recordLater(sample, request: request) }
+    func record(_ sample: RequestSample, request: URLRequest, cacheEvidence: CacheEvidence?) {
+        agent?.recordLater(sample, request: request, cacheEvidence: cacheEvidence)
+    }
     func recordEnded(_ request: any EndedRequestSource) { agent?.recordLater(request) }
     func observeCountry(in response: HTTPURLResponse?) {
         guard let response, let schema = agent?.schema, let header = schema.countryLearner?.header,

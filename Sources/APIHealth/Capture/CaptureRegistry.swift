@@ -11,10 +11,12 @@ protocol SampleRecorder: AnyObject, Sendable {
     /// The agent behind it, while it is alive.
     var owner: AnyObject? { get }
     var isCapturing: Bool { get }
+    /// Whether the agent gives cache advice: the hook then digests each response body as it streams.
+    var digestsBodies: Bool { get }
     var correlationHeaders: [String] { get }
     func isExcluded(_ url: URL) -> Bool
     /// Hands `sample` of `request` to the agent, to be filtered and encoded off the request's path.
-    func record(_ sample: RequestSample, request: URLRequest)
+    func record(_ sample: RequestSample, request: URLRequest, cacheEvidence: CacheEvidence?)
     /// Hands an ended request to the agent, which builds its sample off the request's path.
     func recordEnded(_ request: any EndedRequestSource)
     /// Reads the country header of `response`, where the agent learns the country from one.

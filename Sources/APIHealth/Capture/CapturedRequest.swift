@@ -43,6 +43,8 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         var firstByte: Duration?
         var response: HTTPURLResponse?
         var loadedBytes: UInt64 = 0
+        /// The digest of the body delivered so far, with cache advice (``SampleRecorder/digestsBodies``).
+        var digest: BodyDigest?
         /// The end of a leg answered with a challenge: recorded as it is only if nothing retries.
         var challenged: Ending?
         var recorded = false
@@ -78,6 +80,7 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         self.startedAt = startedAt
         self.delivery = CorelibsTask.delivery(of: task)
         self.hasBody = task is URLSessionUploadTask || request.httpBody != nil || request.httpBodyStream != nil
+        if registration.recorder.digestsBodies { state.withLock { $0.digest = BodyDigest() } }
     }
 
     func responseHead(_ response: URLResponse, leg: Int) {
@@ -89,9 +92,12 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         }
     }
 
-    func loaded(_ count: Int, leg: Int) {
+    /// Part of the body arrived: counted, and with cache advice digested as it passes (never kept).
+    func loaded(_ data: Data, leg: Int) {
         state.withLock { state in
-            if state.leg == leg { state.loadedBytes += UInt64(count) }
+            guard state.leg == leg else { return }
+            state.loadedBytes += UInt64(data.count)
+            if state.digest != nil { data.withUnsafeBytes { state.digest?.update($0) } }
         }
     }
 
@@ -169,6 +175,7 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
                     state.firstByte = nil
                     state.response = nil
                     state.loadedBytes = 0
+                    if state.digest != nil { state.digest = BodyDigest() }
                 }
                 retry.client = ObservingProtocolClient(forwardingTo: client, request: self, leg: 1)
                 return
@@ -214,6 +221,20 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     }
 
     func requestHeader(_ name: String) -> String? { request.value(forHTTPHeaderField: name) }
+
+    /// The body bytes digested so far; `nil` without cache advice, when no byte of the body is read.
+    var digestedBytes: UInt64? { state.withLock { $0.digest?.length } }
+
+    /// What the cache advisor reads of the response: its headers, and its body's digest when the body
+    /// was delivered to its end (a request that failed or was cancelled has none).
+    func cacheEvidence() -> CacheEvidence? {
+        let seen = state.withLock { state in state.ending.map { (ending: $0, digest: state.digest) } }
+        guard let seen, let response = seen.ending.response else { return nil }
+        let policy = CachePolicy(method: request.httpMethod ?? "GET", statusCode: response.statusCode) {
+            response.value(forHTTPHeaderField: $0)
+        }
+        return CacheEvidence(policy: policy, digest: seen.ending.error == nil ? seen.digest : nil)
+    }
 
     func responseHeader(_ name: String) -> String? {
         state.withLock { $0.ending?.response }.flatMap { CorrelationID.find(in: $0, headers: [name]) }

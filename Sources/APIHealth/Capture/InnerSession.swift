@@ -45,6 +45,8 @@ final class InnerSessionLoad: @unchecked Sendable {
         var response: HTTPURLResponse?
         var responseBytes: UInt64 = 0
         var redirects = 0
+        /// The digest of the body so far, with cache advice.
+        var digest: BodyDigest?
     }
 
     /// Guards the state of this request.
@@ -60,6 +62,7 @@ final class InnerSessionLoad: @unchecked Sendable {
         self.client = client
         self.registration = registration
         self.inner = inner
+        if registration.recorder.digestsBodies { progress.withLock { $0.digest = BodyDigest() } }
     }
 
     /// Issues `request` on the inner session; the sample's duration runs from `started`, when the
@@ -119,7 +122,10 @@ final class InnerSessionLoad: @unchecked Sendable {
     }
 
     func innerDidReceive(_ data: Data) {
-        progress.withLock { $0.responseBytes += UInt64(data.count) }
+        progress.withLock { state in
+            state.responseBytes += UInt64(data.count)
+            if state.digest != nil { data.withUnsafeBytes { state.digest?.update($0) } }
+        }
         toClient { $0.urlProtocol($1, didLoad: data) }
     }
 
@@ -170,7 +176,18 @@ final class InnerSessionLoad: @unchecked Sendable {
         sample.error = sampleError.map(RequestSample.TransportError.init)
         sample.responseBytes = state.responseBytes
         registration.recorder.observeCountry(in: state.response)
-        registration.recorder.record(sample, request: state.request)
+        var cacheEvidence: CacheEvidence?
+        if let digest = state.digest, let response = state.response {
+            let policy = CachePolicy(method: state.request.httpMethod ?? "GET", statusCode: response.statusCode) {
+                response.value(forHTTPHeaderField: $0)
+            }
+            cacheEvidence = CacheEvidence(
+                policy: policy,
+                digest: sampleError == nil ? digest : nil,
+                servedLocally: metrics.map(Self.servedLocally) ?? false
+            )
+        }
+        registration.recorder.record(sample, request: state.request, cacheEvidence: cacheEvidence)
         let failure = error.map { UncheckedSendable($0) }
         toClient(ending: true) { client, owner in
             if let failure {
@@ -179,6 +196,16 @@ final class InnerSessionLoad: @unchecked Sendable {
                 client.urlProtocolDidFinishLoading(owner)
             }
         }
+    }
+
+    /// Whether the task's metrics say a local cache served the response (Apple platforms: swift-corelibs-
+    /// foundation never delivers task metrics).
+    private static func servedLocally(_ metrics: URLSessionTaskMetrics) -> Bool {
+        #if canImport(Darwin)
+        metrics.transactionMetrics.last?.resourceFetchType == .localCache
+        #else
+        false
+        #endif
     }
 }
 

@@ -33,7 +33,7 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
     }
 
     func urlProtocol(_ protocol: URLProtocol, didLoad data: Data) {
-        request.loaded(data.count, leg: leg)
+        request.loaded(data, leg: leg)
         forward.urlProtocol(`protocol`, didLoad: data)
     }
 

@@ -19,37 +19,47 @@ final class RequestRecorder: Sendable {
     let clockCorrection: ClockCorrection?
     /// The agent's clock: its wall time is the device's.
     let clock: any AgentClock
+    /// Judges each captured response a cache may store against the previous one of its URL, when the
+    /// agent gives cache advice. Used only by the drain (one at a time: see ``CaptureQueue``).
+    let cacheAdvisor: CacheAdvisor?
 
     init(
         schema: RequestSchema,
         pending: PendingBatches,
         clockCorrection: ClockCorrection? = nil,
-        clock: any AgentClock = SystemAgentClock()
+        clock: any AgentClock = SystemAgentClock(),
+        cacheAdvisor: CacheAdvisor? = nil
     ) {
         self.schema = schema
         self.pending = pending
         self.clockCorrection = clockCorrection
         self.clock = clock
+        self.cacheAdvisor = cacheAdvisor
     }
 
     /// Passes `sample` of `request` through the capture filter, and records what it keeps (a sample it
     /// drops is counted, and is no loss: returns `true`).
     @discardableResult
     @inline(__always)
-    func record(_ sample: RequestSample, request: @autoclosure () -> SentRequest, now: Duration) -> Bool {
-        guard let filter = schema.filter else { return encode(sample, now: now) }
+    func record(
+        _ sample: RequestSample,
+        request: @autoclosure () -> SentRequest,
+        now: Duration,
+        cache: JudgedResponse? = nil
+    ) -> Bool {
+        guard let filter = schema.filter else { return encode(sample, now: now, cache: cache) }
         guard let kept = filter(sample, request()) else {
             pending.count(.requestFiltered)
             return true
         }
-        return encode(kept, now: now)
+        return encode(kept, now: now, cache: cache)
     }
 
     /// Counts `sample` in its endpoint's aggregate and, when it is written raw, records its line: the
     /// series is found and the request counted under one lock, the line encoded with no lock held, and
     /// its bytes copied into the open batch under the batches' lock.
     @inline(__always)
-    private func encode(_ sample: RequestSample, now: Duration) -> Bool {
+    private func encode(_ sample: RequestSample, now: Duration, cache: JudgedResponse?) -> Bool {
         let nanoseconds = RequestSchema.wholeNanoseconds(sample.duration) ?? .max
         // What counting needs of the sample, read first: the closure captures plain values, never the
         // sample itself (which it would copy, retaining every reference in it, on every request).
@@ -58,7 +68,8 @@ final class RequestRecorder: Sendable {
         let found: (RequestSeries, EndpointInterval.Added?)?
         do {
             found = try schema.series(for: sample) { series in
-                series.interval?.addHoldingLock(
+                if let cache { series.interval?.countHoldingLock(cache, nanoseconds: nanoseconds) }
+                return series.interval?.addHoldingLock(
                     nanoseconds: nanoseconds,
                     failure: transportFailure ?? (series.succeeds ? .none : .failed),
                     requestBytes: requestBytes,
@@ -118,9 +129,27 @@ final class RequestRecorder: Sendable {
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
             if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
                 if let restamping { restamping.apply(to: &sample, dateHeader: deferred.responseHeader("Date")) }
-                record(sample, request: deferred.request, now: deferred.now)
+                if let cacheAdvisor, let judged = judge(deferred, sample: sample, advisor: cacheAdvisor) {
+                    record(sample, request: deferred.request, now: deferred.now, cache: judged)
+                } else {
+                    record(sample, request: deferred.request, now: deferred.now)
+                }
             }
         }
+    }
+
+    /// The advisor's verdict on a captured response, with what its headers say; `nil` for a request
+    /// that got no response (a transport failure) or a source that keeps none.
+    private func judge(_ deferred: DeferredSample, sample: RequestSample, advisor: CacheAdvisor) -> JudgedResponse? {
+        guard let statusCode = sample.statusCode, let evidence = deferred.cacheEvidence() else { return nil }
+        let verdict = advisor.judge(
+            url: sample.url.absoluteString,
+            statusCode: statusCode,
+            policy: evidence.policy,
+            digest: evidence.digest,
+            at: deferred.now
+        )
+        return JudgedResponse(verdict: verdict, policy: evidence.policy, servedLocally: evidence.servedLocally)
     }
 
     /// Moves captured samples, stamped on the system's clock, to the agent's corrected time; each
