@@ -182,6 +182,13 @@ extension SummaryAggregator {
         if readsIntervalLines { addIntervalPoint(point, endpoint: index) }
     }
 
+    /// Counts an interval line a filter leaves out in the cache advice's time observed only.
+    mutating func observeFilteredInterval(_ line: UnsafeBufferPointer<UInt8>) {
+        guard readsIntervalLines, let point = try? LineParser(precision: precision).parseLine(line) else { return }
+        if let since, let timestamp = point.timestamp?.value(in: .ns), timestamp < since { return }
+        cacheAdvice.observe(point)
+    }
+
     /// Counts an interval point the agent handed over itself (the demo's, so every request is counted
     /// whether or not its lines were delivered and removed from the spool before they were read).
     ///
@@ -191,7 +198,10 @@ extension SummaryAggregator {
             let host = point.tag(PointSchema.Tag.host), let path = point.tag(PointSchema.Tag.path),
             let method = point.tag(PointSchema.Tag.method)
         else { return }
-        for filter in tagFilters where point.tag(filter.key) != filter.value { return }
+        for filter in tagFilters where point.tag(filter.key) != filter.value {
+            cacheAdvice.observe(point)
+            return
+        }
         let key = EndpointKey(host: host, path: path, method: method, country: point.tag(PointSchema.Tag.country))
         let index = endpoint(key)
         addIntervalPoint(point, endpoint: index)
@@ -202,5 +212,6 @@ extension SummaryAggregator {
             newestInterval = max(newestInterval ?? timestamp, timestamp)
         }
         endpoints[index].intervals.add(point, newest: newestInterval, window: Self.burnWindow)
+        cacheAdvice.add(point)
     }
 }

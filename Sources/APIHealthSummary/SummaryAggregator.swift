@@ -48,6 +48,9 @@ package struct SummaryAggregator: Sendable {
     /// Whether interval lines read from the spool count in the rows (the demo hands its interval points
     /// over with ``add(intervalPoint:)`` instead; the spool's are then only counted in the footer).
     package var readsIntervalLines = true
+    /// The cache advice of the interval points counted (``CacheAdviceAggregator``): what `--cache` and the
+    /// "What to cache" section print.
+    package var cacheAdvice: CacheAdviceAggregator
 
     package internal(set) var counts = SummaryCounts()
     /// Tag keys seen on any line: a `--where` naming a key outside this set matches nothing.
@@ -77,6 +80,7 @@ package struct SummaryAggregator: Sendable {
         intervalMeasurement: String = PointSchema.Measurement.requestInterval
     ) {
         self.intervalMeasurement = intervalMeasurement
+        self.cacheAdvice = CacheAdviceAggregator(intervalMeasurement: intervalMeasurement)
         self.precision = precision
         self.measurementFilter = measurement
         self.tagFilters = tags
@@ -113,6 +117,8 @@ package struct SummaryAggregator: Sendable {
         case other
         case foreign
         case filteredOut
+        /// An interval line a filter leaves out: still in the cache advice's time observed.
+        case intervalFilteredOut
     }
 
     // MARK: - Adding lines
@@ -148,6 +154,9 @@ package struct SummaryAggregator: Sendable {
         case .other: counts.otherMeasurements += 1
         case .foreign: counts.foreign += 1
         case .filteredOut: counts.filteredOut += 1
+        case .intervalFilteredOut:
+            counts.filteredOut += 1
+            observeFilteredInterval(line)
         case .request(let index, let status):
             let fields = Self.scanFields(line, from: keyEnd + 1, precision: precision)
             guard fields.wellFormed, let duration = fields.duration else {
@@ -227,8 +236,9 @@ package struct SummaryAggregator: Sendable {
             return nil
         }
         for tag in point.tags { tagKeysSeen.insert(tag.key) }
-        if let measurementFilter, point.measurement != measurementFilter { return .filteredOut }
-        for filter in tagFilters where point.tag(filter.key) != filter.value { return .filteredOut }
+        let filteredOut: Verdict = point.measurement == intervalMeasurement ? .intervalFilteredOut : .filteredOut
+        if let measurementFilter, point.measurement != measurementFilter { return filteredOut }
+        for filter in tagFilters where point.tag(filter.key) != filter.value { return filteredOut }
         let isRequest = point.measurement == requestMeasurement
         let isInterval = point.measurement == intervalMeasurement
         guard isRequest || isInterval || point.measurement == parseFailureMeasurement else { return .other }

@@ -226,7 +226,11 @@ struct Demo: AsyncParsableCommand {
         // Every request is in an interval point, handed over as it is recorded: the table counts them all,
         // whether or not their lines were delivered and removed from the spool before it was read.
         let intervalPoints = Locked<[Point]>([])
-        if configuration.aggregation != nil {
+        if let aggregation = configuration.aggregation {
+            aggregator.cacheAdvice = CacheAdviceAggregator(
+                intervalMeasurement: aggregation.measurement,
+                interval: aggregation.interval
+            )
             aggregator.readsIntervalLines = false
             for member in members {
                 member.agent.observeIntervalPoints { points in
@@ -276,14 +280,13 @@ struct Demo: AsyncParsableCommand {
         withExtendedLifetime(members.map(\.refusing)) {}
         if !finalFollowers.isEmpty {
             let rows = SummaryOrder.worst.sorted(summary.rows())
+            let width = Terminal.columns()
+            let colors = Terminal.wantsColors("auto")
             print("")
-            print(
-                SummaryTable(width: Terminal.columns(), colors: Terminal.wantsColors("auto")).render(
-                    rows,
-                    counts: summary.counts
-                ),
-                terminator: ""
-            )
+            print(SummaryTable(width: width, colors: colors).render(rows, counts: summary.counts), terminator: "")
+            // What to cache, when the agents gave cache advice (APIHEALTH_CACHE_ADVICE=1).
+            let whatToCache = CacheAdviceTable(width: width, colors: colors).section(summary.cacheAdvice.rows())
+            if !whatToCache.isEmpty { print("\n" + whatToCache, terminator: "") }
         } else if !configuration.isEnabled {
             print(
                 "APIHealth is disabled (APIHEALTH_ENABLED=0): nothing was recorded, so there is no per-endpoint table."

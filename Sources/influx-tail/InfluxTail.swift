@@ -55,6 +55,19 @@ struct InfluxTail: ParsableCommand {
             and their burn rates are red and yellow, and a budget used up (1.0× or more) is red. --sort burn puts the \
             fastest first. Without objectives the table has none of these columns.
 
+            --cache prints the cache advice of the interval points (the agent's cache advisor, off unless \
+            capture.cacheAdvice = true or APIHEALTH_CACHE_ADVICE=1): one row per endpoint (host, path, method, \
+            module; summed across status classes and intervals), the most waiting a cache would have saved \
+            first. REPEATED is the share of requests whose body was that of the previous response of the same \
+            URL, SAVED the waiting those took (cache_repeated_ms), TTL the shortest max-age that would have \
+            served at least half of them (of 1 s, 10 s, 60 s, 5 min, 1 h; none under 1 h when most came later), \
+            SAVED/MIN what that max-age would have saved per minute observed (from the first to the last \
+            interval point, plus one 10 s interval), and HEADERS SAY what the responses stated: no-store, no \
+            lifetime, max-age/Expires, 304 revalidations, local cache hits. Endpoints whose points carry no \
+            cache fields are left out; when none does, one line says the advice is off. -n, --where, --width \
+            and --format json apply as for --summary, and --summary ends with the few endpoints that would \
+            have saved most (What to cache).
+
             Examples:
               influx-tail --spool ~/.local/state/apihealth/checkout
               influx-tail --service checkout -n 20 --format table
@@ -63,6 +76,7 @@ struct InfluxTail: ParsableCommand {
               influx-tail --service checkout --summary -f
               influx-tail --service checkout --summary --format json | jq .p99_ms
               influx-tail --service checkout --summary --sort burn
+              influx-tail --service checkout --cache -n 10
               influx-tail --service checkout --stats
               influx-tail --service checkout --rejected
 
@@ -86,28 +100,39 @@ struct InfluxTail: ParsableCommand {
     @Option(help: "The service whose default spool directory to read.")
     var service: String?
 
-    @Option(name: .customShort("n"), help: "Print only the last N lines (with --summary: the first N rows).")
+    @Option(
+        name: .customShort("n"),
+        help: "Print only the last N lines (with --summary or --cache: the first N rows)."
+    )
     var last: Int?
 
     @Flag(
         name: [.short, .long],
-        help: "Keep printing lines as they are recorded (with --summary: redraw every second)."
+        help: "Keep printing lines as they are recorded (with --summary or --cache: redraw every second)."
     )
     var follow = false
 
-    @Option(help: "Output format: line, table or json (--summary: table or json).")
+    @Option(help: "Output format: line, table or json (--summary, --cache: table or json).")
     var format: Format = .line
 
     @Flag(help: "One row per endpoint: requests, errors, percentiles, latest status, parse failures, p95 over time.")
     var summary = false
 
-    @Option(
+    @Flag(
         help: """
-            Summary order: worst (error %, then p99), burn (current burn rate), requests, errors, p50, p95, p99 \
-            or endpoint.
+            One row per endpoint with cache advice: the share repeated, the waiting a cache would have saved, \
+            the max-age that would have caught most, what the headers say.
             """
     )
-    var sort: SummaryOrder = .worst
+    var cache = false
+
+    @Option(
+        help: """
+            Summary order: worst (error %, then p99; the default), burn (current burn rate), requests, errors, \
+            p50, p95, p99 or endpoint.
+            """
+    )
+    var sort: SummaryOrder?
 
     @Option(help: "Summary width in columns (default: the terminal's, else $COLUMNS, else 120).")
     var width: Int?
@@ -139,6 +164,12 @@ struct InfluxTail: ParsableCommand {
         if summary && (stats || rejected) {
             throw ValidationError("--summary cannot be combined with --stats or --rejected")
         }
+        if cache && (summary || stats || rejected) {
+            throw ValidationError("--cache cannot be combined with --summary, --stats or --rejected")
+        }
+        if cache && sort != nil {
+            throw ValidationError("--sort orders --summary; --cache ranks by the waiting a cache would have saved")
+        }
         if let width, width < SummaryTable.minimumWidth {
             throw ValidationError("--width takes \(SummaryTable.minimumWidth) columns or more")
         }
@@ -154,7 +185,7 @@ struct InfluxTail: ParsableCommand {
         pthread_sigmask(SIG_UNBLOCK, &signals, nil)
         do {
             var command = try parseAsRoot()
-            if let tail = command as? InfluxTail, tail.summary && tail.follow {
+            if let tail = command as? InfluxTail, (tail.summary || tail.cache) && tail.follow {
                 // Before any thread starts, so every thread has them blocked: the redraw loop takes them
                 // with sigtimedwait and restores the terminal before it exits.
                 SignalWaiter.blockSignals()
@@ -179,17 +210,18 @@ struct InfluxTail: ParsableCommand {
 
     func run() throws {
         let directory = try spoolDirectory()
-        if summary {
+        if summary || cache {
             try SummaryCommand(
                 directory: directory,
                 follow: follow,
                 json: format == .json,
-                order: sort,
+                order: sort ?? .worst,
                 rows: last,
                 width: width,
                 colors: Terminal.wantsColors(color.rawValue),
                 measurement: measurement,
-                tags: LineFilter(measurement: nil, tags: filters).tags.map { (key: $0.0, value: $0.1) }
+                tags: LineFilter(measurement: nil, tags: filters).tags.map { (key: $0.0, value: $0.1) },
+                view: cache ? .cache : .endpoints
             ).run()
             return
         }

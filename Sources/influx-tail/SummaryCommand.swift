@@ -9,8 +9,13 @@ import Glibc
 import Darwin
 #endif
 
-/// `influx-tail --summary`: one row per endpoint, printed once or redrawn every second with `-f`.
+/// `influx-tail --summary` and `--cache`: one row per endpoint, printed once or redrawn every second with `-f`.
 struct SummaryCommand {
+    /// What the rows are: the endpoints' health (`--summary`) or their cache advice (`--cache`).
+    enum View {
+        case endpoints, cache
+    }
+
     var directory: URL
     var follow: Bool
     var json: Bool
@@ -20,6 +25,7 @@ struct SummaryCommand {
     var colors: Bool
     var measurement: String?
     var tags: [(key: String, value: String)]
+    var view = View.endpoints
 
     func run() throws {
         let waiter = follow ? SignalWaiter() : nil
@@ -30,7 +36,11 @@ struct SummaryCommand {
         if first.lines > 0 { InfluxTail.warnAboutUnknownTags(aggregator.unknownFilterKeys) }
         guard let waiter else {
             if json {
-                Terminal.write(SummaryTable.json(selected(aggregator), slotWidth: aggregator.timeAxis?.slotWidth))
+                Terminal.write(jsonLines(aggregator))
+                if view == .cache, aggregator.cacheAdvice.rows().isEmpty {
+                    let message = CacheAdviceTable.offMessage(aggregator.cacheAdvice.counts)
+                    FileHandle.standardError.write(Data("influx-tail: \(message)\n".utf8))
+                }
                 if aggregator.counts.unusable > 0 || aggregator.counts.skippedEntries > 0 {
                     let footer = SummaryTable.footer(aggregator.counts, width: 200).joined(separator: " · ")
                     FileHandle.standardError.write(Data("influx-tail: \(footer)\n".utf8))
@@ -70,13 +80,24 @@ struct SummaryCommand {
         return rows.map { Array(sorted.prefix($0)) } ?? sorted
     }
 
+    /// The rows as JSON lines.
+    private func jsonLines(_ aggregator: SummaryAggregator) -> String {
+        switch view {
+        case .endpoints: return SummaryTable.json(selected(aggregator), slotWidth: aggregator.timeAxis?.slotWidth)
+        case .cache: return CacheAdviceTable.json(selectedCacheRows(aggregator))
+        }
+    }
+
     private func table(_ aggregator: SummaryAggregator, title: String?, height: Int?) -> String {
+        let columns = width ?? Terminal.columns()
+        if view == .cache { return cacheTable(aggregator, title: title, height: height, width: columns) }
         let every = aggregator.rows()
         var shown = selected(aggregator)
-        let columns = width ?? Terminal.columns()
+        let section = whatToCache(aggregator, width: columns)
         if let height {
-            // Title, header, footer (up to three lines) and the cursor's last line stay on screen.
-            let room = max(1, height - 6)
+            // Title, header, footer (up to three lines), the What to cache lines and the cursor's last line
+            // stay on screen.
+            let room = max(1, height - 6 - section.reduce(0) { $0 + ($1 == "\n" ? 1 : 0) })
             if shown.count > room { shown = Array(shown.prefix(room)) }
         }
         return SummaryTable(width: columns, colors: colors).render(
@@ -84,13 +105,14 @@ struct SummaryCommand {
             counts: aggregator.counts,
             title: title,
             allRows: every
-        )
+        ) + section
     }
 
     private func title() -> String {
         let formatter = DateFormatter()
         formatter.dateFormat = "HH:mm:ss"
-        return "\(formatter.string(from: Date()))  \(directory.path)  (\(order.rawValue) first; Ctrl-C to stop)"
+        let order = view == .cache ? "most waiting saved" : "\(self.order.rawValue)"
+        return "\(formatter.string(from: Date()))  \(directory.path)  (\(order) first; Ctrl-C to stop)"
     }
 
     /// Redraws every second (in place on a terminal; appended when something changed otherwise) until
@@ -105,7 +127,7 @@ struct SummaryCommand {
         var warned = warned
         func draw() {
             if json {
-                Terminal.write(SummaryTable.json(selected(aggregator), slotWidth: aggregator.timeAxis?.slotWidth))
+                Terminal.write(jsonLines(aggregator))
             } else if let screen {
                 screen.draw(table(aggregator, title: title(), height: Terminal.rows))
             } else {
