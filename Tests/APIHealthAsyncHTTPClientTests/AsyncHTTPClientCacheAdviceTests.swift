@@ -19,6 +19,8 @@ import Testing
         var configuration = APIHealthConfiguration(serviceName: "ahc-cache-advice")
         configuration.spool = nil
         configuration.capture.cacheAdvice = advising
+        // Eight one-segment paths, each new at first: every one written as itself from its first request.
+        configuration.capture.learningThreshold = 1_000
         configuration.selfMetricsInterval = noPeriodicHealthPoint
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-cache"), clock: clock)
     }
@@ -40,14 +42,24 @@ import Testing
             fetch: { path, headers in
                 var request = HTTPClientRequest(url: server.baseURL + path)
                 for (name, value) in headers { request.headers.add(name: name, value: value) }
-                let response = try await client.execute(request, timeout: .seconds(60), recordingTo: agent, module: "api")
+                let response = try await client.execute(
+                    request,
+                    timeout: .seconds(60),
+                    recordingTo: agent,
+                    module: "api"
+                )
                 for try await _ in response.body {}
                 return Int(response.status.code)
             },
             drop: { path in
                 var request = HTTPClientRequest(url: server.baseURL + path)
                 request.headers.add(name: "X-Stall", value: "1")
-                let response = try await client.execute(request, timeout: .seconds(60), recordingTo: agent, module: "api")
+                let response = try await client.execute(
+                    request,
+                    timeout: .seconds(60),
+                    recordingTo: agent,
+                    module: "api"
+                )
                 #expect(response.status == .ok)
             }
         )
@@ -58,7 +70,9 @@ import Testing
         for (path, expected) in CacheAdviceScenario.expected(dropCounts: true) {
             #expect(observed[path] == expected, "\(path)")
         }
-        let catalogue = Self.requests(agent, path: "/catalogue").sorted { $0.timestamp < $1.timestamp }
+        let catalogue = Self.requests(agent, path: "/catalogue").sorted {
+            ($0.timestamp?.nanosecondsSinceEpoch ?? 0) < ($1.timestamp?.nanosecondsSinceEpoch ?? 0)
+        }
         let repeatedDurations = catalogue.dropFirst().compactMap { point -> Double? in
             guard case .float(let milliseconds) = point.fields.first(where: { $0.key == "duration_ms" })?.value
             else { return nil }

@@ -19,6 +19,8 @@ import FoundationNetworking
         var configuration = APIHealthConfiguration(serviceName: "cache-advice")
         configuration.spool = nil
         configuration.capture.cacheAdvice = advising
+        // Eight one-segment paths, each new at first: every one written as itself from its first request.
+        configuration.capture.learningThreshold = 1_000
         configuration.selfMetricsInterval = noPeriodicHealthPoint
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "cache-advice"), clock: clock)
     }
@@ -70,7 +72,9 @@ import FoundationNetworking
             #expect(observed[path] == expected, "\(path)")
         }
         // The waiting a cache would have saved is the repeated requests' own durations.
-        let catalogue = Self.requests(agent, path: "/catalogue").sorted { $0.timestamp < $1.timestamp }
+        let catalogue = Self.requests(agent, path: "/catalogue").sorted {
+            ($0.timestamp?.nanosecondsSinceEpoch ?? 0) < ($1.timestamp?.nanosecondsSinceEpoch ?? 0)
+        }
         let repeatedDurations = catalogue.dropFirst().compactMap { point -> Double? in
             guard case .float(let milliseconds) = point.fields.first(where: { $0.key == "duration_ms" })?.value
             else { return nil }
@@ -79,7 +83,11 @@ import FoundationNetworking
         #expect(repeatedDurations.count == 2)
         let saved = CacheAdviceScenario.repeatedMilliseconds(points)["/catalogue"] ?? 0
         #expect(abs(saved - repeatedDurations.reduce(0, +)) < 0.001, "\(saved) \(repeatedDurations)")
-        #expect(points.allSatisfy { point in !point.fields.contains { $0.key == "cache_served_locally" && $0.value != .int(0) } })
+        #expect(
+            points.allSatisfy { point in
+                !point.fields.contains { $0.key == "cache_served_locally" && $0.value != .int(0) }
+            }
+        )
         session.invalidateAndCancel()
         await agent.shutdown(deadline: .seconds(5))
         try await server.shutdown()

@@ -170,9 +170,21 @@ import Testing
         #expect(verdict == CacheAdvisor.Verdict(storable: false, repeated: true, ageBucket: 0))
         // A response no cache could keep (a POST, a 500 without a lifetime) is never compared, and leaves the
         // table as it was.
-        verdict = advisor.judge(url: "https://a/z", statusCode: 200, policy: Self.policy("POST"), digest: same, at: .zero)
+        verdict = advisor.judge(
+            url: "https://a/z",
+            statusCode: 200,
+            policy: Self.policy("POST"),
+            digest: same,
+            at: .zero
+        )
         #expect(verdict == CacheAdvisor.Verdict())
-        verdict = advisor.judge(url: "https://a/z", statusCode: 500, policy: Self.policy("GET", 500), digest: same, at: .zero)
+        verdict = advisor.judge(
+            url: "https://a/z",
+            statusCode: 500,
+            policy: Self.policy("GET", 500),
+            digest: same,
+            at: .zero
+        )
         #expect(verdict == CacheAdvisor.Verdict())
         #expect(advisor.count == 3)
     }

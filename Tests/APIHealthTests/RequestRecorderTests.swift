@@ -55,7 +55,9 @@ import Testing
     @Test func closingRecordsWhatWaitsThenTheLastThenRefusesLaterSamples() throws {
         let agent = try makeAgent()
         for index in 1...3 {
-            #expect(agent.recorder.recordLater(now: .zero, .sample(sample(index), URLRequest(url: sample(index).url))))
+            #expect(
+                agent.recorder.recordLater(now: .zero, .sample(sample(index), URLRequest(url: sample(index).url), nil))
+            )
         }
         var recordedBeforeLast: UInt64 = 0
         agent.recorder.close {
@@ -64,7 +66,7 @@ import Testing
         }
         #expect(recordedBeforeLast == 3)
         #expect(agent.pending.currentMetrics.pointsRecorded == 4)
-        #expect(!agent.recorder.recordLater(now: .zero, .sample(sample(5), URLRequest(url: sample(5).url))))
+        #expect(!agent.recorder.recordLater(now: .zero, .sample(sample(5), URLRequest(url: sample(5).url), nil)))
         #expect(agent.pending.droppedAfterClose == 1)
     }
 }

@@ -163,7 +163,11 @@ if mode == "ahc-observation" {
     Task.detached {
         do {
             let server = try await LoopbackHTTPServer.start(threads: 1) { _ in
-                LoopbackHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: .bytes(probeBody))
+                LoopbackHTTPServer.Response(
+                    status: 200,
+                    headers: [("Content-Type", "application/json")],
+                    body: .bytes(probeBody)
+                )
             }
             let url = server.baseURL + "/users/1"
             if mode.hasPrefix("urlsession") {

@@ -43,7 +43,11 @@ public final class CacheAdviceScenario: Sendable {
             }
             switch request.path {
             case "/catalogue":
-                return .json(200, String(decoding: Self.catalogue, as: UTF8.self), headers: [("Cache-Control", "no-store")])
+                return .json(
+                    200,
+                    String(decoding: Self.catalogue, as: UTF8.self),
+                    headers: [("Cache-Control", "no-store")]
+                )
             case "/prices":
                 return .json(200, #"{"price":\#(call)}"#, headers: [("Cache-Control", "public, max-age=60")])
             case "/items":
@@ -63,7 +67,10 @@ public final class CacheAdviceScenario: Sendable {
                 return LoopbackHTTPServer.Response(status: 200, body: .bytes(body))
             case "/dropped":
                 if request.header("X-Stall") == "1" {
-                    return LoopbackHTTPServer.Response(status: 200, body: .stalled(totalBytes: 1 << 20, sentBytes: 65_536))
+                    return LoopbackHTTPServer.Response(
+                        status: 200,
+                        body: .stalled(totalBytes: 1 << 20, sentBytes: 65_536)
+                    )
                 }
                 return LoopbackHTTPServer.Response(status: 200, body: .bytes(Self.large))
             default:
@@ -81,12 +88,15 @@ public final class CacheAdviceScenario: Sendable {
         fetch: (_ pathAndQuery: String, _ headers: [(String, String)]) async throws -> Int,
         drop: (_ pathAndQuery: String) async throws -> Void
     ) async throws {
-        for path in ["/catalogue", "/prices", "/items?page=1", "/items?page=2", "/document", "/chunked", "/large", "/tail"] {
+        for path in [
+            "/catalogue", "/prices", "/items?page=1", "/items?page=2", "/document", "/chunked", "/large", "/tail",
+        ] {
             _ = try await fetch(path, [])
         }
         advance(.seconds(5))
-        for path in ["/catalogue", "/prices", "/items?page=1", "/items?page=2", "/chunked", "/large", "/tail", "/dropped"]
-        {
+        for path in [
+            "/catalogue", "/prices", "/items?page=1", "/items?page=2", "/chunked", "/large", "/tail", "/dropped",
+        ] {
             _ = try await fetch(path, [])
         }
         let revalidated = try await fetch("/document", [("If-None-Match", Self.etag)])
@@ -117,15 +127,39 @@ public final class CacheAdviceScenario: Sendable {
     public static func expected(dropCounts: Bool) -> [String: Expected] {
         [
             // 0 s, 5 s, 61 s: repeats 5 s and 56 s old, never storable (no-store).
-            "/catalogue": Expected(storable: 0, noStore: 3, withLifetime: 0, revalidated: 0, repeated: [0, 1, 2, 2, 2, 2]),
+            "/catalogue": Expected(
+                storable: 0,
+                noStore: 3,
+                withLifetime: 0,
+                revalidated: 0,
+                repeated: [0, 1, 2, 2, 2, 2]
+            ),
             // A new body each time, with a lifetime.
-            "/prices": Expected(storable: 2, noStore: 0, withLifetime: 2, revalidated: 0, repeated: [0, 0, 0, 0, 0, 0]),
+            "/prices": Expected(
+                storable: 2,
+                noStore: 0,
+                withLifetime: 2,
+                revalidated: 0,
+                repeated: [0, 0, 0, 0, 0, 0]
+            ),
             // Two URLs under one endpoint, each repeated once, 5 s later.
             "/items": Expected(storable: 4, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 2, 2, 2, 2, 2]),
             // 200 at 0 s, 304 at 5 s (the stored response confirmed then), 200 at 61 s: 56 s after the
             // confirmation, not 61 s after the body came.
-            "/document": Expected(storable: 2, noStore: 0, withLifetime: 0, revalidated: 1, repeated: [0, 0, 1, 1, 1, 1]),
-            "/chunked": Expected(storable: 2, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 1, 1, 1, 1, 1]),
+            "/document": Expected(
+                storable: 2,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 1,
+                repeated: [0, 0, 1, 1, 1, 1]
+            ),
+            "/chunked": Expected(
+                storable: 2,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                repeated: [0, 1, 1, 1, 1, 1]
+            ),
             "/large": Expected(storable: 2, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 1, 1, 1, 1, 1]),
             // The third body differs in its last byte only.
             "/tail": Expected(storable: 3, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 1, 1, 1, 1, 1]),
@@ -156,7 +190,9 @@ public final class CacheAdviceScenario: Sendable {
                 }
                 return -1_000_000
             }
-            var entry = result[path] ?? Expected(storable: 0, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 0, 0, 0, 0, 0])
+            var entry =
+                result[path]
+                ?? Expected(storable: 0, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 0, 0, 0, 0, 0])
             entry.storable += int(F.cacheStorable)
             entry.noStore += int(F.cacheNoStore)
             entry.withLifetime += int(F.cacheWithLifetime)

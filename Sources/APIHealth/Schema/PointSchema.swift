@@ -296,7 +296,9 @@ public enum PointSchema {
         [
             IntervalField.cacheStorable, IntervalField.cacheNoStore, IntervalField.cacheWithLifetime,
             IntervalField.cacheRevalidated, IntervalField.cacheServedLocally,
-        ] + IntervalField.cacheAgeBounds.map(IntervalField.cacheRepeated(withinSeconds:)) + [IntervalField.cacheRepeated]
+        ] + IntervalField.cacheAgeBounds.map(IntervalField.cacheRepeated(withinSeconds:)) + [
+            IntervalField.cacheRepeated
+        ]
         + IntervalField.cacheAgeBounds.map(IntervalField.cacheRepeatedMilliseconds(withinSeconds:))
         + [IntervalField.cacheRepeatedMilliseconds]
     /// Fields of the agent's own health points.
