@@ -7,7 +7,7 @@ import LineProtocol
 import Logging
 import TestSupport
 
-@_spi(Benchmarking) @testable import APIHealth
+@_spi(Benchmarking) @_spi(Package) @testable import APIHealth
 
 /// The query files in `dashboards/`, read as the dashboards carry them.
 enum DashboardFiles {
@@ -64,8 +64,16 @@ enum DashboardDataSet {
         var interval: Int
         /// Seconds after the interval's start.
         var offset: Double
+        /// The response's `Cache-Control` header, if it had one.
+        var cacheControl: String?
+        /// Whether the cache advisor found that a cache may store the response.
+        var storable: Bool
+        /// For a response the cache advisor found repeated (the same body as the previous response of its URL),
+        /// how many seconds old that previous response was; `nil` for one not repeated.
+        var repeatedAfter: Double?
 
         var failed: Bool { (status ?? 600) >= 400 }
+        var noStore: Bool { cacheControl == "no-store" }
         var statusClass: String { status.map { "\($0 / 100)xx" } ?? "error" }
         var statusTag: String { status.map { "\($0)" } ?? "error" }
         var endpoint: String { "\(host) \(method) \(path)" }
@@ -78,11 +86,22 @@ enum DashboardDataSet {
     static let aggregatesOnly = "replica-3"
     static let intervals = 6
     static let intervalSeconds: Int64 = 10
+    /// The replicas whose interval points carry the cache fields (`capture.cacheAdvice`) in
+    /// ``recordGivingCacheAdvice(_:through:intervalEnds:)``: replica-3 (the staging one) gives no cache advice.
+    static let cacheAdvice: Set<String> = ["replica-1", "replica-2"]
+    /// The ages of the previous responses repeated ones repeat, in seconds: on both sides of the age bounds.
+    static let repeatAges: [Double] = [0.5, 1, 7, 10, 42, 60, 61, 240, 300, 1_200, 3_600, 86_400]
 
     static func samples() -> [Sample] {
         (0..<240).map { index in
             let users = index % 2 == 0
             let status: Int? = index % 23 == 0 ? nil : index % 10 == 0 ? 500 : index % 17 == 0 ? 404 : 200
+            // The users endpoint answers some requests with no-store and some with a lifetime; a cache may store
+            // its successful responses but the no-store ones, and two in three of those repeat the previous
+            // response of their URL. The search endpoint (POST) is never stored.
+            let cacheControl: String? =
+                !users ? nil : index % 9 == 4 ? "no-store" : index % 4 == 2 ? "max-age=60" : nil
+            let storable = users && status == 200 && cacheControl != "no-store"
             return Sample(
                 instance: instances[(index / 5) % 3],
                 host: index % 3 == 0 ? "api-b.example.com" : "api-a.example.com",
@@ -93,9 +112,48 @@ enum DashboardDataSet {
                 status: status,
                 duration: index % 7 == 3 ? 250 + Double(index) * 1.5 : Double((index * 37) % 101) + 0.25,
                 interval: index / 40,
-                offset: Double(index % 40) * 0.25
+                offset: Double(index % 40) * 0.25,
+                cacheControl: cacheControl,
+                storable: storable,
+                repeatedAfter: storable && index % 3 != 2 ? repeatAges[(index / 2) % repeatAges.count] : nil
             )
         }
+    }
+
+    /// The columns of the "What to cache" panel after the endpoint's host, method and path.
+    static let whatToCacheColumns = [
+        "requests", "repeated_share", "saved_ms", "saved_ms_max_age_60s", "storable_share", "no_store",
+    ]
+
+    /// What the "What to cache" panel shows for an endpoint with `samples`: its columns by name.
+    static func whatToCache(_ samples: [Sample]) -> [String: Double] {
+        let count = Double(samples.count)
+        let repeated = samples.filter { $0.repeatedAfter != nil }
+        return [
+            "requests": count,
+            "repeated_share": Double(repeated.count) / count,
+            "saved_ms": repeated.map(\.duration).reduce(0, +),
+            "saved_ms_max_age_60s": repeated.filter { $0.repeatedAfter! <= 60 }.map(\.duration).reduce(0, +),
+            "storable_share": Double(samples.filter(\.storable).count) / count,
+            "no_store": Double(samples.filter(\.noStore).count),
+        ]
+    }
+
+    /// The cache fields an agent giving cache advice adds to the interval point of `samples` (``CacheCounts``).
+    static func cacheFields(of samples: [Sample]) -> [Point.Field] {
+        var counts = CacheCounts()
+        for sample in samples {
+            let policy = CachePolicy(method: sample.method, statusCode: sample.status ?? 0) {
+                $0 == "Cache-Control" ? sample.cacheControl : nil
+            }
+            let verdict = CacheAdvisor.Verdict(
+                storable: sample.storable,
+                repeated: sample.repeatedAfter != nil,
+                ageBucket: sample.repeatedAfter.map { CacheAdvisor.ageBucket(of: .seconds($0)) }
+            )
+            counts.add(verdict, policy: policy, servedLocally: false, nanoseconds: Int64(sample.duration * 1e6))
+        }
+        return counts.fields()
     }
 
     /// The samples written as raw points too.
@@ -141,7 +199,45 @@ enum DashboardDataSet {
         through agents: [String: APIHealthAgent],
         intervalEnds: [Int64]
     ) -> [String: Int] {
+        record(samples, through: agents, intervalEnds: intervalEnds, cacheAdvice: []).parseFailures
+    }
+
+    /// Records the samples as ``record(_:through:intervalEnds:)`` does, and returns with the parse failures the
+    /// cache fields the interval points of the replicas in ``cacheAdvice`` carry when the agent gives cache advice:
+    /// per interval point, a point of the same series and time with the cache fields of its samples only, which
+    /// the server merges with the agent's. They are for the test to write to the server itself: an agent nudges a
+    /// second point of a series at the same instant to the next free one.
+    static func recordGivingCacheAdvice(
+        _ samples: [Sample],
+        through agents: [String: APIHealthAgent],
+        intervalEnds: [Int64]
+    ) -> (parseFailures: [String: Int], cacheFields: [Point]) {
+        record(samples, through: agents, intervalEnds: intervalEnds, cacheAdvice: cacheAdvice)
+    }
+
+    /// `points` as line protocol, timestamps in nanoseconds.
+    static func lines(_ points: [Point]) throws -> [UInt8] {
+        var lines: [UInt8] = []
+        let encoder = LineEncoder()
+        for point in points { try encoder.encode(point, into: &lines) }
+        return lines
+    }
+
+    private static func record(
+        _ samples: [Sample],
+        through agents: [String: APIHealthAgent],
+        intervalEnds: [Int64],
+        cacheAdvice: Set<String>
+    ) -> (parseFailures: [String: Int], cacheFields: [Point]) {
         var parseFailures: [String: Int] = [:]
+        var cacheFields: [Point] = []
+        // Handed each interval's points by `recordIntervalPoints`, before it returns.
+        let taken = Locked<[String: [Point]]>([:])
+        for instance in cacheAdvice {
+            agents[instance]!.observeIntervalPoints { points in
+                taken.withLock { $0[instance, default: []] += points }
+            }
+        }
         for interval in 0..<intervals {
             let end = intervalEnds[interval]
             for (index, sample) in samples.enumerated() where sample.interval == interval {
@@ -175,8 +271,31 @@ enum DashboardDataSet {
             for agent in agents.values {
                 agent.recordIntervalPoints(endingAt: Timestamp(nanosecondsSinceEpoch: end * 1_000_000_000))
             }
+            for instance in cacheAdvice.sorted() {
+                let points = taken.withLock { $0.removeValue(forKey: instance) ?? [] }
+                for point in points {
+                    typealias Tag = PointSchema.Tag
+                    let inPoint = samples.filter {
+                        $0.interval == interval && $0.instance == instance && $0.host == point.tag(Tag.host)
+                            && $0.method == point.tag(Tag.method) && $0.path == point.tag(Tag.path)
+                            && $0.statusClass == point.tag(Tag.statusClass)
+                    }
+                    precondition(
+                        point.field(PointSchema.IntervalField.count) == .int(Int64(inPoint.count)),
+                        "\(point) holds \(inPoint.count) samples"
+                    )
+                    cacheFields.append(
+                        Point(
+                            measurement: point.measurement,
+                            tags: point.tags,
+                            fields: Self.cacheFields(of: inPoint),
+                            timestamp: point.timestamp
+                        )
+                    )
+                }
+            }
         }
-        return parseFailures
+        return (parseFailures, cacheFields)
     }
 
     /// The cumulative histogram of `values` (ms) over `bounds` (ms) as the agent writes it: per bound, the

@@ -31,8 +31,8 @@ private typealias Files = DashboardFiles
     )
     static let fields = Set(
         PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields
-            + PointSchema.intervalFields + PointSchema.objectiveIntervalFields + PointSchema.transportErrorIntervalFields
-            + MetricsSchema.fields
+            + PointSchema.intervalFields + PointSchema.objectiveIntervalFields
+            + PointSchema.transportErrorIntervalFields + PointSchema.cacheIntervalFields + MetricsSchema.fields
     ).union(bucketFields)
     static let metricTypes: Set<String> = [
         MetricsSchema.MetricType.counter, MetricsSchema.MetricType.floatingPointCounter, MetricsSchema.MetricType.meter,
@@ -52,7 +52,7 @@ private typealias Files = DashboardFiles
     /// The values of `group_by`: tags every point carries (env where the service sets it).
     static let groupByValues = ["service", "instance", "env"]
 
-    static let panelCount = 16
+    static let panelCount = 17
 
     @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
         let influxQL = try Files.files("influxql", ".influxql")
@@ -214,6 +214,43 @@ private typealias Files = DashboardFiles
             #expect(readsRawPoints(query) == title.hasPrefix("Raw points:"), "\(title)")
         }
         #expect(titled.filter { readsRawPoints($0.query) }.count == 3 * 3)
+    }
+
+    /// The "What to cache" table has the same columns in every flavour and lists the endpoints where a cache would
+    /// have saved the most waiting first: the Flux query sorts its rows, Grafana sorts the InfluxQL and MetricsQL
+    /// tables, and makes the MetricsQL series (one per endpoint and measure) one row per endpoint.
+    @Test func theWhatToCacheTablesHaveTheSameColumnsAndPutTheMostSavedFirst() throws {
+        let columns = DashboardDataSet.whatToCacheColumns
+        let flux = try Files.flux("what_to_cache")
+        let fluxRow = try #require(flux.components(separatedBy: "|> map(fn: (r) => ({").last)
+        #expect(Files.matches(#"([a-z0-9_]+): r\."#, in: fluxRow) == ["host", "method", "path"] + columns)
+        #expect(flux.contains(#"|> sort(columns: ["cache_repeated_ms"], desc: true)"#))
+        #expect(fluxRow.contains("saved_ms: r.cache_repeated_ms,"))
+        #expect(Files.matches(#"AS "([^"]+)""#, in: try Files.influxQL("what_to_cache")) == columns)
+        let metricsQL = try MetricsQLDashboardTests.file("what_to_cache")
+        #expect(Files.matches(#""measure", "([^"]+)"\)"#, in: metricsQL) == columns)
+
+        for name in ["apihealth-influxql", "apihealth-victoriametrics"] {
+            let dashboard = try #require(try Files.json("grafana/dashboards/\(name).json") as? [String: Any])
+            let panel = try #require(
+                (dashboard["panels"] as! [[String: Any]]).first {
+                    ($0["description"] as? String)?.hasPrefix("What to cache") == true
+                },
+                "\(name)"
+            )
+            #expect(panel["type"] as? String == "table")
+            let sortBy = (panel["options"] as? [String: Any])?["sortBy"] as? [[String: Any]]
+            #expect(sortBy?.count == 1 && sortBy?.first?["displayName"] as? String == "saved_ms", "\(name)")
+            #expect(sortBy?.first?["desc"] as? Bool == true, "\(name)")
+            guard name == "apihealth-victoriametrics" else { continue }
+            let transformations = try #require(panel["transformations"] as? [[String: Any]])
+            #expect(transformations.map { $0["id"] as? String } == ["labelsToFields", "merge", "organize"])
+            #expect((transformations[0]["options"] as? [String: Any])?["valueLabel"] as? String == "measure")
+            let order = ((transformations[2]["options"] as? [String: Any])?["indexByName"] as? [String: Int]) ?? [:]
+            #expect(order.sorted { $0.value < $1.value }.map(\.key) == ["host", "method", "path"] + columns)
+            let target = try #require((panel["targets"] as? [[String: Any]])?.first)
+            #expect(target["instant"] as? Bool == true && target["format"] as? String == "time_series")
+        }
     }
 
     static func templateCharts() throws -> [[String: Any]] {

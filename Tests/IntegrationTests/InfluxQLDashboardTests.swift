@@ -67,11 +67,18 @@ import Testing
         for agent in agents.values { agent.start() }
         let samples = DashboardDataSet.samples()
         let ends = DashboardDataSet.intervalEnds()
-        let parseFailures = DashboardDataSet.record(samples, through: agents, intervalEnds: ends)
+        let (parseFailures, cacheFields) = DashboardDataSet.recordGivingCacheAdvice(
+            samples,
+            through: agents,
+            intervalEnds: ends
+        )
         for agent in agents.values {
             await agent.shutdown(deadline: .seconds(60))
             #expect(agent.metrics.pointsRejected == 0 && agent.metrics.pointsDropped == 0)
         }
+        let cacheLines = try DashboardDataSet.lines(cacheFields)
+        #expect(try await influx.write(cacheLines).status == 204)
+        #expect(try await influx.waitUntilQueryable(cacheLines))
         let seconds = Double(Self.intervalSeconds)
         func counts(_ samples: [Sample], by key: (Sample) -> String) -> [String: Double] {
             Dictionary(grouping: samples, by: key).mapValues { Double($0.count) }
@@ -187,6 +194,25 @@ import Testing
         }
         let ranked = slowest.compactMap { Self.number($0, "mean_ms") }
         #expect(ranked == ranked.sorted(by: >), "\(ranked)")
+
+        // What to cache, per endpoint: only the replicas giving cache advice count, each filter keeps its part of
+        // them, and staging (replica-3, without cache advice) has no row.
+        let advised = samples.filter { DashboardDataSet.cacheAdvice.contains($0.instance) }
+        for (instance, env, kept) in [
+            (".*", ".*", advised),
+            ("replica-2", ".*", advised.filter { $0.instance == "replica-2" }),
+            (".*", "prod", advised),
+            (".*", "staging", []),
+        ] {
+            let rows = try await influx.query(try Self.query("what_to_cache", instance: instance, env: env))
+            let expected = Dictionary(grouping: kept, by: \.endpoint).mapValues(DashboardDataSet.whatToCache)
+            #expect(rows.count == expected.count, "instance \(instance), env \(env)")
+            for column in DashboardDataSet.whatToCacheColumns {
+                let measured = Self.values(rows, by: ["host", "method", "path"], column: column)
+                let wanted = expected.mapValues { $0[column]! }
+                #expect(Self.close(measured, wanted), "instance \(instance), env \(env), \(column): \(measured)")
+            }
+        }
 
         // Parse failures, and the requests of their endpoints from the interval points (two statements).
         let statements = try Self.query("parse_failure_rate").split(separator: ";")

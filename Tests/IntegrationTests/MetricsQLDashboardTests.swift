@@ -70,7 +70,7 @@ import Testing
         // Series names: <measurement>_<field> of what the agent writes.
         let fields = DashboardContractTests.fields.union(PointSchema.objectiveIntervalFields)
         for file in files {
-            for name in DashboardFiles.matches(#"\b(apihealth_[a-z_]+)\{"#, in: file.text) {
+            for name in DashboardFiles.matches(#"\b(apihealth_[a-z0-9_]+)\{"#, in: file.text) {
                 let measurement = DashboardContractTests.measurements.sorted { $0.count > $1.count }
                     .first { name.hasPrefix($0 + "_") }
                 let field = measurement.map { String(name.dropFirst($0.count + 1)) }
@@ -103,11 +103,16 @@ import Testing
         for agent in agents.values { agent.start() }
         let samples = DashboardDataSet.samples()
         let ends = DashboardDataSet.intervalEnds()
-        let parseFailures = DashboardDataSet.record(samples, through: agents, intervalEnds: ends)
+        let (parseFailures, cacheFields) = DashboardDataSet.recordGivingCacheAdvice(
+            samples,
+            through: agents,
+            intervalEnds: ends
+        )
         for agent in agents.values {
             await agent.shutdown(deadline: .seconds(60))
             #expect(agent.metrics.pointsDropped == 0 && agent.metrics.pendingLines == 0)
         }
+        #expect(try await victoria.write(try DashboardDataSet.lines(cacheFields)).status == 204)
         #expect(try await victoria.invalidRows() == 0)
         let at = Double(ends.last!)
         let seconds = 3_600.0
@@ -115,13 +120,14 @@ import Testing
             _ name: String,
             groupBy: String = "service",
             instance: String = ".*",
+            env: String = ".*",
             at: Double = at
         ) async throws
             -> [VictoriaMetrics.Sample]
         {
             // The shared server holds other tests' data: this service's series only.
-            let query = try Self.query(name, interval: Int(seconds), instance: instance, groupBy: groupBy)
-                .replacingOccurrences(of: #"env=~".*""#, with: #"env=~".*", service="\#(service)""#)
+            let query = try Self.query(name, interval: Int(seconds), instance: instance, env: env, groupBy: groupBy)
+                .replacingOccurrences(of: #"env=~"\#(env)""#, with: #"env=~"\#(env)", service="\#(service)""#)
             return try await victoria.query(query, at: at)
         }
         func counts(_ samples: [Sample], by key: (Sample) -> String) -> [String: Double] {
@@ -202,6 +208,28 @@ import Testing
                 bounds: bounds,
                 endpoint
             )
+        }
+
+        // What to cache, per endpoint: one series per endpoint and measure, only the replicas giving cache advice
+        // counted; staging (replica-3, without cache advice) has none.
+        let advised = samples.filter { DashboardDataSet.cacheAdvice.contains($0.instance) }
+        for (instance, env, kept) in [
+            (".*", ".*", advised),
+            ("replica-2", ".*", advised.filter { $0.instance == "replica-2" }),
+            (".*", "prod", advised),
+            (".*", "staging", []),
+        ] {
+            let measured = Self.values(
+                try await run("what_to_cache", instance: instance, env: env),
+                by: ["host", "method", "path", "measure"]
+            )
+            var expected: [String: Double] = [:]
+            for (endpoint, endpointSamples) in Dictionary(grouping: kept, by: \.endpoint) {
+                for (column, value) in DashboardDataSet.whatToCache(endpointSamples) {
+                    expected["\(endpoint) \(column)"] = value
+                }
+            }
+            #expect(Self.close(measured, expected), "instance \(instance), env \(env): \(measured)")
         }
 
         // Raw points (the replicas that write them): VictoriaMetrics interpolates within its log buckets (18 a
