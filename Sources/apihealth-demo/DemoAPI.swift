@@ -92,7 +92,7 @@ enum DemoAPI {
         } else if path == "/catalog/search" {
             // Search results change on every call: nothing a cache could have served.
             body =
-                #"{"results":[\#(Int.random(in: 1..<10_000)),\#(Int.random(in: 1..<10_000))],"took_us":\#(Int(latency * 1_000))}"#
+                #"{"id":42,"name":"search","results":[\#(Int.random(in: 1..<10_000)),\#(Int.random(in: 1..<10_000))]}"#
             headers.append(("Cache-Control", "no-cache"))
         } else {
             body = #"{"id":42,"name":"Ada","items":[1,2,3]}"#
