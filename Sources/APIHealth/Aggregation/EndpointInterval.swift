@@ -260,17 +260,20 @@ final class EndpointInterval: @unchecked Sendable {
         }
     }
 
-    /// Counts the cache advisor's verdict on a response (taking `nanoseconds`) of the request about to be
-    /// added, for a caller that holds the lock (the record path's drain, with cache advice).
-    func countHoldingLock(_ judged: JudgedResponse, nanoseconds: Int64) {
-        if state.isClosed || state.isEvicted { return }
-        if state.counts.cache == nil { state.counts.cache = CacheCounts() }
-        state.counts.cache?.add(
-            judged.verdict,
-            policy: judged.policy,
-            servedLocally: judged.servedLocally,
-            nanoseconds: nanoseconds
-        )
+    /// Counts the cache advisor's verdict on a response that took `nanoseconds`, of a request just added
+    /// (the record path's drain, with cache advice). A response whose request reached a closed or
+    /// evicted aggregate is not counted here: its request went to the aggregate in its place, or to none.
+    func count(_ judged: JudgedResponse, nanoseconds: Int64) {
+        lock.withLock {
+            if state.isClosed || state.isEvicted { return }
+            if state.counts.cache == nil { state.counts.cache = CacheCounts() }
+            state.counts.cache?.add(
+                judged.verdict,
+                policy: judged.policy,
+                servedLocally: judged.servedLocally,
+                nanoseconds: nanoseconds
+            )
+        }
     }
 
     /// Adds a request that reached this aggregate after it was evicted: to the aggregate now in its place.

@@ -68,8 +68,7 @@ final class RequestRecorder: Sendable {
         let found: (RequestSeries, EndpointInterval.Added?)?
         do {
             found = try schema.series(for: sample) { series in
-                if let cache { series.interval?.countHoldingLock(cache, nanoseconds: nanoseconds) }
-                return series.interval?.addHoldingLock(
+                series.interval?.addHoldingLock(
                     nanoseconds: nanoseconds,
                     failure: transportFailure ?? (series.succeeds ? .none : .failed),
                     requestBytes: requestBytes,
@@ -81,6 +80,9 @@ final class RequestRecorder: Sendable {
             return false
         }
         guard let (series, counted) = found else { return false }
+        // With cache advice, the verdict on the response (at the drain, off the request's path: a second
+        // acquisition of the lock, which the record path without it never takes).
+        if let cache, let interval = series.interval { interval.count(cache, nanoseconds: nanoseconds) }
         if var added = counted {
             if added == .evicted, let interval = series.interval {
                 // Outside the lock: the aggregate in its place is found under the registry's.
