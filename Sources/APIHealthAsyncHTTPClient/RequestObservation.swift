@@ -33,9 +33,10 @@ package final class RequestObservation: EndedRequestSource {
             traceID: traceID,
             startedAt: Date().timeIntervalSinceReferenceDate
         )
-        var progress = RequestProgress(requestBytes: requestBytes, agent: agent)
-        if agent.digestsBodies { progress.digest = BodyDigest() }
-        self.progress = Locked(progress)
+        // Made in place: a copy would retain the agent once more (a slow retain: the hook holds it weakly).
+        self.progress = Locked(
+            RequestProgress(requestBytes: requestBytes, agent: agent, digest: agent.digestsBodies ? BodyDigest() : nil)
+        )
     }
 
     deinit {

@@ -137,7 +137,7 @@ if mode == "ahc-observation" {
     // made, told of the head, a chunk and the end, then recorded; no request is sent.
     let url = "http://127.0.0.1:8080/users/1"
     let responseHeaders: HTTPHeaders = ["content-type": "application/json", "content-length": "21"]
-    let chunk = ByteBuffer(string: #"{"id":1,"name":"Ada"}"#)
+    let chunk = ByteBuffer(bytes: probeBody)
     for _ in 0..<count {
         let observation = RequestObservation(
             agent: agent,
