@@ -98,13 +98,7 @@ package struct CacheAdviceAggregator: Sendable {
         var requests = 0
         var advised = false
         for field in point.fields {
-            let value: Double
-            switch field.value {
-            case .int(let number): value = Double(number)
-            case .uint(let number): value = Double(number)
-            case .float(let number): value = number
-            default: continue
-            }
+            guard let value = field.value.number else { continue }
             if field.key == PointSchema.IntervalField.count {
                 requests = Self.whole(value)
                 continue

@@ -28,13 +28,7 @@ struct IntervalTotals: Sendable {
         var latencyThreshold: Double?
         var withinLatency: Int?
         for field in point.fields {
-            let value: Double
-            switch field.value {
-            case .int(let number): value = Double(number)
-            case .uint(let number): value = Double(number)
-            case .float(let number): value = number
-            default: continue
-            }
+            guard let value = field.value.number else { continue }
             if field.key == F.count {
                 count = Self.whole(value)
             } else if field.key == F.errors {
@@ -213,5 +207,17 @@ extension SummaryAggregator {
         }
         endpoints[index].intervals.add(point, newest: newestInterval, window: Self.burnWindow)
         cacheAdvice.add(point)
+    }
+}
+
+extension FieldValue {
+    /// An integer, unsigned or float field's value as a `Double`; `nil` for a string or a boolean.
+    var number: Double? {
+        switch self {
+        case .int(let number): Double(number)
+        case .uint(let number): Double(number)
+        case .float(let number): number
+        default: nil
+        }
     }
 }

@@ -72,14 +72,7 @@ import FoundationNetworking
             #expect(observed[path] == expected, "\(path)")
         }
         // The waiting a cache would have saved is the repeated requests' own durations.
-        let catalogue = Self.requests(agent, path: "/catalogue").sorted {
-            ($0.timestamp?.nanosecondsSinceEpoch ?? 0) < ($1.timestamp?.nanosecondsSinceEpoch ?? 0)
-        }
-        let repeatedDurations = catalogue.dropFirst().compactMap { point -> Double? in
-            guard case .float(let milliseconds) = point.fields.first(where: { $0.key == "duration_ms" })?.value
-            else { return nil }
-            return milliseconds
-        }
+        let repeatedDurations = CacheAdviceScenario.repeatedDurations(of: "/catalogue", in: points)
         #expect(repeatedDurations.count == 2)
         let saved = CacheAdviceScenario.repeatedMilliseconds(points)["/catalogue"] ?? 0
         #expect(abs(saved - repeatedDurations.reduce(0, +)) < 0.001, "\(saved) \(repeatedDurations)")

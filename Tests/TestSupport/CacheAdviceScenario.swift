@@ -204,6 +204,22 @@ public final class CacheAdviceScenario: Sendable {
         return result
     }
 
+    /// The `duration_ms` of the raw points of `path` but the first (in the order they started): the requests
+    /// the scenario repeats.
+    public static func repeatedDurations(of path: String, in points: [Point]) -> [Double] {
+        let requests = points.filter {
+            $0.measurement == PointSchema.Measurement.request && $0.tags.contains(Point.Tag(PointSchema.Tag.path, path))
+        }
+        return requests.sorted {
+            ($0.timestamp?.nanosecondsSinceEpoch ?? 0) < ($1.timestamp?.nanosecondsSinceEpoch ?? 0)
+        }
+        .dropFirst().compactMap { point -> Double? in
+            guard case .float(let milliseconds) = point.fields.first(where: { $0.key == "duration_ms" })?.value
+            else { return nil }
+            return milliseconds
+        }
+    }
+
     /// The `cache_repeated_ms` of each path's interval points, summed.
     public static func repeatedMilliseconds(_ points: [Point]) -> [String: Double] {
         var result: [String: Double] = [:]
