@@ -179,11 +179,14 @@ struct StartedRequest: Sendable {
     /// The request's sample after `progress`, its correlation id the first non-empty value of
     /// `correlationHeaders` (the request's before the response's); `nil` for a URL without a host.
     func sample(progress: RequestProgress, correlationHeaders: [String]) -> RequestSample? {
-        guard let url = RequestObservation.parsedURL(url) else { return nil }
+        // A plain URL stays text (the agent reads it as text); any other is parsed, and needs a host.
+        let safe = URLText.isSafe(url)
+        let parsed = safe ? nil : RequestObservation.parsedURL(url)
+        guard safe || parsed != nil else { return nil }
         let correlationID = traceID ?? correlationID(correlationHeaders, responseHeaders: progress.responseHeaders)
-        return RequestSample(
+        var sample = RequestSample(
             method: method,
-            url: url,
+            urlText: url,
             module: module,
             startedAt: Date(timeIntervalSinceReferenceDate: startedAt),
             duration: progress.duration ?? .zero,
@@ -195,6 +198,8 @@ struct StartedRequest: Sendable {
             redirectCount: progress.redirects ?? max(progress.visits - 1, 0),
             correlationID: correlationID
         )
+        if let parsed { sample.url = parsed }
+        return sample
     }
 
     /// What the cache advisor reads of the response after `progress`: `nil` without one.

@@ -202,6 +202,23 @@ private let fixedEndpoints = [
         #expect(tag(schema, "/api/v9/another") == "/api/v9/another")
     }
 
+    @Test func aTemplateReleasedByLearningCountsUnderTheCapAgain() {
+        // `/x/a` is in use for POST and GET; GET's `/x` position is learned, which releases the
+        // templates of its literal values, `/x/a` among them. A POST to `/x/a` then takes its place
+        // under the cap again, so the cap of 3 (`/x/{token}`, `/x/a`, `/z/q`) leaves `/w/r` out.
+        let schema = schema(threshold: 3, cap: 3)
+        for path in ["/x/a", "/x/a"] { _ = tag(schema, path, method: "POST") }
+        for path in ["/x/a", "/x/a", "/x/b", "/x/b", "/x/c", "/x/c"] { _ = tag(schema, path) }
+        #expect(tag(schema, "/x/d") == "/x/{token}")
+        #expect(tag(schema, "/x/a", method: "POST") == "/x/a")
+        for _ in 0..<2 { _ = tag(schema, "/z/q") }
+        #expect(tag(schema, "/z/q") == "/z/q")
+        #expect(schema.pathsOverflowed == 0)
+        for _ in 0..<2 { _ = tag(schema, "/w/r") }
+        #expect(tag(schema, "/w/r") == "{overflow}")
+        #expect(schema.pathsOverflowed > 0)
+    }
+
     @Test func aLearnedTemplateNeverChangesAgain() {
         let schema = schema(threshold: 5)
         for index in 0..<6 { _ = tag(schema, "/s/a-\(letters(index))") }

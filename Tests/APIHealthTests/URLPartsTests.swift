@@ -37,6 +37,61 @@ import Testing
         return text
     }
 
+    @Test func pathSegmentsAreWhatSplittingOnSlashesGives() {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededGenerator(state: seed)
+        let pieces = ["/", "//", "a", "B", "42", "é", "\u{1F600}", "e\u{301}", "-", " ", "%2F", "{id}"]
+        for _ in 0..<RandomCases.count(20_000) {
+            let path = (0..<Int.random(in: 0...8, using: &random)).map { _ in pieces.randomElement(using: &random)! }
+                .joined()
+            let expected = path.split(separator: "/", omittingEmptySubsequences: true)
+            guard path.pathSegments() == expected, Array(PathSegments(path[...])) == expected,
+                path.dropFirst().pathSegments() == path.dropFirst().split(
+                separator: "/", omittingEmptySubsequences: true)
+            else {
+                Issue.record("seed \(seed): \(path.debugDescription): \(path.pathSegments()), split gives \(expected)")
+                return
+            }
+        }
+    }
+
+    @Test(arguments: ["api.example.com", "API.Example.COM", "", "é.example", "ÀB", "x-Y_z.9", "\u{1F600}Q"])
+    func lowercasingOnlyWhenNeededIsLowercasing(text: String) {
+        #expect(text.lowercasedIfNeeded() == text.lowercased())
+        #expect(("/" + text).dropFirst().lowercasedIfNeeded() == text.lowercased())
+    }
+
+    /// A URL kept as text (AsyncHTTPClient's, Vapor's) is one `URL(string:)` takes unchanged: the sample's
+    /// `url` and the text the agent reads agree.
+    @Test func aURLKeptAsTextParsesToItself() {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededGenerator(state: seed)
+        var kept = 0
+        for _ in 0..<RandomCases.count(50_000) {
+            let text = Self.randomURL(&random)
+            guard URLText.isSafe(text) else { continue }
+            kept += 1
+            let sample = RequestSample(
+                method: "GET", urlText: text, module: "m", startedAt: Date(), duration: .zero, statusCode: 200,
+                error: nil, requestBytes: 0, responseBytes: 0, timeToFirstByte: nil, redirectCount: 0,
+                correlationID: nil)
+            guard let url = URL(string: text), url.absoluteString == text, url.host != nil,
+                sample.url == url, sample.urlText == text,
+                URLParts(url, text: text) == URLParts(scheme: url.scheme, host: url.host, port: url.port, path: url.path)
+            else {
+                Issue.record("seed \(seed): \(text.debugDescription) kept as text, URL reads \(String(describing: URL(string: text)))")
+                return
+            }
+        }
+        #expect(kept > RandomCases.count(5_000), "\(kept) kept as text (seed \(seed))")
+        for unsafe in [
+            "http://a b/", "http://h/a b", "http://h/%41", "http://h/p#f", "http://h:70000/", "http://ü.de/",
+            "http://u@h/", "http://[::1]/", "h/p", "http://h/\"q\"",
+        ] {
+            #expect(!URLText.isSafe(unsafe), "\(unsafe)")
+        }
+    }
+
     @Test func plainURLsReadAsURLReadsThem() {
         let seed = UInt64.random(in: 0...UInt64.max)
         var random = SeededGenerator(state: seed)

@@ -53,11 +53,7 @@ class InterceptingURLProtocol: URLProtocol {
     private let createdAt = Date()
 
     override class func canInit(with request: URLRequest) -> Bool {
-        guard let url = request.url, let scheme = url.scheme,
-            scheme == "https" || scheme == "http" || ["http", "https"].contains(scheme.lowercased())
-        else {
-            return false
-        }
+        guard let url = request.url, Self.isHTTP(url) else { return false }
         if URLProtocol.property(forKey: handledKey, in: request) != nil { return false }
         guard let registration = CaptureRegistry.shared.registration(for: self), registration.recorder.isCapturing,
             !registration.recorder.isExcluded(url)
@@ -68,6 +64,26 @@ class InterceptingURLProtocol: URLProtocol {
             return false
         }
         return true
+    }
+
+    /// Whether `url`'s scheme is `http` or `https`, in any case (read from its text: Foundation's
+    /// `scheme` parses the URL again).
+    private static func isHTTP(_ url: URL) -> Bool {
+        let text = url.absoluteString
+        var bytes = text.utf8.makeIterator()
+        for expected in "http".utf8 {
+            guard let byte = bytes.next(), byte | 0x20 == expected else { return fallbackIsHTTP(url) }
+        }
+        switch bytes.next() {
+        case UInt8(ascii: ":"): return true
+        case let byte? where byte | 0x20 == UInt8(ascii: "s"): return bytes.next() == UInt8(ascii: ":")
+        default: return fallbackIsHTTP(url)
+        }
+    }
+
+    private static func fallbackIsHTTP(_ url: URL) -> Bool {
+        guard let scheme = url.scheme?.lowercased() else { return false }
+        return scheme == "http" || scheme == "https"
     }
 
     override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }

@@ -19,7 +19,32 @@ public struct RequestSample: Sendable {
     /// The HTTP method (`GET`, `POST`, …).
     public var method: String
     /// The request's URL; only its scheme, host, port and path are recorded.
-    public var url: URL
+    public var url: URL {
+        get {
+            switch address {
+            case .url(let url): url
+            case .text(let text): URL(string: text) ?? URL(string: "http://invalid")!
+            }
+        }
+        set { address = .url(newValue) }
+    }
+    /// The URL as `url.absoluteString` gives it, read without making a URL of a sample given its URL as
+    /// text.
+    var urlText: String {
+        switch address {
+        case .url(let url): url.absoluteString
+        case .text(let text): text
+        }
+    }
+    /// The URL, or its text when capture was given it as text: a URL is only parsed when something
+    /// reads it (the agent reads the text of a plain URL, see ``URLText``).
+    @usableFromInline var address: Address
+
+    @usableFromInline enum Address: Sendable {
+        case url(URL)
+        /// A URL's text that ``URLText/isSafe(_:)``: `URL(string:)` takes it as it is.
+        case text(String)
+    }
     /// The part of the service that made the call (a feature, a client, a team).
     public var module: String
     /// When the request started: the point's timestamp.
@@ -83,7 +108,7 @@ public struct RequestSample: Sendable {
         correlationID: String? = nil
     ) {
         self.method = method
-        self.url = url
+        self.address = .url(url)
         self.module = module
         self.startedAt = startedAt
         self.duration = duration

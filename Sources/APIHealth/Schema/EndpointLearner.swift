@@ -37,6 +37,12 @@ final class EndpointLearner: Sendable {
     static let newPath = "{new}"
 
     private final class Node {
+        /// The template of the path down to this node (`""` for a root), kept so that a path's
+        /// template is the node its walk ends on, not a string built again for every request.
+        let template: String
+        /// `State.learned` when this node's template was last admitted under the cap: until a position
+        /// is learned (the only event that takes an admitted template out), it still is.
+        var admittedAt: UInt64?
         /// The literal values seen at the position below this node.
         var literals: [String: Node] = [:]
         /// How many of `literals` were seen once only.
@@ -48,10 +54,21 @@ final class EndpointLearner: Sendable {
         /// Whether every value not among `literals` is the parameter: the position was learned.
         var learned = false
         var kinds = ValueKinds.all
+
+        init(template: String) { self.template = template }
+
+        /// A node for the position below this one, named `name`.
+        func below(_ name: String) -> Node { Node(template: template + "/" + name) }
+    }
+
+    /// A tree's root: the host and method whose paths it learns.
+    private struct RootKey: Hashable {
+        var host: String
+        var method: String
     }
 
     private struct State {
-        var roots: [String: Node] = [:]
+        var roots: [RootKey: Node] = [:]
         var nodes = 0
         /// `host template` values in use, for the cap.
         var templatesInUse: Set<String> = []
@@ -110,59 +127,48 @@ final class EndpointLearner: Sendable {
         return overflowPath
     }
 
-    /// The template of `segments` (already split on `/`) for `host` and `method`, ``newPath``, or the
-    /// overflow path.
-    func template(host: String, method: String, segments: [Substring]) -> String {
+    /// The template of `path` for `host` and `method`, ``newPath``, or the overflow path.
+    func template(host: String, method: String, path: Substring) -> String {
+        template(host: host, method: method, segments: PathSegments(path))
+    }
+
+    private func template(host: String, method: String, segments: some Sequence<Substring>) -> String {
         state.withLock { state -> String in
-            let rootKey = host + " " + method
+            let rootKey = RootKey(host: host, method: method)
             let root: Node
             if let existing = state.roots[rootKey] {
                 root = existing
             } else {
-                root = Node()
+                root = Node(template: "")
                 state.roots[rootKey] = root
                 state.nodes += 1
             }
             var node = root
-            var template = ""
             var heldBack = false
-            for segment in segments.prefix(64) {
-                template += "/"
+            for (position, segment) in segments.enumerated() {
+                guard position < 64 else { break }
                 if let placeholder = PathTemplater.placeholder(for: segment) {
-                    let parameter = parameter(of: node, named: placeholder, state: &state)
-                    template += parameter.name
-                    node = parameter.node
+                    node = parameter(of: node, named: placeholder, state: &state).node
                     continue
                 }
                 if node.learned, let parameter = node.parameter {
-                    template += parameter.name
                     node = parameter.node
                     continue
                 }
-                let literal = segment.lowercased()
+                let literal = segment.lowercasedIfNeeded()
                 if let next = node.literals[literal] {
                     if !next.seenAgain {
                         next.seenAgain = true
                         node.singletons -= 1
                     }
-                    template += literal
                     node = next
                     continue
                 }
                 if node.literals.count >= threshold {
-                    let parameter = learn(
-                        node,
-                        prefix: String(template.dropLast()),
-                        host: host,
-                        literal: literal,
-                        state: &state
-                    )
-                    template += parameter.name
-                    node = parameter.node
+                    node = learn(node, host: host, literal: literal, state: &state).node
                     continue
                 }
                 node.kinds.formIntersection(ValueKinds(of: literal))
-                template += literal
                 let (next, kept) = child(of: node, literal, state: &state)
                 if kept {
                     if node.singletons >= maximumSingletons || !Self.looksLikeWord(segment) { heldBack = true }
@@ -171,15 +177,18 @@ final class EndpointLearner: Sendable {
                 node = next
             }
             if heldBack { return Self.newPath }
-            if template.isEmpty { template = "/" }
-            return admit(host: host, template: template, state: &state)
+            let template = node.template.isEmpty ? "/" : node.template
+            if node.admittedAt == state.learned { return template }
+            let admitted = admit(host: host, template: template, state: &state)
+            if admitted != overflowPath { node.admittedAt = state.learned }
+            return admitted
         }
     }
 
     /// The parameter of the position below `node`, named `name` if it has none yet.
     private func parameter(of node: Node, named name: String, state: inout State) -> (name: String, node: Node) {
         if let existing = node.parameter { return existing }
-        let created = (name: name, node: Node())
+        let created = (name: name, node: node.below(name))
         // Past the node bound the segment is still templated, but nothing below it is learned.
         guard state.nodes < maximumNodes else { return created }
         node.parameter = created
@@ -189,7 +198,7 @@ final class EndpointLearner: Sendable {
 
     /// The literal child `name` of `node`, made now, and whether it is kept in the tree.
     private func child(of node: Node, _ name: String, state: inout State) -> (Node, kept: Bool) {
-        let created = Node()
+        let created = node.below(name)
         // Past the node bound the segment is still templated, but nothing below it is learned.
         guard state.nodes < maximumNodes else { return (created, false) }
         node.literals[name] = created
@@ -202,12 +211,11 @@ final class EndpointLearner: Sendable {
     /// dropped and the templates written for them give their places under the cap back.
     private func learn(
         _ node: Node,
-        prefix: String,
         host: String,
         literal: String,
         state: inout State
     ) -> (name: String, node: Node) {
-        let released = node.literals.keys.map { host + " " + prefix + "/" + $0 }
+        let released = node.literals.keys.map { host + " " + node.template + "/" + $0 }
         state.templatesInUse = state.templatesInUse.filter { key in
             !released.contains { key == $0 || key.hasPrefix($0 + "/") }
         }
@@ -219,7 +227,8 @@ final class EndpointLearner: Sendable {
         if let existing = node.parameter {
             parameter = existing
         } else {
-            parameter = (node.kinds.intersection(ValueKinds(of: literal)).parameterName, Node())
+            let name = node.kinds.intersection(ValueKinds(of: literal)).parameterName
+            parameter = (name, node.below(name))
             node.parameter = parameter
             state.nodes += 1
         }

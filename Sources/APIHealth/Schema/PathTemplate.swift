@@ -36,7 +36,7 @@ package struct PathTemplater: Sendable {
     /// The template of `path` on `host` (lowercased, with any port), from the rules alone: what the
     /// agent writes also depends on what it has learned of the traffic (see the README).
     package func template(host: String, path: String) -> String {
-        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+        let segments = path.pathSegments()
         if let ruled = ruleTemplate(host: host, segments: segments) { return ruled }
         if segments.isEmpty { return "/" }
         var result = ""
@@ -46,6 +46,9 @@ package struct PathTemplater: Sendable {
         }
         return result
     }
+
+    /// Whether any user rule is configured.
+    var hasRules: Bool { !rules.isEmpty }
 
     /// The template of the first user rule that matches, if any.
     func ruleTemplate(host: String, segments: [Substring]) -> String? {

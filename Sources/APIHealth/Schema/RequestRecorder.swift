@@ -145,7 +145,7 @@ final class RequestRecorder: Sendable {
     private func judge(_ deferred: DeferredSample, sample: RequestSample, advisor: CacheAdvisor) -> JudgedResponse? {
         guard let statusCode = sample.statusCode, let evidence = deferred.cacheEvidence() else { return nil }
         let verdict = advisor.judge(
-            url: sample.url.absoluteString,
+            url: sample.urlText,
             statusCode: statusCode,
             policy: evidence.policy,
             digest: evidence.digest,

@@ -9,10 +9,11 @@ final class RequestSchema: Sendable {
     private let learner: EndpointLearner
     /// Folds the host names of the `host` tag.
     let hostLearner: HostLearner
+    /// The excluded hosts, lowercased, each entry whole: a request to one of them on any port is left out.
     private let excludedHosts: Set<String>
-    /// The host names of `excludedHosts` (each entry whole, and without a `:port` suffix): a request
-    /// whose host is not among them is not excluded, which most requests learn without their host tag.
-    private let excludedHostNames: Set<String>
+    /// The entries of `excludedHosts` that end in `:port`, split: a request to that host on that port is
+    /// left out (looked up without writing `host:port` out for every request).
+    private let excludedHostPorts: Set<HostAndPort>
     /// Decides, once per series, whether its requests succeed.
     private let successPolicy: SuccessPolicy
     /// The capture filter, if one is configured.
@@ -22,6 +23,8 @@ final class RequestSchema: Sendable {
     /// again. Emptied whenever the series of some URL changes (a path or host position learned, an
     /// endpoint's aggregate evicted).
     private let rendered = RenderedSeries()
+    /// The scheme, host and port of the URLs called lately, resolved (excluded or not, host tag).
+    private let authorities = AuthorityCache()
     /// The request fields' keys, checked and escaped once.
     private let keys = RequestFieldKeys()
     /// `service`, `instance` and the global tags as configured.
@@ -60,15 +63,14 @@ final class RequestSchema: Sendable {
             for url in destination.urls { excluded.insert(Self.hostTag(url)) }
         }
         self.excludedHosts = excluded
-        var names = excluded
-        for entry in excluded {
-            if let colon = entry.lastIndex(of: ":"),
-                entry[entry.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber })
-            {
-                names.insert(String(entry[..<colon]))
+        self.excludedHostPorts = Set(
+            excluded.compactMap { entry in
+                guard let colon = entry.lastIndex(of: ":"), let port = Int(entry[entry.index(after: colon)...]),
+                    entry[entry.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber })
+                else { return nil }
+                return HostAndPort(name: String(entry[..<colon]), port: port)
             }
-        }
-        self.excludedHostNames = names
+        )
         self.successPolicy = SuccessPolicy(configuration.capture.successRules)
         self.filter = configuration.capture.filter
         self.configuredEveryPointTags = configuration.everyPointTags
@@ -121,12 +123,12 @@ final class RequestSchema: Sendable {
 
     /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.
     func foldedHostTag(_ url: URL) -> String {
-        foldedHostTag(URLParts(scheme: url.scheme, host: url.host, port: url.port, path: ""))
+        foldedHostTag(URLParts(scheme: url.scheme, host: url.host, port: url.port, path: "").lowercased())
     }
 
-    /// The `host` tag of a URL with `parts`.
+    /// The `host` tag of a URL with `parts` (its host lowercased).
     func foldedHostTag(_ parts: URLParts) -> String {
-        var name = parts.host?.lowercased() ?? "unknown"
+        var name = parts.host ?? "unknown"
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         return hostLearner.tag(name: name, port: parts.port)
     }
@@ -141,35 +143,44 @@ final class RequestSchema: Sendable {
         return port.map { "\(host):\($0)" } ?? host
     }
 
+    /// Whether requests to `url` are left out (its text read in place when it is a plain URL).
     func isExcluded(_ url: URL) -> Bool {
-        isExcluded(URLParts(scheme: url.scheme, host: url.host, port: url.port, path: ""))
+        let text = url.absoluteString
+        if let excluded = authorities.isExcluded(text, exclusion: isExcluded) { return excluded }
+        return isExcluded(URLParts(url, text: text, readingPath: false).lowercased())
     }
 
-    /// Whether requests to a URL with `parts` are left out (the write destinations, configured hosts).
+    /// Whether requests to a URL with `parts` (its host lowercased) are left out (the write
+    /// destinations, configured hosts).
     func isExcluded(_ parts: URLParts) -> Bool {
-        guard let host = parts.host else { return true }
-        if excludedHostNames.isEmpty { return false }
-        let name = host.lowercased()
-        guard excludedHostNames.contains(name) else { return false }
-        return excludedHosts.contains(name) || excludedHosts.contains(Self.hostTag(host: host, port: parts.port))
+        guard let name = parts.host else { return true }
+        if excludedHosts.isEmpty { return false }
+        if excludedHosts.contains(name) { return true }
+        guard let port = parts.port, !excludedHostPorts.isEmpty else { return false }
+        return excludedHostPorts.contains(HostAndPort(name: name, port: port))
+    }
+
+    private struct HostAndPort: Hashable {
+        var name: String
+        var port: Int
     }
 
     /// The templated path (a user rule's, else a learned one), or the overflow value once the cap of
     /// distinct paths is reached.
     func pathTag(host: String, method: String, url: URL) -> String {
-        pathTag(host: host, method: method, path: url.path)
+        pathTag(host: host, method: method, path: url.path[...])
     }
 
     /// The templated path of `path` (as `URL.path` gives it).
-    func pathTag(host: String, method: String, path: String) -> String {
-        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-        if let ruled = templater.ruleTemplate(host: host, segments: segments) {
+    func pathTag(host: String, method: String, path: Substring) -> String {
+        if templater.hasRules, let ruled = templater.ruleTemplate(host: host, segments: path.pathSegments()) {
             return learner.admit(host: host, template: ruled)
         }
-        return learner.template(host: host, method: Self.methodTag(method), segments: segments)
+        return learner.template(host: host, method: Self.methodTag(method), path: path)
     }
 
     static func methodTag(_ method: String) -> String {
+        if knownMethods.contains(method) { return method }
         let upper = method.uppercased()
         return knownMethods.contains(upper) ? upper : "OTHER"
     }
@@ -184,7 +195,7 @@ final class RequestSchema: Sendable {
         for sample: RequestSample,
         counting count: (RequestSeries) -> Counted
     ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
-        let url = sample.url.absoluteString
+        let url = sample.urlText
         let hash = SeriesCache.hash(url, statusCode: sample.statusCode)
         let (found, generation) = rendered.series(for: sample, url: url, hash: hash, counting: count)
         if let found { return found }
@@ -200,19 +211,23 @@ final class RequestSchema: Sendable {
         generation: UInt64,
         counting count: (RequestSeries) -> Counted
     ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
-        let url = sample.url.absoluteString
-        let parts = URLParts(sample.url, text: url)
-        guard !isExcluded(parts) else { return nil }
-        let host = foldedHostTag(parts)
-        let path = pathTag(host: host, method: sample.method, path: parts.path)
+        let url = sample.urlText
+        let (authority, urlPath) = authorities.resolve(sample, text: url, generation: generation) { parts in
+            let excluded = isExcluded(parts)
+            return ResolvedAuthority(parts: parts, excluded: excluded, hostTag: excluded ? "" : foldedHostTag(parts))
+        }
+        guard !authority.excluded else { return nil }
+        let parts = authority.parts
+        let host = authority.hostTag
+        let path = pathTag(host: host, method: sample.method, path: urlPath)
         // An overflowed path is not cached: it is counted each time; nor a path held back as new,
         // which has its template once its values are seen again.
         let caches = path != configuration.capture.overflowPath && path != EndpointLearner.newPath
         // A URL not seen before whose endpoint was: its series is the endpoint's (the URL's host is in
         // the key, with its scheme and port, for the success rules and exclusions that read them).
         let endpointKey = EndpointSeriesKey(
-            scheme: parts.scheme?.lowercased() ?? "",
-            host: parts.host?.lowercased() ?? "",
+            scheme: parts.scheme ?? "",
+            host: parts.host ?? "",
             port: parts.port,
             hostTag: host,
             path: path,

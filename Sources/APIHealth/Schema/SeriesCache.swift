@@ -20,7 +20,8 @@ struct SeriesCache {
         withUTF8Bytes(url) { hash($0, statusCode: statusCode) }
     }
 
-    private static func hash(_ bytes: UnsafeBufferPointer<UInt8>, statusCode: Int?) -> UInt64 {
+    /// A nonzero hash of `bytes` and `statusCode`.
+    static func hash(_ bytes: UnsafeBufferPointer<UInt8>, statusCode: Int?) -> UInt64 {
         // The status and the length spread over the seed by one multiply: XORed in as they are, a
         // length or status one bit apart would cancel a first byte one bit apart.
         let shape = (UInt64(bitPattern: Int64(statusCode ?? -1)) << 32) ^ UInt64(bytes.count)
@@ -108,6 +109,17 @@ struct EndpointSeriesKey: Hashable {
     var method: String
     var module: String
     var statusCode: Int?
+
+    /// Hashes what tells endpoints apart most (the host tag is the host's, folded): two keys that
+    /// differ only in scheme or host name are still told apart by `==`.
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(hostTag)
+        hasher.combine(path)
+        hasher.combine(method)
+        hasher.combine(module)
+        hasher.combine(port)
+        hasher.combine(statusCode)
+    }
 }
 
 /// The schema's cache of rendered series, under the record path's first lock: it guards the cache and

@@ -169,7 +169,7 @@ struct SuccessPolicy: Sendable {
             if let ruleMethod = rule.method, ruleMethod != method { continue }
             if let host = rule.host, !host.matches(url) { continue }
             if let pattern = rule.path {
-                if segments == nil { segments = path.split(separator: "/", omittingEmptySubsequences: true) }
+                if segments == nil { segments = path.pathSegments() }
                 guard Self.matches(pattern[...], segments![...]) else { continue }
             }
             return rule.succeeds

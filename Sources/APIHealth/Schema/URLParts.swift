@@ -16,12 +16,18 @@ struct URLParts: Equatable {
     var port: Int?
     var path: String
 
-    init(_ url: URL, text: String) {
-        if let plain = Self(plain: text) {
+    /// The parts of `url`, whose absolute string is `text`; without `readingPath`, `path` is left empty.
+    init(_ url: URL, text: String, readingPath: Bool = true) {
+        if let plain = Self(plain: text, readingPath: readingPath) {
             self = plain
         } else {
-            self.init(scheme: url.scheme, host: url.host, port: url.port, path: url.path)
+            self.init(scheme: url.scheme, host: url.host, port: url.port, path: readingPath ? url.path : "")
         }
+    }
+
+    /// These parts with the scheme and the host lowercased, as the schema compares and writes them.
+    func lowercased() -> URLParts {
+        URLParts(scheme: scheme?.lowercasedIfNeeded(), host: host?.lowercasedIfNeeded(), port: port, path: path)
     }
 
     init(scheme: String?, host: String?, port: Int?, path: String) {
@@ -32,7 +38,7 @@ struct URLParts: Equatable {
     }
 
     /// The parts of `text` when it is a plain absolute URL (`scheme://host[:port][/path][?…][#…]`).
-    init?(plain text: String) {
+    init?(plain text: String, readingPath: Bool = true) {
         // A URL's absolute string is native UTF-8: read in place (a bridged one is left to `URL`).
         guard
             let parts = text.utf8.withContiguousStorageIfAvailable({ bytes -> URLParts? in
@@ -41,7 +47,7 @@ struct URLParts: Equatable {
                     scheme: String(decoding: UnsafeBufferPointer(rebasing: bytes[scheme]), as: UTF8.self),
                     host: String(decoding: UnsafeBufferPointer(rebasing: bytes[host]), as: UTF8.self),
                     port: port,
-                    path: String(decoding: UnsafeBufferPointer(rebasing: bytes[path]), as: UTF8.self)
+                    path: readingPath ? String(decoding: UnsafeBufferPointer(rebasing: bytes[path]), as: UTF8.self) : ""
                 )
             }) ?? nil
         else { return nil }
@@ -49,7 +55,7 @@ struct URLParts: Equatable {
     }
 
     /// The byte ranges of the scheme, the host and the path in `bytes`, and the port; `nil` unless plain.
-    private static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, Range<Int>, Int?, Range<Int>)? {
+    static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, Range<Int>, Int?, Range<Int>)? {
         let count = bytes.count
         var index = 0
         // The scheme: a letter, then letters, digits, `+`, `-`, `.`; then `://`.
@@ -107,5 +113,75 @@ struct URLParts: Equatable {
         if first { return letter }
         return letter || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "+")
             || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+    }
+}
+
+extension Substring {
+    /// The non-empty segments between `/`s, as `split(separator: "/", omittingEmptySubsequences: true)`
+    /// gives them, found by reading bytes rather than characters (a `/` is one byte, never part of another
+    /// character, so the two agree on every string).
+    func pathSegments() -> [Substring] {
+        let bytes = utf8
+        var segments: [Substring] = []
+        segments.reserveCapacity(8)
+        var start = bytes.startIndex
+        var index = start
+        while index != bytes.endIndex {
+            if bytes[index] == UInt8(ascii: "/") {
+                if start != index { segments.append(Substring(bytes[start..<index])) }
+                start = bytes.index(after: index)
+            }
+            bytes.formIndex(after: &index)
+        }
+        if start != bytes.endIndex { segments.append(Substring(bytes[start..<bytes.endIndex])) }
+        return segments
+    }
+}
+
+/// The non-empty segments of a path between `/`s, read one at a time as `Substring.pathSegments()` gives
+/// them all (no array made).
+struct PathSegments: Sequence, IteratorProtocol {
+    private let path: Substring
+    private var index: Substring.Index
+
+    init(_ path: Substring) {
+        self.path = path
+        self.index = path.startIndex
+    }
+
+    mutating func next() -> Substring? {
+        let bytes = path.utf8
+        while index != bytes.endIndex, bytes[index] == UInt8(ascii: "/") { bytes.formIndex(after: &index) }
+        guard index != bytes.endIndex else { return nil }
+        let start = index
+        while index != bytes.endIndex, bytes[index] != UInt8(ascii: "/") { bytes.formIndex(after: &index) }
+        return Substring(bytes[start..<index])
+    }
+}
+
+extension String {
+    /// The non-empty segments between `/`s (see ``Substring/pathSegments()``).
+    func pathSegments() -> [Substring] { self[...].pathSegments() }
+
+    /// `lowercased()`, without making a new string when there is no ASCII capital to lower and nothing
+    /// beyond ASCII (the common case for hosts, schemes and path segments).
+    func lowercasedIfNeeded() -> String {
+        var copy = self
+        return copy.withUTF8 { Self.needsLowering($0) } ? lowercased() : copy
+    }
+
+    fileprivate static func needsLowering(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        for byte in bytes where byte >= 0x80 || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) {
+            return true
+        }
+        return false
+    }
+}
+
+extension Substring {
+    /// `lowercased()`, reading the bytes in place when there is nothing to lower.
+    func lowercasedIfNeeded() -> String {
+        var copy = self
+        return copy.withUTF8 { String.needsLowering($0) } ? lowercased() : String(copy)
     }
 }
