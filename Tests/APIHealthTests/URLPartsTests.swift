@@ -46,8 +46,11 @@ import Testing
                 .joined()
             let expected = path.split(separator: "/", omittingEmptySubsequences: true)
             guard path.pathSegments() == expected, Array(PathSegments(path[...])) == expected,
-                path.dropFirst().pathSegments() == path.dropFirst().split(
-                separator: "/", omittingEmptySubsequences: true)
+                path.dropFirst().pathSegments()
+                    == path.dropFirst().split(
+                        separator: "/",
+                        omittingEmptySubsequences: true
+                    )
             else {
                 Issue.record("seed \(seed): \(path.debugDescription): \(path.pathSegments()), split gives \(expected)")
                 return
@@ -72,14 +75,27 @@ import Testing
             guard URLText.isSafe(text) else { continue }
             kept += 1
             let sample = RequestSample(
-                method: "GET", urlText: text, module: "m", startedAt: Date(), duration: .zero, statusCode: 200,
-                error: nil, requestBytes: 0, responseBytes: 0, timeToFirstByte: nil, redirectCount: 0,
-                correlationID: nil)
+                method: "GET",
+                urlText: text,
+                module: "m",
+                startedAt: Date(),
+                duration: .zero,
+                statusCode: 200,
+                error: nil,
+                requestBytes: 0,
+                responseBytes: 0,
+                timeToFirstByte: nil,
+                redirectCount: 0,
+                correlationID: nil
+            )
             guard let url = URL(string: text), url.absoluteString == text, url.host != nil,
                 sample.url == url, sample.urlText == text,
-                URLParts(url, text: text) == URLParts(scheme: url.scheme, host: url.host, port: url.port, path: url.path)
+                URLParts(url, text: text)
+                    == URLParts(scheme: url.scheme, host: url.host, port: url.port, path: url.path)
             else {
-                Issue.record("seed \(seed): \(text.debugDescription) kept as text, URL reads \(String(describing: URL(string: text)))")
+                Issue.record(
+                    "seed \(seed): \(text.debugDescription) kept as text, URL reads \(String(describing: URL(string: text)))"
+                )
                 return
             }
         }
