@@ -135,6 +135,11 @@ package final class RequestObservation: EndedRequestSource {
         parsed.url(for: text)
     }
 
+    /// `text`, or its URL when it is not plain enough to keep (see ``ParsedURLCache/kept(_:)``).
+    static func keptURL(_ text: String) -> KeptURL? {
+        parsed.kept(text)
+    }
+
     static func refusedBeforeStarting(_ error: any Error) -> Bool {
         guard let clientError = error as? HTTPClientError else { return false }
         if [.invalidURL, .emptyHost, .emptyScheme, .missingSocketPath].contains(clientError) { return true }
@@ -180,9 +185,7 @@ struct StartedRequest: Sendable {
     /// `correlationHeaders` (the request's before the response's); `nil` for a URL without a host.
     func sample(progress: RequestProgress, correlationHeaders: [String]) -> RequestSample? {
         // A plain URL stays text (the agent reads it as text); any other is parsed, and needs a host.
-        let safe = URLText.isSafe(url)
-        let parsed = safe ? nil : RequestObservation.parsedURL(url)
-        guard safe || parsed != nil else { return nil }
+        guard let kept = RequestObservation.keptURL(url) else { return nil }
         let correlationID = traceID ?? correlationID(correlationHeaders, responseHeaders: progress.responseHeaders)
         var sample = RequestSample(
             method: method,
@@ -198,7 +201,7 @@ struct StartedRequest: Sendable {
             redirectCount: progress.redirects ?? max(progress.visits - 1, 0),
             correlationID: correlationID
         )
-        if let parsed { sample.url = parsed }
+        if case .url(let parsed) = kept { sample.url = parsed }
         return sample
     }
 

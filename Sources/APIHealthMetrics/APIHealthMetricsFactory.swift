@@ -316,19 +316,28 @@ struct Registry {
 struct NamedSeries: Hashable {
     let kind: SeriesIdentity.Kind
     let label: String
-    /// Each dimension's key, then its value.
-    let dimensions: [String]
+    /// The dimensions as the handler was asked for them (the caller's array, not a copy).
+    let dimensions: [(String, String)]
 
     init(kind: SeriesIdentity.Kind, label: String, dimensions: [(String, String)]) {
         self.kind = kind
         self.label = label
-        var flattened: [String] = []
-        flattened.reserveCapacity(dimensions.count * 2)
+        self.dimensions = dimensions
+    }
+
+    static func == (lhs: NamedSeries, rhs: NamedSeries) -> Bool {
+        lhs.kind == rhs.kind && lhs.label == rhs.label && lhs.dimensions.count == rhs.dimensions.count
+            && zip(lhs.dimensions, rhs.dimensions).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(label)
+        hasher.combine(dimensions.count)
         for (key, value) in dimensions {
-            flattened.append(key)
-            flattened.append(value)
+            hasher.combine(key)
+            hasher.combine(value)
         }
-        self.dimensions = flattened
     }
 }
 

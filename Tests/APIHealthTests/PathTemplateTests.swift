@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import APIHealth
@@ -22,6 +23,29 @@ import Testing
     ])
     func automaticRulesReplaceIdentifiers(path: String, template: String) {
         #expect(PathTemplater().template(host: "api.example.com", path: path) == template)
+    }
+
+    /// Words and numbers are told apart without reading a segment's whole shape: the quick reading must
+    /// agree with the whole one on every segment.
+    @Test func theQuickReadingOfWordsAndNumbersIsTheWholeOne() {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededGenerator(state: seed)
+        let pieces = ["a", "f", "z", "Q", "F", "0", "7", "9", "-", "_", ".", "@", "%", "~", "é", "users", "v2", "2024"]
+        for _ in 0..<RandomCases.count(100_000) {
+            let segment = (0..<Int.random(in: 0...20, using: &random)).map { _ in
+                Int.random(in: 0..<3, using: &random) == 0
+                    ? pieces.randomElement(using: &random)! : String(pieces.prefix(8).randomElement(using: &random)!)
+            }
+            .joined()
+            let quick = PathTemplater.placeholder(for: segment[...])
+            let whole = PathTemplater.placeholderByShape(for: segment[...])
+            guard quick == whole else {
+                Issue.record(
+                    "seed \(seed): \(segment.debugDescription) reads \(String(describing: quick)), whole \(String(describing: whole))"
+                )
+                return
+            }
+        }
     }
 
     @Test func userRulesWinOverAutomaticOnes() {

@@ -21,30 +21,22 @@ public struct RequestSample: Sendable {
     /// The request's URL; only its scheme, host, port and path are recorded.
     public var url: URL {
         get {
-            switch address {
-            case .url(let url): url
-            case .text(let text): URL(string: text) ?? URL(string: "http://invalid")!
-            }
+            if let parsedURL { return parsedURL }
+            return URL(string: keptText ?? "") ?? URL(string: "http://invalid")!
         }
-        set { address = .url(newValue) }
+        set {
+            parsedURL = newValue
+            keptText = nil
+        }
     }
     /// The URL as `url.absoluteString` gives it, read without making a URL of a sample given its URL as
     /// text.
-    var urlText: String {
-        switch address {
-        case .url(let url): url.absoluteString
-        case .text(let text): text
-        }
-    }
-    /// The URL, or its text when capture was given it as text: a URL is only parsed when something
-    /// reads it (the agent reads the text of a plain URL, see ``URLText``).
-    @usableFromInline var address: Address
-
-    @usableFromInline enum Address: Sendable {
-        case url(URL)
-        /// A URL's text that ``URLText/isSafe(_:)``: `URL(string:)` takes it as it is.
-        case text(String)
-    }
+    var urlText: String { keptText ?? parsedURL?.absoluteString ?? "" }
+    /// The URL, unless capture was given it as text that it kept (see ``URLText``): a URL is only parsed
+    /// when something reads it.
+    @usableFromInline var parsedURL: URL?
+    /// A URL's text that ``URLText/isSafe(_:)`` (`URL(string:)` takes it as it is), when `parsedURL` is `nil`.
+    @usableFromInline var keptText: String?
     /// The part of the service that made the call (a feature, a client, a team).
     public var module: String
     /// When the request started: the point's timestamp.
@@ -108,7 +100,8 @@ public struct RequestSample: Sendable {
         correlationID: String? = nil
     ) {
         self.method = method
-        self.address = .url(url)
+        self.parsedURL = url
+        self.keptText = nil
         self.module = module
         self.startedAt = startedAt
         self.duration = duration

@@ -16,25 +16,16 @@ package enum URLText {
     }
 
     private static func safe(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"),
-            UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
-            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="),
-            UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"):
-            true
-        default:
-            false
-        }
+        byte < 64 ? safeBelow64 >> byte & 1 == 1 : byte < 128 && safeFrom64 >> (byte - 64) & 1 == 1
     }
+
+    /// The safe bytes below 64, one bit each: the digits and `-.!$&'()*+,;=:/?`.
+    private static var safeBelow64: UInt64 { 0xAFFF_FFD2_0000_0000 }
+    /// The safe bytes from 64 to 127, one bit each: the letters and `_~@`.
+    private static var safeFrom64: UInt64 { 0x47FF_FFFE_87FF_FFFF }
 }
 
 extension RequestSample {
-    /// What a sample's URL reads as until its text is set.
-    private static let unset = URL(string: "http://unset.invalid")!
-
     /// A sample of one request whose URL is `urlText`, which ``URLText/isSafe(_:)``: kept as text, and
     /// only parsed if something reads ``url``.
     package init(
@@ -51,20 +42,18 @@ extension RequestSample {
         redirectCount: Int?,
         correlationID: String?
     ) {
-        self.init(
-            method: method,
-            url: Self.unset,
-            module: module,
-            startedAt: startedAt,
-            duration: duration,
-            statusCode: statusCode,
-            error: error,
-            requestBytes: requestBytes,
-            responseBytes: responseBytes,
-            timeToFirstByte: timeToFirstByte,
-            redirectCount: redirectCount,
-            correlationID: correlationID
-        )
-        address = .text(urlText)
+        self.method = method
+        self.parsedURL = nil
+        self.keptText = urlText
+        self.module = module
+        self.startedAt = startedAt
+        self.duration = duration
+        self.statusCode = statusCode
+        self.error = error
+        self.requestBytes = requestBytes
+        self.responseBytes = responseBytes
+        self.timeToFirstByte = timeToFirstByte
+        self.redirectCount = redirectCount
+        self.correlationID = correlationID
     }
 }

@@ -75,9 +75,33 @@ package struct PathTemplater: Sendable {
     /// and digits, or letters whose capitals are too many or too close together for words in camel case
     /// (a base64url token without a digit). One pass over the bytes.
     static func placeholder(for segment: Substring) -> String? {
+        if let told = wordOrNumber(segment.utf8) { return told }
+        return placeholderByShape(for: segment)
+    }
+
+    /// ``placeholder(for:)`` from the segment's whole shape.
+    static func placeholderByShape(for segment: Substring) -> String? {
         var shape = SegmentShape()
         for byte in segment.utf8 { shape.add(byte) }
         return shape.placeholder(segment.utf8)
+    }
+
+    /// What most segments are, told without their whole shape: a number (`{id}`), or a short word of
+    /// letters with at most two digits (`users`, `v2`: kept, `.some(nil)`); `nil` for any other segment.
+    private static func wordOrNumber(_ bytes: Substring.UTF8View) -> String?? {
+        var count = 0
+        var digits = 0
+        for byte in bytes {
+            count += 1
+            if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
+                digits += 1
+            } else if byte | 0x20 < UInt8(ascii: "a") || byte | 0x20 > UInt8(ascii: "z") {
+                return nil
+            }
+        }
+        if count > 0 && digits == count { return .some("{id}") }
+        if count < 12 && digits < 3 { return .some(nil) }
+        return nil
     }
 }
 
