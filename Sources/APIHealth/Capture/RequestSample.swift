@@ -99,9 +99,43 @@ public struct RequestSample: Sendable {
         redirectCount: Int? = 0,
         correlationID: String? = nil
     ) {
+        self.init(
+            method: method,
+            parsedURL: url,
+            keptText: nil,
+            module: module,
+            startedAt: startedAt,
+            duration: duration,
+            statusCode: statusCode,
+            error: error,
+            requestBytes: requestBytes,
+            responseBytes: responseBytes,
+            timeToFirstByte: timeToFirstByte,
+            redirectCount: redirectCount,
+            correlationID: correlationID
+        )
+    }
+
+    /// A sample whose URL is `parsedURL`, or `keptText` (see ``URLText``) when it is `nil`.
+    @usableFromInline
+    init(
+        method: String,
+        parsedURL: URL?,
+        keptText: String?,
+        module: String,
+        startedAt: Date,
+        duration: Duration,
+        statusCode: Int?,
+        error: TransportError?,
+        requestBytes: UInt64,
+        responseBytes: UInt64,
+        timeToFirstByte: Duration?,
+        redirectCount: Int?,
+        correlationID: String?
+    ) {
         self.method = method
-        self.parsedURL = url
-        self.keptText = nil
+        self.parsedURL = parsedURL
+        self.keptText = keptText
         self.module = module
         self.startedAt = startedAt
         self.duration = duration

@@ -42,18 +42,20 @@ extension RequestSample {
         redirectCount: Int?,
         correlationID: String?
     ) {
-        self.method = method
-        self.parsedURL = nil
-        self.keptText = urlText
-        self.module = module
-        self.startedAt = startedAt
-        self.duration = duration
-        self.statusCode = statusCode
-        self.error = error
-        self.requestBytes = requestBytes
-        self.responseBytes = responseBytes
-        self.timeToFirstByte = timeToFirstByte
-        self.redirectCount = redirectCount
-        self.correlationID = correlationID
+        self.init(
+            method: method,
+            parsedURL: nil,
+            keptText: urlText,
+            module: module,
+            startedAt: startedAt,
+            duration: duration,
+            statusCode: statusCode,
+            error: error,
+            requestBytes: requestBytes,
+            responseBytes: responseBytes,
+            timeToFirstByte: timeToFirstByte,
+            redirectCount: redirectCount,
+            correlationID: correlationID
+        )
     }
 }
