@@ -22,6 +22,7 @@ public struct RequestSample: Sendable {
     public var url: URL {
         get {
             if let parsedURL { return parsedURL }
+            // Kept text is text `URL(string:)` takes (`URLText.isSafe`); `invalid` is never reached.
             return URL(string: keptText ?? "") ?? URL(string: "http://invalid")!
         }
         set {

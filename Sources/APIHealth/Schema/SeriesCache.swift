@@ -110,10 +110,11 @@ struct EndpointSeriesKey: Hashable {
     var module: String
     var statusCode: Int?
 
-    /// Hashes what tells endpoints apart most (the host tag is the host's, folded): two keys that
-    /// differ only in scheme or host name are still told apart by `==`.
+    /// Hashes what tells endpoints apart (the host name, not the host tag: many hosts fold to one tag);
+    /// two keys that differ only in scheme, or in a host tag derived from the same host, are still told
+    /// apart by `==`.
     func hash(into hasher: inout Hasher) {
-        hasher.combine(hostTag)
+        hasher.combine(host)
         hasher.combine(path)
         hasher.combine(method)
         hasher.combine(module)

@@ -161,13 +161,13 @@ struct SuccessPolicy: Sendable {
 
     /// Whether a request to `url` tagged with `path` and `method` that ended with `statusCode` succeeds
     /// (`nil`: a transport error, which always fails).
-    func succeeds(url: URL, path: String, method: String, statusCode: Int?) -> Bool {
+    func succeeds(url: @autoclosure () -> URL, path: String, method: String, statusCode: Int?) -> Bool {
         guard let statusCode else { return false }
         guard !rules.isEmpty else { return statusCode < 400 }
         var segments: [Substring]?
         for rule in rules where rule.statuses.contains(where: { $0.contains(statusCode) }) {
             if let ruleMethod = rule.method, ruleMethod != method { continue }
-            if let host = rule.host, !host.matches(url) { continue }
+            if let host = rule.host, !host.matches(url()) { continue }
             if let pattern = rule.path {
                 if segments == nil { segments = path.pathSegments() }
                 guard Self.matches(pattern[...], segments![...]) else { continue }

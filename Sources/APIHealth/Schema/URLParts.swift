@@ -117,9 +117,10 @@ struct URLParts: Equatable {
 }
 
 extension Substring {
-    /// The non-empty segments between `/`s, as `split(separator: "/", omittingEmptySubsequences: true)`
-    /// gives them, found by reading bytes rather than characters (a `/` is one byte, never part of another
-    /// character, so the two agree on every string).
+    /// The non-empty segments between `/`s, found by reading bytes rather than characters: what
+    /// `split(separator: "/", omittingEmptySubsequences: true)` gives, except after a `/` followed by a
+    /// combining mark (one character to `split`, which then does not split there; a path's `/` always
+    /// separates).
     func pathSegments() -> [Substring] {
         let bytes = utf8
         var segments: [Substring] = []
