@@ -37,15 +37,23 @@ import Testing
         return text
     }
 
+    /// Each segment also as `lowercased()` and `PathTemplater.placeholder(for:)` read it.
     @Test func pathSegmentsAreWhatSplittingOnSlashesGives() {
         let seed = UInt64.random(in: 0...UInt64.max)
         var random = SeededGenerator(state: seed)
-        let pieces = ["/", "//", "a", "B", "42", "é", "\u{1F600}", "e\u{301}", "-", " ", "%2F", "{id}"]
+        let pieces = [
+            "/", "//", "a", "B", "42", "é", "\u{1F600}", "e\u{301}", "-", " ", "%2F", "{id}", "users", "v2",
+            "2024-05-17", "9f3a9f3a9f3a", "ord_123456", "Q",
+        ]
         for _ in 0..<RandomCases.count(20_000) {
             let path = (0..<Int.random(in: 0...8, using: &random)).map { _ in pieces.randomElement(using: &random)! }
                 .joined()
             let expected = path.split(separator: "/", omittingEmptySubsequences: true)
-            guard path.pathSegments() == expected, Array(PathSegments(path[...])) == expected,
+            let segments = Array(PathSegments(path[...]))
+            let readWhileFound = segments.allSatisfy {
+                $0.lowercased == $0.text.lowercased() && $0.placeholder == PathTemplater.placeholder(for: $0.text)
+            }
+            guard path.pathSegments() == expected, segments.map(\.text) == expected, readWhileFound,
                 path.dropFirst().pathSegments()
                     == path.dropFirst().split(
                         separator: "/",
@@ -61,7 +69,7 @@ import Testing
     @Test(arguments: ["api.example.com", "API.Example.COM", "", "é.example", "ÀB", "x-Y_z.9", "\u{1F600}Q"])
     func lowercasingOnlyWhenNeededIsLowercasing(text: String) {
         #expect(text.lowercasedIfNeeded() == text.lowercased())
-        #expect(("/" + text).dropFirst().lowercasedIfNeeded() == text.lowercased())
+        #expect(PathSegments(("/" + text)[...]).map(\.lowercased) == (text.isEmpty ? [] : [text.lowercased()]))
     }
 
     /// A URL kept as text (AsyncHTTPClient's, Vapor's) is one `URL(string:)` takes unchanged: the sample's

@@ -132,7 +132,7 @@ final class EndpointLearner: Sendable {
         template(host: host, method: method, segments: PathSegments(path))
     }
 
-    private func template(host: String, method: String, segments: some Sequence<Substring>) -> String {
+    private func template(host: String, method: String, segments: some Sequence<PathSegment>) -> String {
         state.withLock { state -> String in
             let rootKey = RootKey(host: host, method: method)
             let root: Node
@@ -147,7 +147,7 @@ final class EndpointLearner: Sendable {
             var heldBack = false
             for (position, segment) in segments.enumerated() {
                 guard position < 64 else { break }
-                if let placeholder = PathTemplater.placeholder(for: segment) {
+                if let placeholder = segment.placeholder {
                     node = parameter(of: node, named: placeholder, state: &state).node
                     continue
                 }
@@ -155,7 +155,7 @@ final class EndpointLearner: Sendable {
                     node = parameter.node
                     continue
                 }
-                let literal = segment.lowercasedIfNeeded()
+                let literal = segment.lowercased
                 if let next = node.literals[literal] {
                     if !next.seenAgain {
                         next.seenAgain = true
@@ -171,7 +171,7 @@ final class EndpointLearner: Sendable {
                 node.kinds.formIntersection(ValueKinds(of: literal))
                 let (next, kept) = child(of: node, literal, state: &state)
                 if kept {
-                    if node.singletons >= maximumSingletons || !Self.looksLikeWord(segment) { heldBack = true }
+                    if node.singletons >= maximumSingletons || !Self.looksLikeWord(segment.text) { heldBack = true }
                     node.singletons += 1
                 }
                 node = next

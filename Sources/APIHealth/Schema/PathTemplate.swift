@@ -89,19 +89,38 @@ package struct PathTemplater: Sendable {
     /// What most segments are, told without their whole shape: a number (`{id}`), or a short word of
     /// letters with at most two digits (`users`, `v2`: kept, `.some(nil)`); `nil` for any other segment.
     private static func wordOrNumber(_ bytes: Substring.UTF8View) -> String?? {
-        var count = 0
-        var digits = 0
-        for byte in bytes {
+        var reading = WordOrNumber()
+        let readInPlace: Bool? = bytes.withContiguousStorageIfAvailable { contiguous in
+            for byte in contiguous { reading.add(byte) }
+            return true
+        }
+        if readInPlace == nil {
+            for byte in bytes { reading.add(byte) }
+        }
+        return reading.reading
+    }
+
+    /// ``wordOrNumber(_:)`` a byte at a time.
+    struct WordOrNumber {
+        private var count = 0
+        private var digits = 0
+        private var other = false
+
+        mutating func add(_ byte: UInt8) {
             count += 1
             if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
                 digits += 1
             } else if byte | 0x20 < UInt8(ascii: "a") || byte | 0x20 > UInt8(ascii: "z") {
-                return nil
+                other = true
             }
         }
-        if count > 0 && digits == count { return .some("{id}") }
-        if count < 12 && digits < 3 { return .some(nil) }
-        return nil
+
+        var reading: String?? {
+            if other { return nil }
+            if count > 0 && digits == count { return .some("{id}") }
+            if count < 12 && digits < 3 { return .some(nil) }
+            return nil
+        }
     }
 }
 

@@ -121,42 +121,80 @@ extension Substring {
     /// `split(separator: "/", omittingEmptySubsequences: true)` gives, except after a `/` followed by a
     /// combining mark (one character to `split`, which then does not split there; a path's `/` always
     /// separates).
-    func pathSegments() -> [Substring] {
-        let bytes = utf8
-        var segments: [Substring] = []
-        segments.reserveCapacity(8)
-        var start = bytes.startIndex
-        var index = start
-        while index != bytes.endIndex {
-            if bytes[index] == UInt8(ascii: "/") {
-                if start != index { segments.append(Substring(bytes[start..<index])) }
-                start = bytes.index(after: index)
-            }
-            bytes.formIndex(after: &index)
-        }
-        if start != bytes.endIndex { segments.append(Substring(bytes[start..<bytes.endIndex])) }
-        return segments
-    }
+    func pathSegments() -> [Substring] { PathSegments(self).map(\.text) }
+}
+
+/// One segment of a path, with what its bytes told while it was found.
+struct PathSegment {
+    let text: Substring
+    /// What `PathTemplater.placeholder(for:)` gives when the bytes alone tell (`.some("{id}")` for a
+    /// number, `.some(nil)` for a short word kept); `nil` when the segment's whole shape decides.
+    let quickPlaceholder: String??
+    /// Whether it has an ASCII capital or anything beyond ASCII (`lowercased()` may change it).
+    let needsLowering: Bool
+
+    /// `text`, lowercased.
+    var lowercased: String { needsLowering ? text.lowercased() : String(text) }
+
+    /// `PathTemplater.placeholder(for:)` of `text`.
+    var placeholder: String? { quickPlaceholder ?? PathTemplater.placeholderByShape(for: text) }
 }
 
 /// The non-empty segments of a path between `/`s, read one at a time as `Substring.pathSegments()` gives
-/// them all (no array made).
+/// them all (no array made); the bytes are read in place when the path's are contiguous.
 struct PathSegments: Sequence, IteratorProtocol {
     private let path: Substring
-    private var index: Substring.Index
+    /// Bytes from the path's start to where the next segment is looked for.
+    private var offset = 0
 
     init(_ path: Substring) {
         self.path = path
-        self.index = path.startIndex
     }
 
-    mutating func next() -> Substring? {
-        let bytes = path.utf8
-        while index != bytes.endIndex, bytes[index] == UInt8(ascii: "/") { bytes.formIndex(after: &index) }
+    mutating func next() -> PathSegment? {
+        let offset = self.offset
+        let found =
+            path.utf8.withContiguousStorageIfAvailable { bytes in Self.segment(in: bytes, from: offset) }
+            ?? Self.segment(in: path.utf8, from: offset)
+        guard let found else {
+            self.offset = path.utf8.count
+            return nil
+        }
+        self.offset = found.bytes.upperBound
+        let utf8 = path.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: found.bytes.lowerBound)
+        return PathSegment(
+            text: Substring(utf8[start..<utf8.index(start, offsetBy: found.bytes.count)]),
+            quickPlaceholder: found.quickPlaceholder,
+            needsLowering: found.needsLowering
+        )
+    }
+
+    /// The byte offsets of the first segment at or after `offset` and what its bytes tell, `nil` when
+    /// none is left.
+    private static func segment<Bytes: Collection<UInt8>>(
+        in bytes: Bytes,
+        from offset: Int
+    ) -> (bytes: Range<Int>, quickPlaceholder: String??, needsLowering: Bool)? {
+        var index = bytes.index(bytes.startIndex, offsetBy: offset)
+        var position = offset
+        while index != bytes.endIndex, bytes[index] == UInt8(ascii: "/") {
+            bytes.formIndex(after: &index)
+            position += 1
+        }
         guard index != bytes.endIndex else { return nil }
-        let start = index
-        while index != bytes.endIndex, bytes[index] != UInt8(ascii: "/") { bytes.formIndex(after: &index) }
-        return Substring(bytes[start..<index])
+        let start = position
+        var words = PathTemplater.WordOrNumber()
+        var needsLowering = false
+        while index != bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "/") { break }
+            words.add(byte)
+            if byte >= 0x80 || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) { needsLowering = true }
+            bytes.formIndex(after: &index)
+            position += 1
+        }
+        return (start..<position, words.reading, needsLowering)
     }
 }
 
@@ -171,18 +209,10 @@ extension String {
         return copy.withUTF8 { Self.needsLowering($0) } ? lowercased() : copy
     }
 
-    fileprivate static func needsLowering(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    private static func needsLowering(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         for byte in bytes where byte >= 0x80 || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) {
             return true
         }
         return false
-    }
-}
-
-extension Substring {
-    /// `lowercased()`, reading the bytes in place when there is nothing to lower.
-    func lowercasedIfNeeded() -> String {
-        var copy = self
-        return copy.withUTF8 { String.needsLowering($0) } ? lowercased() : String(copy)
     }
 }
