@@ -45,6 +45,9 @@ final class EndpointLearner: Sendable {
         var admittedAt: UInt64?
         /// The literal values seen at the position below this node.
         var literals: [String: Node] = [:]
+        /// The literal last found in `literals` and its node: a path walked again and again is found by
+        /// comparing its segment, without hashing it.
+        var recentLiteral: (value: String, node: Node)?
         /// How many of `literals` were seen once only.
         var singletons = 0
         /// Whether this node, as a literal value, was seen more than once.
@@ -69,6 +72,8 @@ final class EndpointLearner: Sendable {
 
     private struct State {
         var roots: [RootKey: Node] = [:]
+        /// The root last found in `roots` (roots are never taken out).
+        var recentRoot: (key: RootKey, node: Node)?
         var nodes = 0
         /// `host template` values in use, for the cap.
         var templatesInUse: Set<String> = []
@@ -136,8 +141,11 @@ final class EndpointLearner: Sendable {
         state.withLock { state -> String in
             let rootKey = RootKey(host: host, method: method)
             let root: Node
-            if let existing = state.roots[rootKey] {
+            if let recent = state.recentRoot, recent.key == rootKey {
+                root = recent.node
+            } else if let existing = state.roots[rootKey] {
                 root = existing
+                state.recentRoot = (rootKey, existing)
             } else {
                 root = Node(template: "")
                 state.roots[rootKey] = root
@@ -156,7 +164,12 @@ final class EndpointLearner: Sendable {
                     continue
                 }
                 let literal = segment.lowercased
+                if let recent = node.recentLiteral, recent.value == literal {
+                    node = recent.node
+                    continue
+                }
                 if let next = node.literals[literal] {
+                    node.recentLiteral = (literal, next)
                     if !next.seenAgain {
                         next.seenAgain = true
                         node.singletons -= 1
@@ -221,6 +234,7 @@ final class EndpointLearner: Sendable {
         }
         state.nodes -= node.literals.values.reduce(0) { $0 + Self.count($1) }
         node.literals = [:]
+        node.recentLiteral = nil
         node.singletons = 0
         node.learned = true
         let parameter: (name: String, node: Node)
