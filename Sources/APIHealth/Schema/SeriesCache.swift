@@ -110,15 +110,12 @@ struct EndpointSeriesKey: Hashable {
     var module: String
     var statusCode: Int?
 
-    /// Hashes what tells endpoints apart (the host name, not the host tag: many hosts fold to one tag);
-    /// two keys that differ only in scheme, or in a host tag derived from the same host, are still told
-    /// apart by `==`.
+    /// Hashes what tells endpoints apart (the host name, not the host tag: many hosts fold to one tag),
+    /// their path and status; keys that differ only in what is left out — scheme, port, a host tag
+    /// derived from the same host, method or module (a few per endpoint) — are told apart by `==`.
     func hash(into hasher: inout Hasher) {
         hasher.combine(host)
         hasher.combine(path)
-        hasher.combine(method)
-        hasher.combine(module)
-        hasher.combine(port)
         hasher.combine(statusCode)
     }
 }
