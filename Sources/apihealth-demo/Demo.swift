@@ -40,6 +40,8 @@ struct Demo: AsyncParsableCommand {
               INFLUX_DATABASE      v1: the database
               APIHEALTH_SPOOL_DIR  the spool directory (none: pending lines in memory)
               APIHEALTH_ENABLED    0 turns the agent off: the service runs, nothing is recorded
+              APIHEALTH_RAW_POINTS the requests also written as points: all (the demo's default, one instance
+                                   at a low rate), errors-and-slow (the agent's default) or none
               APIHEALTH_OBJECTIVE_AVAILABILITY, APIHEALTH_OBJECTIVE_LATENCY, APIHEALTH_OBJECTIVE_LATENCY_MS
                                    the endpoints' objectives (default: \(Self.defaultObjectivesText))
 
@@ -163,6 +165,14 @@ struct Demo: AsyncParsableCommand {
             // The demo shows what to cache unless the environment says otherwise (APIHEALTH_CACHE_ADVICE=0).
             if ProcessInfo.processInfo.environment[EnvironmentVariable.cacheAdvice.rawValue] == nil {
                 configuration.capture.cacheAdvice = true
+            }
+            // One instance at a low rate: a point for every request (the closing table's p95 over time,
+            // influx-tail's lines, the dashboards' raw-point panels), unless the environment chooses the raw
+            // points (APIHEALTH_RAW_POINTS, APIHEALTH_RAW_POINTS_PER_SECOND or the app preset).
+            if ProcessInfo.processInfo.environment[EnvironmentVariable.rawPoints.rawValue] == nil,
+                configuration.capture.rawPoints == .errorsAndSlow
+            {
+                configuration.capture.rawPoints = .all
             }
             loaded = configuration
         } catch {

@@ -29,6 +29,8 @@ final class AHCHarness: Sendable {
         var configuration = APIHealthConfiguration(serviceName: "ahc-tests")
         configuration.spool = nil
         configuration.precision = .ns
+        // A point for every request: the tests read each request's own.
+        configuration.capture.rawPoints = .all
         configure(&configuration)
         agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-tests"))
         var clientConfiguration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))

@@ -22,6 +22,8 @@ import Testing
         configuration.spool = nil
         configuration.capture.countryHeader = "CF-IPCountry"
         configuration.selfMetricsInterval = noPeriodicHealthPoint
+        // A point for every request: the country tag is read on each.
+        configuration.capture.rawPoints = .all
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-country"))
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
 

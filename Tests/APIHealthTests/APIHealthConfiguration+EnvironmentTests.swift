@@ -109,6 +109,15 @@ import Testing
         }
     }
 
+    @Test func rawPointsAreErrorsAndSlowUnlessTheEnvironmentSaysAll() throws {
+        #expect(APIHealthConfiguration(serviceName: "s").capture.rawPoints == .errorsAndSlow)
+        #expect(APIHealthConfiguration.service("s").capture.rawPoints == .errorsAndSlow)
+        #expect(try APIHealthConfiguration.fromEnvironment([:], serviceName: "s").capture.rawPoints == .errorsAndSlow)
+        let all = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_RAW_POINTS": "all"], serviceName: "s")
+        #expect(all.capture.rawPoints == .all)
+        try all.validate()
+    }
+
     @Test func rawPointsAndTheIntervalComeFromTheEnvironment() throws {
         for (text, expected) in [("all", RawPoints.all), ("errors-and-slow", .errorsAndSlow), ("none", .none)] {
             let configuration = try APIHealthConfiguration.fromEnvironment(
@@ -130,10 +139,19 @@ import Testing
             serviceName: "s"
         )
         #expect(off.aggregation == nil)
-        // Without aggregates, requests left unwritten would be counted nowhere.
+        // Without aggregates, every request is written raw unless the environment asks for fewer, which
+        // would leave requests counted nowhere.
+        #expect(off.capture.rawPoints == .all)
+        try off.validate()
         var unwritten = off
         unwritten.capture.rawPoints = .none
         #expect(throws: APIHealthConfiguration.Error.self) { try unwritten.validate() }
+        let fewer = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_AGGREGATION_INTERVAL_MS": "0", "APIHEALTH_RAW_POINTS": "errors-and-slow"],
+            serviceName: "s"
+        )
+        #expect(fewer.capture.rawPoints == .errorsAndSlow)
+        #expect(throws: APIHealthConfiguration.Error.self) { try fewer.validate() }
         // An interval that is not a whole number of seconds would give two intervals one timestamp at `s`.
         var coarse = APIHealthConfiguration(serviceName: "s")
         coarse.precision = .s

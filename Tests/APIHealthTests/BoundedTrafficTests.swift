@@ -16,6 +16,8 @@ import Testing
         var configuration = APIHealthConfiguration(serviceName: "bounded")
         configuration.spool = nil
         configuration.instance = "replica-1"
+        // A point for every request unless a test chooses: the overflow series is read on them too.
+        configuration.capture.rawPoints = .all
         configure(&configuration)
         return try APIHealthAgent(
             configuration: configuration,

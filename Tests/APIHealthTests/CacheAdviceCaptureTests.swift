@@ -22,6 +22,8 @@ import FoundationNetworking
         // Eight one-segment paths, each new at first: every one written as itself from its first request.
         configuration.capture.learningThreshold = 1_000
         configuration.selfMetricsInterval = noPeriodicHealthPoint
+        // A point for every request: the tests read each request's own.
+        configuration.capture.rawPoints = .all
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "cache-advice"), clock: clock)
     }
 

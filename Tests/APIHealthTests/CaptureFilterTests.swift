@@ -78,6 +78,8 @@ import FoundationNetworking
         let seen = Locked([String]())
         var configuration = APIHealthConfiguration(serviceName: "filter")
         configuration.spool = nil
+        // A point for every sample kept: the test reads which were.
+        configuration.capture.rawPoints = .all
         configuration.capture.filter = { sample, request in
             seen.withLock {
                 $0.append("\(request.urlRequest == nil) \(request.value(forHTTPHeaderField: "Host") ?? "-")")

@@ -49,6 +49,8 @@ final class CaptureHarness: Sendable {
         var configuration = APIHealthConfiguration(serviceName: "capture-tests")
         configuration.spool = SpoolOptions(directory: spool)
         configuration.precision = .ns
+        // A point for every request: the tests read each request's own.
+        configuration.capture.rawPoints = .all
         configure(&configuration)
         agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "capture-tests"))
         let plainConfiguration = URLSessionConfiguration.ephemeral

@@ -113,6 +113,8 @@ import FoundationNetworking
         configuration.spool = nil
         configuration.country = "US"
         configuration.capture.countryHeader = "cloudfront-viewer-country"
+        // A point for every request: the country tag is read on each.
+        configuration.capture.rawPoints = .all
         configuration.selfMetricsInterval = noPeriodicHealthPoint
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "country"))
         let sessionConfiguration = URLSessionConfiguration.ephemeral

@@ -30,6 +30,8 @@ extension APIHealthAgent {
         var configuration = APIHealthConfiguration(serviceName: "deferred")
         configuration.spool = spool.map { SpoolOptions(directory: $0) }
         configuration.selfMetricsInterval = noPeriodicHealthPoint
+        // A point for every sample: the tests count them.
+        configuration.capture.rawPoints = .all
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "deferred"))
     }
 
@@ -53,6 +55,8 @@ extension APIHealthAgent {
         var configuration = APIHealthConfiguration(serviceName: "deferred")
         configuration.spool = nil
         configuration.selfMetricsInterval = noPeriodicHealthPoint
+        // A point for every sample: the filter reads how many were recorded.
+        configuration.capture.rawPoints = .all
         configuration.capture.filter = { sample, _ in
             if let agent = agentBox.withLock({ $0 }) {
                 let recorded = agent.metrics.pointsRecorded

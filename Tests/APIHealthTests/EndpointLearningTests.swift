@@ -134,6 +134,8 @@ private let fixedEndpoints = [
         var configuration = APIHealthConfiguration(serviceName: "learning")
         configuration.spool = nil
         configuration.precision = .ns
+        // A point for every request: each one's path tag is read.
+        configuration.capture.rawPoints = .all
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "learning"))
         // Long and synchronous: off the concurrency pool, which other tests' agents need meanwhile.
         let (templates, points) = try await onOwnThread { () -> ([String], [Point]) in

@@ -17,6 +17,8 @@ import FoundationNetworking
         var configuration = APIHealthConfiguration(serviceName: "fleet-schema")
         configuration.spool = nil
         configuration.instance = "replica-7"
+        // A point for every request unless a test chooses: most read each request's own.
+        configuration.capture.rawPoints = .all
         configure(&configuration)
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "fleet-schema"))
     }

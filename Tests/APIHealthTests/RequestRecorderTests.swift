@@ -20,6 +20,8 @@ import Testing
         var configuration = APIHealthConfiguration(serviceName: "recorder")
         configuration.spool = nil
         configuration.selfMetricsInterval = noPeriodicHealthPoint
+        // A point for every sample: the tests count them.
+        configuration.capture.rawPoints = .all
         configuration.capture.filter = filter
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "recorder"))
     }

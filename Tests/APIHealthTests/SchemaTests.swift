@@ -20,6 +20,8 @@ struct User: Decodable {
     static func agent(_ configure: (inout APIHealthConfiguration) -> Void = { _ in }) throws -> APIHealthAgent {
         var configuration = APIHealthConfiguration(serviceName: "schema-tests")
         configuration.spool = nil
+        // A point for every request: the tests read each request's own.
+        configuration.capture.rawPoints = .all
         configure(&configuration)
         return try APIHealthAgent(configuration: configuration, logger: Logger(label: "schema-tests"))
     }

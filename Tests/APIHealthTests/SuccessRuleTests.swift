@@ -157,6 +157,8 @@ import FoundationNetworking
         var configuration = APIHealthConfiguration(serviceName: "rules")
         configuration.spool = nil
         configuration.capture.successRules = [.success(404, host: "api.example.com:443")]
+        // A point for every request: each one's success field is read.
+        configuration.capture.rawPoints = .all
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "rules"))
         let urls = [
             "https://api.example.com/users/1", "https://api.example.com/users/2", "http://api.example.com/users/3",

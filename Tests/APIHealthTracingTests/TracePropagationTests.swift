@@ -96,6 +96,8 @@ private final class TraceHarness: Sendable {
         server = try await LoopbackHTTPServer.start(threads: 2) { await log.handler($0) }
         var configuration = APIHealthConfiguration(serviceName: "trace-tests")
         configuration.spool = nil
+        // A point for every request: each one's correlation id is read.
+        configuration.capture.rawPoints = .all
         configuration.capture.tracePropagation = .w3c(firstPartyHosts: ["127.0.0.1"], instrument: W3CInstrument())
         agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "trace-tests"))
         var clientConfiguration = HTTPClient.Configuration()

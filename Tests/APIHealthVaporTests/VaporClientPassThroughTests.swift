@@ -23,6 +23,8 @@ import Vapor
     static func agent(firstPartyHosts: [String]?) throws -> APIHealthAgent {
         var configuration = APIHealthConfiguration(serviceName: "vapor-pass-through")
         configuration.spool = nil
+        // A point for every request: each call's point is read.
+        configuration.capture.rawPoints = .all
         if let firstPartyHosts {
             configuration.capture.tracePropagation = TracePropagation(
                 firstPartyHosts: firstPartyHosts,

@@ -92,6 +92,8 @@ import Vapor
             destination: InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apis"))
         )
         configuration.spool = nil
+        // A raw point for every call: the series of each status are read below.
+        configuration.capture.rawPoints = .all
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: service))
         let (release, releaseReport) = AsyncStream.makeStream(of: Void.self)
         let seen = Locked([String]())

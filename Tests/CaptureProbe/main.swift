@@ -45,6 +45,8 @@ let instrumented = mode.hasSuffix("-instrumented") || recording || mode == "ahc-
 
 var configuration = APIHealthConfiguration(serviceName: "capture-probe")
 configuration.spool = nil
+// Every sample a line of its own, as the figures in Benchmarks/README.md were measured.
+configuration.capture.rawPoints = .all
 configuration.batching.maximumPendingBytes = 1 << 30
 // With APIHEALTH_CACHE_ADVICE=1 the agent gives cache advice (every body digested as it streams); with
 // APIHEALTH_PROBE_BODY_BYTES=N the loopback API answers N bytes (the same N every time) instead of its small JSON.

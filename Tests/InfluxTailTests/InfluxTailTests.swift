@@ -15,6 +15,7 @@ func writeSpool(_ directory: URL, requests: Int, extra: [Point] = []) async thro
     configuration.batching.maximumLines = 100
     // Request points only: how many interval points there are would depend on the interval ends passed.
     configuration.aggregation = nil
+    configuration.capture.rawPoints = .all
     let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "tail"))
     agent.start()
     let start = Date(timeIntervalSince1970: 1_763_800_000)

@@ -21,6 +21,8 @@ func writeKnownSpool(_ directory: URL) async throws {
     var configuration = APIHealthConfiguration(serviceName: "summary-tests")
     configuration.spool = SpoolOptions(directory: directory)
     configuration.selfMetricsInterval = noPeriodicHealthPoint
+    // A point for every request: the rows' exact percentiles are read from them.
+    configuration.capture.rawPoints = .all
     let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "summary"))
     agent.start()
     let start = Date(timeIntervalSince1970: 1_763_800_000)

@@ -85,7 +85,7 @@ import Testing
             environment: [
                 "API_URL": api.baseURL, "INFLUX_URL": influx.base.absoluteString, "INFLUX_WRITE_API": "v1",
                 "INFLUX_DATABASE": influx.database, "APIHEALTH_SPOOL_DIR": spool.path,
-                "APIHEALTH_FLUSH_DELAY_MS": "60000",
+                "APIHEALTH_FLUSH_DELAY_MS": "60000", "APIHEALTH_RAW_POINTS": "all",
             ]
         )
         #expect(await waitUntil { service.arrival(ofLine: "called") != nil || !service.process.isRunning })
@@ -131,7 +131,7 @@ import Testing
             environment: [
                 "API_URL": api.baseURL, "INFLUX_URL": influx.base.absoluteString, "INFLUX_WRITE_API": "v1",
                 "INFLUX_DATABASE": influx.database, "APIHEALTH_SPOOL_DIR": spool.path,
-                "APIHEALTH_FLUSH_DELAY_MS": "60000",
+                "APIHEALTH_FLUSH_DELAY_MS": "60000", "APIHEALTH_RAW_POINTS": "all",
             ]
         )
         #expect(

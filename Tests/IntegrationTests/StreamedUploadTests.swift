@@ -33,6 +33,8 @@ private final class BodyStreamDelegate: NSObject, URLSessionTaskDelegate, @unche
         let victoria = try VictoriaMetrics()
         var configuration = APIHealthConfiguration(serviceName: "uploads")
         configuration.spool = nil
+        // A point for every request: each upload's request_bytes is read.
+        configuration.capture.rawPoints = .all
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "uploads"))
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         agent.instrument(sessionConfiguration, module: "uploads")

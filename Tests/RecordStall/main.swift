@@ -90,6 +90,8 @@ configuration.spool = SpoolOptions(directory: spoolDirectory, fsync: scenario ==
 configuration.batching.flushDelay = .milliseconds(scenario == "backlog" ? 20 : 200)
 configuration.batching.maximumAge = .seconds(1)
 configuration.retry.maximumRetryDuration = .seconds(3_600)
+// Every sample a point of its own: the lines these scenarios batch, spool and pile up.
+configuration.capture.rawPoints = .all
 if scenario == "cap" {
     configuration.batching.maximumPendingBytes = 2 << 20
     configuration.batching.maximumBytes = 128 << 10

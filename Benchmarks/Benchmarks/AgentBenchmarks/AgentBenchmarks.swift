@@ -39,6 +39,7 @@ func makeAgent(
     // one point per request.
     configuration.selfMetricsInterval = .seconds(3_600)
     configuration.aggregation?.interval = .seconds(3_600)
+    configuration.capture.rawPoints = .all
     configure(&configuration)
     return try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
 }
@@ -107,7 +108,7 @@ let benchmarks: @Sendable () -> Void = {
     // many requests are): none shares an instant, so every one is encoded and stored, none nudged or
     // declined; the run fails otherwise.
     // `record` as configured: without the interval aggregates (what it was before them), with them and
-    // every request a point of its own (the default), and with raw points for errors and slow requests only,
+    // every request a point of its own (`all`), and with raw points for errors and slow requests only,
     // or none (each request then only adds to its endpoint's aggregate).
     let variants: [(name: String, spooled: Bool, configure: @Sendable (inout APIHealthConfiguration) -> Void)] = [
         ("record sample (memory only, no interval aggregates)", false, { $0.aggregation = nil }),

@@ -41,8 +41,10 @@ final class VaporPair: @unchecked Sendable {
         configuration.spool = nil
         // Only the requests' own points during a run: no health point.
         configuration.selfMetricsInterval = .seconds(3_600)
-        // Requests are aggregated as by default, but no interval ends during a run.
+        // Requests are aggregated as by default, but no interval ends during a run; each request is also a
+        // point of its own.
         configuration.aggregation?.interval = .seconds(3_600)
+        configuration.capture.rawPoints = .all
         agent = try! APIHealthAgent(configuration: configuration, logger: Logger(label: "bench"))
         agent.start()
         let made = UnsafeBox<(Application, Application)>()

@@ -107,6 +107,9 @@ extension APIHealthConfiguration {
         if let interval = try variables.milliseconds(V.aggregationInterval) {
             if interval == .zero {
                 configuration.aggregation = nil
+                // Without interval points, only raw points count requests: all of them, unless the
+                // environment asks for fewer (an error then, said at start).
+                if variables[V.rawPoints] == nil { configuration.capture.rawPoints = .all }
             } else {
                 configuration.aggregation?.interval = interval
             }

@@ -61,7 +61,7 @@ extension APIHealthConfiguration {
             throw .invalidSetting(
                 name: "capture.rawPoints",
                 reason:
-                    "\(capture.rawPoints) needs aggregation: without it the requests not written would not be counted anywhere"
+                    "\(capture.rawPoints) needs aggregation: without it the requests not written would not be counted anywhere (set capture.rawPoints = .all)"
             )
         }
         let perSecond = capture.rawPoints.maximumPerSecond

@@ -66,7 +66,8 @@ public struct APIHealthConfiguration: Sendable {
     /// <doc:APIHealthInAnApp>); the offset applied is ``AgentMetrics/clockOffset``.
     public var correctsClock = false
     /// Requests summed per endpoint and interval, with a mergeable duration histogram; `nil` writes
-    /// no interval points (and then every request is written as a point of its own).
+    /// no interval points (and then needs ``CaptureOptions/rawPoints`` set to ``RawPoints/all``: every
+    /// request is written as a point of its own).
     public var aggregation: AggregationOptions? = AggregationOptions()
     /// What "healthy" means for each endpoint: availability and latency objectives, written on the
     /// interval points for burn-rate alerts (`APIHEALTH_OBJECTIVE_AVAILABILITY`,
@@ -148,9 +149,9 @@ public struct APIHealthConfiguration: Sendable {
         self.spool = SpoolOptions(directory: SpoolOptions.defaultDirectory(serviceName: serviceName))
     }
 
-    /// The defaults for a service: an `instance` tag (the host name), 10 s intervals, every request also
-    /// written raw, the 5 s debounce. The defaults of ``init(serviceName:destination:)`` on Linux and macOS
-    /// (`APIHEALTH_PRESET=service`).
+    /// The defaults for a service: an `instance` tag (the host name), 10 s intervals, failed and slow
+    /// requests and a sample of the rest also written raw (``RawPoints/errorsAndSlow``), the 5 s debounce.
+    /// The defaults of ``init(serviceName:destination:)`` on Linux and macOS (`APIHEALTH_PRESET=service`).
     ///
     /// ```swift
     /// let configuration = APIHealthConfiguration.service("checkout", destination: influx)
@@ -264,8 +265,11 @@ public struct APIHealthConfiguration: Sendable {
         /// `traceparent` value is recorded as its trace id.
         public var correlationHeaders = ["X-Request-Id", "X-Correlation-Id", "traceparent"]
         /// Which requests are also written as a point of their own; every request is counted in the interval
-        /// aggregates whatever this says (`APIHEALTH_RAW_POINTS=all|errors-and-slow|none`). Default ``RawPoints/all``.
-        public var rawPoints = RawPoints.all
+        /// aggregates whatever this says (`APIHEALTH_RAW_POINTS=all|errors-and-slow|none`). Default
+        /// ``RawPoints/errorsAndSlow``: every failure and slow request and a sample of the rest, not the cost
+        /// of a point for every request. Without ``APIHealthConfiguration/aggregation`` set it to
+        /// ``RawPoints/all`` (`APIHEALTH_AGGREGATION_INTERVAL_MS=0` does).
+        public var rawPoints = RawPoints.errorsAndSlow
         /// Whether the cache advisor judges each response a cache may store against the previous one of its
         /// URL (a digest of each body, kept in memory only), adding the `cache_*` fields
         /// to interval points (`APIHEALTH_CACHE_ADVICE=1`). Off by default, and then nothing is hashed.

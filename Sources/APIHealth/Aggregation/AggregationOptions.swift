@@ -82,13 +82,14 @@ public struct RawPoints: Sendable, Hashable, CustomStringConvertible {
         self.maximumPerSecond = maximumPerSecond
     }
 
-    /// Every request (the default): what a single instance, and `influx-tail`, show best.
+    /// Every request: what a single instance at low traffic, and `influx-tail`, show best.
     public static let all = RawPoints(mode: .all)
     /// None: counts, error rates and percentiles come from the interval aggregates alone.
     public static let none = RawPoints(mode: .none)
     /// Every failed request, every request slower than 1 s or than its endpoint's p99 (the upper bound of
     /// the histogram bucket holding the p99 of its last interval of at least 100 requests), and 0.5 % of
-    /// the rest; failed and slow ones up to 5 per second and endpoint (``defaultMaximumPerSecond``).
+    /// the rest; failed and slow ones up to 5 per second and endpoint (``defaultMaximumPerSecond``). The
+    /// default.
     public static let errorsAndSlow = RawPoints(mode: .errorsAndSlow)
 
     /// Every failed request, every request slower than `slowerThan` or than its endpoint's p99, and a
