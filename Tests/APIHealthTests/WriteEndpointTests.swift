@@ -53,6 +53,8 @@ import Testing
         #expect(metrics.pointsWritten == 4, "the lines the server took count as written")
         #expect(metrics.pointsRejected == 2, "each refused line is counted")
         #expect(metrics.pendingLines == 0)
+        // The refused lines are counted under the batching lock, then set aside in rejected/ outside it.
+        #expect(await waitUntil { (try? SpoolReader(directory: harness.spool).rejected().count) == 1 })
         let rejected = try SpoolReader(directory: harness.spool).rejected()
         #expect(rejected.count == 1)
         let kept = rejected.first.map { $0.lines.map { String(decoding: $0, as: UTF8.self) } } ?? []
