@@ -48,6 +48,16 @@ configuration.spool = nil
 // Every sample a line of its own, as the figures in Benchmarks/README.md were measured.
 configuration.capture.rawPoints = .all
 configuration.batching.maximumPendingBytes = 1 << 30
+if recording || mode == "ahc-observation" {
+    // Counted per sample whatever the machine's speed: no period ends while the samples are recorded (an
+    // interval's points, a health point or a batch sealed at 10 s or 5 s of real time would land in the
+    // long run and not the short one as often as valgrind's pace on this machine decides).
+    let hour = Duration.seconds(3_600)
+    configuration.aggregation?.interval = hour
+    configuration.selfMetricsInterval = hour
+    configuration.batching.flushDelay = hour
+    configuration.batching.maximumAge = hour
+}
 // With APIHEALTH_CACHE_ADVICE=1 the agent gives cache advice (every body digested as it streams); with
 // APIHEALTH_PROBE_BODY_BYTES=N the loopback API answers N bytes (the same N every time) instead of its small JSON.
 let environment = ProcessInfo.processInfo.environment
