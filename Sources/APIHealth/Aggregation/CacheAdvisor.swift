@@ -133,7 +133,7 @@ package final class CacheAdvisor: @unchecked Sendable {
         endedAt: Int64
     ) -> Verdict {
         var verdict = Verdict(storable: policy.storable)
-        let nowNanoseconds = Self.nanoseconds(now)
+        let nowNanoseconds = now.nanoseconds
         if statusCode == 304 {
             verdict.revalidated = true
             // The stored copies were confirmed current: each as if it came again now, at age zero.
@@ -184,11 +184,6 @@ package final class CacheAdvisor: @unchecked Sendable {
         return verdict
     }
 
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? (seconds < 0 ? .min : .max) : whole &+ attoseconds / 1_000_000_000
-    }
 
     private static func forEachCopy(
         _ copies: inout (Copy, Copy, Copy, Copy, Copy),

@@ -156,17 +156,12 @@ final class RequestRecorder: Sendable {
             digest: evidence.digest,
             at: deferred.now,
             startedAt: startedAt,
-            endedAt: startedAt &+ Self.nanoseconds(sample.duration)
+            endedAt: startedAt &+ sample.duration.nanoseconds
         )
         if verdict.evicted { pending.count(.cacheKeysEvicted) }
         return JudgedResponse(verdict: verdict, policy: evidence.policy, servedLocally: false)
     }
 
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : whole &+ attoseconds / 1_000_000_000
-    }
 
     /// Moves captured samples, stamped on the system's clock, to the agent's corrected time; each
     /// response's `Date` header is a reading of the offset until a destination has answered.
