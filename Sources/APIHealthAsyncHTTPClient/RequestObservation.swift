@@ -209,7 +209,12 @@ struct StartedRequest: Sendable {
     func cacheEvidence(progress: RequestProgress) -> CacheEvidence? {
         guard let status = progress.status else { return nil }
         let headers = progress.responseHeaders
-        let policy = CachePolicy(method: method, statusCode: status) { headers.first(name: $0) }
+        let policy = CachePolicy(
+            method: method,
+            statusCode: status,
+            requestHeader: { requestHeaders.first(name: $0) },
+            header: { headers.first(name: $0) }
+        )
         return CacheEvidence(policy: policy, digest: progress.error == nil ? progress.digest : nil)
     }
 

@@ -8,9 +8,9 @@ import LineProtocol
 /// print (``CacheAdviceTable``).
 ///
 /// The advisor is opt-in (``APIHealthConfiguration/CaptureOptions/cacheAdvice``), so only interval points
-/// that carry at least one `cache_*` field count: their `count` is the requests the shares are of, their
-/// timestamps the time observed. An endpoint none of whose points carries one is not a row. Points a
-/// filter leaves out still count in the time observed (``observe(_:)``), so a filter on the endpoint
+/// that carry at least one `cache_*` field count: their `cache_judged` is what the hit and stale shares are
+/// of, their `count` what the header shares are of, their timestamps the time observed. An endpoint none of
+/// whose points carries one is not a row. Points a filter leaves out still count in the time observed (``observe(_:)``), so a filter on the endpoint
 /// (`--where module=shop`) picks rows without changing their savings per minute.
 ///
 /// ```swift
@@ -62,21 +62,25 @@ package struct CacheAdviceAggregator: Sendable {
 
     /// Where a cache field's value is added.
     private enum Slot: Sendable {
-        case storable, noStore, withLifetime, revalidated, servedLocally, repeated, repeatedMilliseconds
-        case repeatedWithin(Int)
-        case repeatedMillisecondsWithin(Int)
+        case judged, storable, noStore, withLifetime, revalidated, servedLocally, privateOnly, coalescable
+        case coalescableMilliseconds
+        case hits(Int)
+        case hitsMilliseconds(Int)
+        case stale(Int)
     }
 
     private static let slots: [String: Slot] = {
         typealias F = PointSchema.IntervalField
         var slots: [String: Slot] = [
-            F.cacheStorable: .storable, F.cacheNoStore: .noStore, F.cacheWithLifetime: .withLifetime,
-            F.cacheRevalidated: .revalidated, F.cacheServedLocally: .servedLocally, F.cacheRepeated: .repeated,
-            F.cacheRepeatedMilliseconds: .repeatedMilliseconds,
+            F.cacheJudged: .judged, F.cacheStorable: .storable, F.cacheNoStore: .noStore,
+            F.cacheWithLifetime: .withLifetime, F.cacheRevalidated: .revalidated,
+            F.cacheServedLocally: .servedLocally, F.cachePrivateOnly: .privateOnly,
+            F.cacheCoalescable: .coalescable, F.cacheCoalescableMilliseconds: .coalescableMilliseconds,
         ]
         for (index, seconds) in F.cacheAgeBounds.enumerated() {
-            slots[F.cacheRepeated(withinSeconds: seconds)] = .repeatedWithin(index)
-            slots[F.cacheRepeatedMilliseconds(withinSeconds: seconds)] = .repeatedMillisecondsWithin(index)
+            slots[F.cacheHits(lifetime: seconds)] = .hits(index)
+            slots[F.cacheHitsMilliseconds(lifetime: seconds)] = .hitsMilliseconds(index)
+            slots[F.cacheStale(lifetime: seconds)] = .stale(index)
         }
         return slots
     }()
@@ -106,16 +110,18 @@ package struct CacheAdviceAggregator: Sendable {
             guard field.key.hasPrefix("cache_"), let slot = Self.slots[field.key] else { continue }
             advised = true
             switch slot {
+            case .judged: figures.judged += Self.whole(value)
             case .storable: figures.storable += Self.whole(value)
             case .noStore: figures.noStore += Self.whole(value)
             case .withLifetime: figures.withLifetime += Self.whole(value)
             case .revalidated: figures.revalidated += Self.whole(value)
             case .servedLocally: figures.servedLocally += Self.whole(value)
-            case .repeated: figures.repeated += Self.whole(value)
-            case .repeatedMilliseconds: figures.repeatedMilliseconds += Self.milliseconds(value)
-            case .repeatedWithin(let index): figures.repeatedWithin[index] += Self.whole(value)
-            case .repeatedMillisecondsWithin(let index):
-                figures.repeatedMillisecondsWithin[index] += Self.milliseconds(value)
+            case .privateOnly: figures.privateOnly += Self.whole(value)
+            case .coalescable: figures.coalescable += Self.whole(value)
+            case .coalescableMilliseconds: figures.coalescableMilliseconds += Self.milliseconds(value)
+            case .hits(let index): figures.hits[index] += Self.whole(value)
+            case .hitsMilliseconds(let index): figures.hitsMilliseconds[index] += Self.milliseconds(value)
+            case .stale(let index): figures.stale[index] += Self.whole(value)
             }
         }
         guard advised else {
@@ -169,8 +175,8 @@ package struct CacheAdviceAggregator: Sendable {
         return counts
     }
 
-    /// One row per endpoint with cache fields, the most waiting saved first (then the most repeated, then
-    /// by host, path, method and module).
+    /// One row per endpoint with cache fields, the most waiting its advised lifetime saves first (then the
+    /// most judged, then by host, path, method and module).
     package func rows() -> [CacheAdviceRow] {
         let observed = observedNanoseconds
         return endpoints.compactMap { endpoint, totals in
@@ -178,10 +184,9 @@ package struct CacheAdviceAggregator: Sendable {
             return CacheAdviceRow(endpoint: endpoint, figures: totals.figures, observedNanoseconds: observed)
         }
         .sorted { a, b in
-            if a.figures.repeatedMilliseconds != b.figures.repeatedMilliseconds {
-                return a.figures.repeatedMilliseconds > b.figures.repeatedMilliseconds
-            }
-            if a.figures.repeated != b.figures.repeated { return a.figures.repeated > b.figures.repeated }
+            let (savedA, savedB) = (a.lifetimeSavedMilliseconds ?? 0, b.lifetimeSavedMilliseconds ?? 0)
+            if savedA != savedB { return savedA > savedB }
+            if a.figures.judged != b.figures.judged { return a.figures.judged > b.figures.judged }
             return a.endpoint < b.endpoint
         }
     }
@@ -228,58 +233,68 @@ package struct CacheAdviceRow: Sendable, Hashable {
 
     /// The sums of an endpoint's cache fields (and `count`) over its points with cache fields.
     package struct Figures: Sendable, Hashable {
-        /// Requests (`count`).
+        /// Requests (`count`): every request of the endpoint, what the header shares are of.
         package var requests = 0
+        /// `cache_judged`: responses the simulated caches judged, what the hit and stale shares are of.
+        package var judged = 0
         /// `cache_storable`: responses a cache may store.
         package var storable = 0
         /// `cache_no_store`: responses sent with `Cache-Control: no-store`.
         package var noStore = 0
-        /// `cache_with_lifetime`: responses stating a `max-age` or `Expires` above zero.
+        /// `cache_with_lifetime`: responses with a lifetime above zero (stated or heuristic).
         package var withLifetime = 0
         /// `cache_revalidated`: 304 responses.
         package var revalidated = 0
         /// `cache_served_locally`: responses a local cache served.
         package var servedLocally = 0
-        /// `cache_repeated`: responses whose body was that of the previous response of the same URL.
-        package var repeated = 0
-        /// `cache_repeated_ms`: the waiting of those, in milliseconds.
-        package var repeatedMilliseconds = 0.0
-        /// `cache_repeated_le_<s>` per bound of ``PointSchema/IntervalField/cacheAgeBounds``.
-        package var repeatedWithin = Array(repeating: 0, count: PointSchema.IntervalField.cacheAgeBounds.count)
-        /// `cache_repeated_ms_le_<s>` per bound of ``PointSchema/IntervalField/cacheAgeBounds``.
-        package var repeatedMillisecondsWithin = Array(
-            repeating: 0.0,
-            count: PointSchema.IntervalField.cacheAgeBounds.count
-        )
+        /// `cache_private_only`: responses that are one user's (never for a shared cache).
+        package var privateOnly = 0
+        /// `cache_coalescable`: requests in flight beside an earlier one of their key.
+        package var coalescable = 0
+        /// `cache_coalescable_ms`: their waiting, in milliseconds.
+        package var coalescableMilliseconds = 0.0
+        /// `cache_hits_le_<s>` per lifetime of ``PointSchema/IntervalField/cacheAgeBounds``.
+        package var hits = Array(repeating: 0, count: PointSchema.IntervalField.cacheAgeBounds.count)
+        /// `cache_hits_ms_le_<s>` per lifetime.
+        package var hitsMilliseconds = Array(repeating: 0.0, count: PointSchema.IntervalField.cacheAgeBounds.count)
+        /// `cache_stale_le_<s>` per lifetime.
+        package var stale = Array(repeating: 0, count: PointSchema.IntervalField.cacheAgeBounds.count)
 
         package init() {}
 
         mutating func add(_ other: Figures) {
             requests += other.requests
+            judged += other.judged
             storable += other.storable
             noStore += other.noStore
             withLifetime += other.withLifetime
             revalidated += other.revalidated
             servedLocally += other.servedLocally
-            repeated += other.repeated
-            repeatedMilliseconds += other.repeatedMilliseconds
-            for index in repeatedWithin.indices {
-                repeatedWithin[index] += other.repeatedWithin[index]
-                repeatedMillisecondsWithin[index] += other.repeatedMillisecondsWithin[index]
+            privateOnly += other.privateOnly
+            coalescable += other.coalescable
+            coalescableMilliseconds += other.coalescableMilliseconds
+            for index in hits.indices {
+                hits[index] += other.hits[index]
+                hitsMilliseconds[index] += other.hitsMilliseconds[index]
+                stale[index] += other.stale[index]
             }
         }
     }
 
-    /// The lifetime (`max-age`) that would have caught most repeated responses.
+    /// The lifetime (`max-age`) advised for an endpoint.
     package enum Lifetime: Sendable, Hashable {
-        /// Nothing repeated.
-        case nothingRepeated
-        /// The shortest bound of ``PointSchema/IntervalField/cacheAgeBounds``, in seconds, whose
-        /// `cache_repeated_le_<s>` is at least half of `cache_repeated`.
+        /// No simulated cache would have served anything.
+        case nothingServed
+        /// The longest candidate lifetime, in seconds, whose stale share stays under
+        /// ``CacheAdviceRow/staleThreshold`` and that would have served something.
         case seconds(Int64)
-        /// Most repeated responses came longer than the longest bound (1 h) after their identical previous one.
-        case beyondLongestBound
+        /// Every lifetime that would have served something would also have served changed bodies at or
+        /// past the threshold.
+        case tooStale
     }
+
+    /// The share of judged responses a lifetime's stale ones must stay under to be advised: 1 %.
+    package static let staleThreshold = 0.01
 
     package var endpoint: Endpoint
     package var figures: Figures
@@ -293,37 +308,41 @@ package struct CacheAdviceRow: Sendable, Hashable {
         self.observedNanoseconds = observedNanoseconds
     }
 
-    /// Repeated responses as a share of requests (0 without requests).
-    package var repeatedShare: Double {
-        figures.requests > 0 ? Double(figures.repeated) / Double(figures.requests) : 0
+    /// The share of judged responses `count` is (0 with none judged).
+    package func shareOfJudged(_ count: Int) -> Double {
+        figures.judged > 0 ? Double(count) / Double(figures.judged) : 0
     }
 
-    /// The index in ``PointSchema/IntervalField/cacheAgeBounds`` of ``lifetime``'s bound, if it is one.
+    /// The index in ``PointSchema/IntervalField/cacheAgeBounds`` of the advised lifetime, if there is one.
     package var lifetimeIndex: Int? {
-        guard figures.repeated > 0 else { return nil }
-        return figures.repeatedWithin.firstIndex { 2 * $0 >= figures.repeated }
+        figures.hits.indices.last { index in
+            figures.hits[index] > 0 && shareOfJudged(figures.stale[index]) < Self.staleThreshold
+        }
     }
 
-    /// The lifetime that would have caught most of its repeated responses.
+    /// The lifetime advised: the longest whose stale share stays under ``staleThreshold``.
     package var lifetime: Lifetime {
-        guard figures.repeated > 0 else { return .nothingRepeated }
-        guard let index = lifetimeIndex else { return .beyondLongestBound }
+        guard figures.hits.contains(where: { $0 > 0 }) else { return .nothingServed }
+        guard let index = lifetimeIndex else { return .tooStale }
         return .seconds(PointSchema.IntervalField.cacheAgeBounds[index])
     }
 
-    /// Repeated responses that lifetime would have served, as a share of requests; `nil` without one.
-    package var caughtShare: Double? {
-        guard let index = lifetimeIndex, figures.requests > 0 else { return nil }
-        return Double(figures.repeatedWithin[index]) / Double(figures.requests)
-    }
+    /// The share of judged responses the advised lifetime would have served; `nil` without one.
+    package var hitShare: Double? { lifetimeIndex.map { shareOfJudged(figures.hits[$0]) } }
 
-    /// The waiting that lifetime would have saved, in milliseconds; `nil` without one.
+    /// The share of judged responses the advised lifetime would have served changed; `nil` without one.
+    package var staleShare: Double? { lifetimeIndex.map { shareOfJudged(figures.stale[$0]) } }
+
+    /// Whether a shared cache (a CDN, a proxy) may follow the advice: no response was one user's.
+    package var sharedCacheAllowed: Bool { figures.privateOnly == 0 }
+
+    /// The waiting the advised lifetime would have saved, in milliseconds; `nil` without one.
     package var lifetimeSavedMilliseconds: Double? {
-        lifetimeIndex.map { figures.repeatedMillisecondsWithin[$0] }
+        lifetimeIndex.map { figures.hitsMilliseconds[$0] }
     }
 
-    /// The waiting that lifetime would have saved per minute observed, in milliseconds; `nil` without a
-    /// lifetime or a time observed.
+    /// The waiting the advised lifetime would have saved per minute observed, in milliseconds; `nil`
+    /// without a lifetime or a time observed.
     package var savedPerMinute: Double? {
         guard let saved = lifetimeSavedMilliseconds, let observedNanoseconds, observedNanoseconds > 0 else {
             return nil

@@ -9,13 +9,13 @@ import Foundation
 /// print(CacheAdviceTable(width: 120, colors: false).render(advice.rows(), counts: advice.counts), terminator: "")
 /// ```
 ///
-/// One row per endpoint, the most waiting saved first: its requests, the share repeated (`cache_repeated`
-/// / `count`), the waiting those repeated fetches took (SAVED), the lifetime that would have caught most
-/// of them (TTL: the shortest bound whose `cache_repeated_le_<s>` is at least half of `cache_repeated`;
-/// `none under 1 h` when only the remainder above the longest bound holds most), the waiting that
-/// lifetime would have saved per minute observed (SAVED/MIN), and what the responses' headers say today.
-/// Every line fits in `width` columns: with less room the module, SAVED, REQS, the headers, SAVED/MIN and
-/// the method are left out in that order, and the endpoint is shortened as ``SummaryTable`` shortens it.
+/// One row per endpoint, the most waiting saved first: the responses judged (JUDGED: `cache_judged`, what
+/// the shares are of), the lifetime advised (TTL: the longest candidate whose stale share stays under
+/// 1 %, with `private` when some responses were one user's, so only the client's own cache may keep
+/// them), the share it would have served (HITS) and served changed (STALE), the waiting it would have
+/// saved (SAVED) and per minute observed (SAVED/MIN), and what the responses' headers say today. Every
+/// line fits in `width` columns: with less room the module, SAVED, JUDGED, STALE, the headers, SAVED/MIN
+/// and the method are left out in that order, and the endpoint is shortened as ``SummaryTable`` shortens it.
 /// Without rows (no interval point carried cache fields) the table is one line saying the advice is off
 /// and how to turn it on.
 package struct CacheAdviceTable: Sendable {
@@ -30,15 +30,16 @@ package struct CacheAdviceTable: Sendable {
     }
 
     private enum Column: CaseIterable {
-        case method, endpoint, module, requests, repeated, saved, lifetime, savedPerMinute, headers
+        case method, endpoint, module, judged, hits, stale, saved, lifetime, savedPerMinute, headers
 
         var title: String {
             switch self {
             case .method: return "METHOD"
             case .endpoint: return "ENDPOINT"
             case .module: return "MODULE"
-            case .requests: return "REQS"
-            case .repeated: return "REPEATED"
+            case .judged: return "JUDGED"
+            case .hits: return "HITS"
+            case .stale: return "STALE"
             case .saved: return "SAVED"
             case .lifetime: return "TTL"
             case .savedPerMinute: return "SAVED/MIN"
@@ -48,13 +49,13 @@ package struct CacheAdviceTable: Sendable {
 
         var alignsRight: Bool {
             switch self {
-            case .requests, .repeated, .saved, .savedPerMinute: return true
+            case .judged, .hits, .stale, .saved, .savedPerMinute: return true
             default: return false
             }
         }
 
         /// Left out, in this order, when the width is short.
-        static let dropped: [Column] = [.module, .saved, .requests, .headers, .savedPerMinute, .method]
+        static let dropped: [Column] = [.module, .saved, .judged, .stale, .headers, .savedPerMinute, .method]
     }
 
     /// The shortest the endpoint column gets before columns are left out.
@@ -83,10 +84,11 @@ package struct CacheAdviceTable: Sendable {
                 .method: Terminal.visible(row.endpoint.method),
                 .endpoint: Terminal.visible(row.endpoint.host + row.endpoint.path),
                 .module: row.endpoint.module.map(Terminal.visible) ?? "-",
-                .requests: String(row.figures.requests),
-                .repeated: Self.percent(row.repeatedShare),
-                .saved: Self.duration(row.figures.repeatedMilliseconds),
-                .lifetime: Self.lifetime(row.lifetime),
+                .judged: String(row.figures.judged),
+                .hits: row.hitShare.map(Self.percent) ?? "-",
+                .stale: row.staleShare.map(Self.percent) ?? "-",
+                .saved: row.lifetimeSavedMilliseconds.map(Self.duration) ?? "-",
+                .lifetime: Self.lifetime(row),
                 .savedPerMinute: row.savedPerMinute.map(Self.duration) ?? "-",
                 .headers: Self.headerNotes(row).isEmpty ? "-" : Self.headerNotes(row).joined(separator: "; "),
             ]
@@ -186,10 +188,12 @@ package struct CacheAdviceTable: Sendable {
             )
         }
         items += [
-            "REPEATED: same body as the URL's previous response",
-            "SAVED: the waiting they took",
-            "TTL: the shortest max-age serving at least half of them",
-            "SAVED/MIN: what it would have saved per minute observed",
+            "JUDGED: responses a cache could keep, read to their end, not in flight beside a duplicate",
+            "TTL: the longest max-age serving under 1 % changed bodies (private: per-user responses, "
+                + "the client's own cache only)",
+            "HITS/STALE: what a cache with that max-age would have served unchanged/changed",
+            "SAVED: the waiting of its hits",
+            "SAVED/MIN: per minute observed",
         ]
         var lines: [String] = []
         var current = ""
@@ -225,64 +229,80 @@ package struct CacheAdviceTable: Sendable {
 
     // MARK: - The "What to cache" section
 
-    /// The "What to cache" lines `--summary` ends with: a title and one advice line per endpoint with
-    /// repeated responses, the `limit` that saved most (``advice(_:)``), each cut to the width; the title
-    /// alone saying nothing repeated when no row has repeated responses; empty without rows (no cache
-    /// fields read). Ends with a line end unless empty.
+    /// The "What to cache" lines `--summary` ends with: a title and one advice line per endpoint a simulated
+    /// cache would have served something of, the `limit` that saved most (``advice(_:)``), each cut to the
+    /// width; the title alone saying nothing would have been served when no row has hits; empty without
+    /// rows (no cache fields read). Ends with a line end unless empty.
     ///
     /// ```swift
     /// let section = CacheAdviceTable(width: 120, colors: false).section(summary.cacheAdvice.rows())
     /// ```
     package func section(_ rows: [CacheAdviceRow], limit: Int = CacheAdviceTable.sectionRows) -> String {
         guard !rows.isEmpty else { return "" }
-        let repeated = rows.filter { $0.figures.repeated > 0 }
-        guard !repeated.isEmpty else {
-            let requests = rows.reduce(0) { $0 + $1.figures.requests }
-            return paint(Self.cut("What to cache: nothing repeated in \(requests) requests", width), .bold) + "\n"
+        let served = rows.filter { $0.lifetime != .nothingServed || $0.figures.coalescable > 0 }
+        guard !served.isEmpty else {
+            let judged = rows.reduce(0) { $0 + $1.figures.judged }
+            return paint(
+                Self.cut("What to cache: no cache would have served any of \(judged) responses judged", width),
+                .bold
+            ) + "\n"
         }
         var out =
             paint(Self.cut("What to cache (most waiting saved first; influx-tail --cache for all)", width), .bold)
             + "\n"
-        for row in repeated.prefix(max(0, limit)) {
+        for row in served.prefix(max(0, limit)) {
             let endpoint =
                 Terminal.visible(row.endpoint.method) + " "
                 + Terminal.visible(row.endpoint.host + row.endpoint.path)
             out += Self.cut(endpoint + ": " + Self.advice(row), width) + "\n"
         }
-        if repeated.count > limit {
-            out += paint(Self.cut("… and \(repeated.count - max(0, limit)) more", width), .dim) + "\n"
+        if served.count > limit {
+            out += paint(Self.cut("… and \(served.count - max(0, limit)) more", width), .dim) + "\n"
         }
         return out
     }
 
-    /// One endpoint's advice as a sentence: the share its lifetime would have caught, what that would have
-    /// saved per minute, and what the headers say: `65 % repeated within 60 s; a 60 s max-age would have
-    /// saved 1.9 s of waiting per minute; headers: no-store on 90 %, revalidated (304) 20`.
+    /// One endpoint's advice as a sentence: the lifetime advised, what it would have served unchanged and
+    /// changed, what it would have saved per minute, for which cache, and what the headers say: `a 60 s
+    /// max-age would have served 48 % (0 % changed) of 25 responses judged, saving 1.9 s of waiting per
+    /// minute; headers: no lifetime stated`.
     package static func advice(_ row: CacheAdviceRow) -> String {
         var sentence: String
-        let longest = PointSchema.IntervalField.cacheAgeBounds.last ?? 3_600
         switch row.lifetime {
-        case .nothingRepeated:
-            sentence = "nothing repeated"
-        case .beyondLongestBound:
+        case .nothingServed:
+            sentence = "no max-age up to 1 h would have served any of \(row.figures.judged) responses judged"
+        case .tooStale:
+            let shortest = row.figures.hits.indices.first { row.figures.hits[$0] > 0 } ?? 0
             sentence =
-                "\(percent(row.repeatedShare)) repeated, most over \(seconds(longest)) apart (none under \(seconds(longest)) catches most)"
+                "every max-age that would have served some would also have served changed bodies "
+                + "(\(percent(row.shareOfJudged(row.figures.stale[shortest]))) at "
+                + "\(seconds(PointSchema.IntervalField.cacheAgeBounds[shortest])))"
         case .seconds(let bound):
-            sentence = "\(percent(row.caughtShare ?? 0)) repeated within \(seconds(bound))"
+            sentence =
+                "a \(seconds(bound)) max-age would have served \(percent(row.hitShare ?? 0)) "
+                + "(\(percent(row.staleShare ?? 0)) changed) of \(row.figures.judged) responses judged"
             if let perMinute = row.savedPerMinute {
-                sentence +=
-                    "; a \(seconds(bound)) max-age would have saved \(duration(perMinute)) of waiting per minute"
+                sentence += ", saving \(duration(perMinute)) of waiting per minute"
             } else if let saved = row.lifetimeSavedMilliseconds {
-                sentence += "; a \(seconds(bound)) max-age would have saved \(duration(saved)) of waiting"
+                sentence += ", saving \(duration(saved)) of waiting"
             }
+            sentence +=
+                row.sharedCacheAllowed
+                ? "" : "; in the client's own cache only (Cache-Control: private): some responses are one user's"
+        }
+        if row.figures.coalescable > 0 {
+            sentence +=
+                "; \(row.figures.coalescable) requested while the same was in flight "
+                + "(coalescing would save \(duration(row.figures.coalescableMilliseconds)))"
         }
         let notes = headerNotes(row)
         if !notes.isEmpty { sentence += "; headers: " + notes.joined(separator: ", ") }
         return sentence
     }
 
-    /// What the responses' headers say: `no-store on 90 %`, `no lifetime stated` (storable, none stating
-    /// one), `max-age/Expires on 40 %`, `revalidated (304) 12`, `served locally 3`, each only when it applies.
+    /// What the responses' headers say, over every request of the endpoint: `no-store on 90 %`, `no
+    /// lifetime stated` (storable, none with one), `max-age/Expires on 40 %`, `per-user on 100 %`,
+    /// `revalidated (304) 12`, `served locally 3`, each only when it applies.
     package static func headerNotes(_ row: CacheAdviceRow) -> [String] {
         let figures = row.figures
         func share(_ count: Int) -> String {
@@ -292,17 +312,18 @@ package struct CacheAdviceTable: Sendable {
         if figures.noStore > 0 { notes.append("no-store on \(share(figures.noStore))") }
         if figures.storable > 0 && figures.withLifetime == 0 { notes.append("no lifetime stated") }
         if figures.withLifetime > 0 { notes.append("max-age/Expires on \(share(figures.withLifetime))") }
+        if figures.privateOnly > 0 { notes.append("per-user on \(share(figures.privateOnly))") }
         if figures.revalidated > 0 { notes.append("revalidated (304) \(figures.revalidated)") }
         if figures.servedLocally > 0 { notes.append("served locally \(figures.servedLocally)") }
         return notes
     }
 
-    /// A lifetime cell: `60 s`, `5 min`, `none under 1 h`; `-` when nothing repeated.
-    package static func lifetime(_ lifetime: CacheAdviceRow.Lifetime) -> String {
-        switch lifetime {
-        case .nothingRepeated: return "-"
-        case .seconds(let bound): return seconds(bound)
-        case .beyondLongestBound: return "none under \(seconds(PointSchema.IntervalField.cacheAgeBounds.last ?? 3_600))"
+    /// A lifetime cell: `60 s`, `5 min private`, `too stale`; `-` when nothing would have been served.
+    package static func lifetime(_ row: CacheAdviceRow) -> String {
+        switch row.lifetime {
+        case .nothingServed: return "-"
+        case .seconds(let bound): return seconds(bound) + (row.sharedCacheAllowed ? "" : " private")
+        case .tooStale: return "too stale"
         }
     }
 
@@ -361,11 +382,12 @@ package struct CacheAdviceTable: Sendable {
 
     // MARK: - JSON
 
-    /// One JSON object per row, one per line: the endpoint, its sums (`requests`, `repeated`,
-    /// `repeated_le_60`, `repeated_ms_le_60`, …), `repeated_share`, `saved_ms`, the lifetime (`ttl_seconds`,
-    /// `null` when nothing repeated or none under the longest bound; `ttl`, as the table says it), the
-    /// waiting it would have saved (`ttl_saved_ms`, `ttl_saved_ms_per_minute`), `observed_seconds`, the
-    /// header sums and `headers`, the phrases of the table's last column.
+    /// One JSON object per row, one per line: the endpoint, its sums (`requests`, `judged`, `hits_le_60`,
+    /// `hits_ms_le_60`, `stale_le_60`, …, `private_only`, `coalescable`, `coalescable_ms`), the lifetime
+    /// advised (`ttl_seconds`, `null` without one; `ttl`, as the table says it; `shared_cache`, whether a
+    /// shared cache may follow it), its shares (`hit_share`, `stale_share`), the waiting it would have saved
+    /// (`ttl_saved_ms`, `ttl_saved_ms_per_minute`), `observed_seconds`, the header sums and `headers`, the
+    /// phrases of the table's last column.
     package static func json(_ rows: [CacheAdviceRow]) -> String {
         typealias J = SummaryTable
         var out = ""
@@ -374,22 +396,24 @@ package struct CacheAdviceTable: Sendable {
             var object =
                 "{\"host\":\(J.string(row.endpoint.host)),\"path\":\(J.string(row.endpoint.path)),"
                 + "\"method\":\(J.string(row.endpoint.method)),\"module\":\(row.endpoint.module.map(J.string) ?? "null"),"
-                + "\"requests\":\(figures.requests),\"repeated\":\(figures.repeated),"
-                + "\"repeated_share\":\(J.share(row.repeatedShare)),\"saved_ms\":\(number(figures.repeatedMilliseconds)),"
+                + "\"requests\":\(figures.requests),\"judged\":\(figures.judged),"
             for (index, bound) in PointSchema.IntervalField.cacheAgeBounds.enumerated() {
-                object += "\"repeated_le_\(bound)\":\(figures.repeatedWithin[index]),"
-            }
-            for (index, bound) in PointSchema.IntervalField.cacheAgeBounds.enumerated() {
-                object += "\"repeated_ms_le_\(bound)\":\(number(figures.repeatedMillisecondsWithin[index])),"
+                object += "\"hits_le_\(bound)\":\(figures.hits[index]),"
+                object += "\"hits_ms_le_\(bound)\":\(number(figures.hitsMilliseconds[index])),"
+                object += "\"stale_le_\(bound)\":\(figures.stale[index]),"
             }
             let ttlSeconds: String
             if case .seconds(let bound) = row.lifetime { ttlSeconds = String(bound) } else { ttlSeconds = "null" }
-            let ttl = row.lifetime == .nothingRepeated ? "null" : J.string(lifetime(row.lifetime))
+            let ttl = row.lifetime == .nothingServed ? "null" : J.string(lifetime(row))
             object +=
-                "\"ttl_seconds\":\(ttlSeconds),\"ttl\":\(ttl),"
+                "\"ttl_seconds\":\(ttlSeconds),\"ttl\":\(ttl),\"shared_cache\":\(row.sharedCacheAllowed),"
+                + "\"hit_share\":\(row.hitShare.map(J.share) ?? "null"),"
+                + "\"stale_share\":\(row.staleShare.map(J.share) ?? "null"),"
                 + "\"ttl_saved_ms\":\(row.lifetimeSavedMilliseconds.map(number) ?? "null"),"
                 + "\"ttl_saved_ms_per_minute\":\(row.savedPerMinute.map(number) ?? "null"),"
                 + "\"observed_seconds\":\(row.observedNanoseconds.map { number(Double($0) / 1e9) } ?? "null"),"
+                + "\"private_only\":\(figures.privateOnly),\"coalescable\":\(figures.coalescable),"
+                + "\"coalescable_ms\":\(number(figures.coalescableMilliseconds)),"
                 + "\"storable\":\(figures.storable),\"no_store\":\(figures.noStore),"
                 + "\"with_lifetime\":\(figures.withLifetime),\"revalidated\":\(figures.revalidated),"
                 + "\"served_locally\":\(figures.servedLocally),"

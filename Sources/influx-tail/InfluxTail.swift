@@ -58,13 +58,16 @@ struct InfluxTail: ParsableCommand {
             --cache prints the cache advice of the interval points (the agent's cache advisor, off unless \
             capture.cacheAdvice = true or APIHEALTH_CACHE_ADVICE=1): one row per endpoint (host, path, method, \
             module; summed across status classes and intervals), the most waiting a cache would have saved \
-            first. REPEATED is the share of requests whose body was that of the previous response of the same \
-            URL, SAVED the waiting those took (cache_repeated_ms), TTL the shortest max-age that would have \
-            served at least half of them (of 1 s, 10 s, 60 s, 5 min, 1 h; none under 1 h when most came later), \
-            SAVED/MIN what that max-age would have saved per minute observed (from the first to the last \
-            interval point, plus one 10 s interval), and HEADERS SAY what the responses stated: no-store, no \
-            lifetime, max-age/Expires, 304 revalidations, local cache hits. Endpoints whose points carry no \
-            cache fields are left out; when none does, one line says the advice is off. -n, --where, --width \
+            first. For each max-age of 1 s, 10 s, 60 s, 5 min and 1 h the agent simulates a private cache that \
+            stores a copy when it fetches and serves it while fresh. JUDGED counts the responses the caches \
+            judged (cache_judged: a cacheable response read to its end, not in flight beside a duplicate); TTL is \
+            the longest max-age whose changed bodies stay under 1 % of them ("private" when some responses were \
+            one user's: the client's own cache only, never a shared one); HITS and STALE the shares it would \
+            have served unchanged and changed; SAVED the waiting of its hits; SAVED/MIN that per minute observed \
+            (from the first to the last interval point, plus one 10 s interval); HEADERS SAY what the responses \
+            stated: no-store, no lifetime, max-age/Expires, per-user, 304 revalidations, local cache hits; \
+            requests made while the same was in flight are named apart (coalescable). Endpoints whose points \
+            carry no cache fields are left out; when none does, one line says the advice is off. -n, --where, --width \
             and --format json apply as for --summary, and --summary ends with the few endpoints that would \
             have saved most (What to cache).
 
@@ -120,8 +123,8 @@ struct InfluxTail: ParsableCommand {
 
     @Flag(
         help: """
-            One row per endpoint with cache advice: the share repeated, the waiting a cache would have saved, \
-            the max-age that would have caught most, what the headers say.
+            One row per endpoint with cache advice: the longest max-age serving few changed bodies, the share \
+            it would have served, the waiting it would have saved, what the headers say.
             """
     )
     var cache = false

@@ -74,7 +74,7 @@ import Testing
         }
         let repeatedDurations = CacheAdviceScenario.repeatedDurations(of: "/catalogue", in: points)
         #expect(repeatedDurations.count == 2)
-        let saved = CacheAdviceScenario.repeatedMilliseconds(points)["/catalogue"] ?? 0
+        let saved = CacheAdviceScenario.hitMilliseconds(points, lifetime: 300)["/catalogue"] ?? 0
         #expect(abs(saved - repeatedDurations.reduce(0, +)) < 0.001, "\(saved) \(repeatedDurations)")
         try await client.shutdown()
         await agent.shutdown(deadline: .seconds(5))

@@ -28,34 +28,44 @@ func cacheIntervalLine(
         "apihealth_request_interval,host=api.example.com,instance=i-1,method=\(method),module=\(module),path=\(path),service=shop,status_class=\(statusClass) \(fields.joined(separator: ",")) \(seconds)000000000"
 }
 
-/// The repeated fields of one point: `within` and `millisecondsWithin` per bound of
-/// ``PointSchema/IntervalField/cacheAgeBounds`` (1, 10, 60, 300, 3600 s).
-func repeatedFields(
-    _ within: [Double],
-    _ millisecondsWithin: [Double],
-    total: Double,
-    milliseconds: Double
+/// The simulated caches' fields of one point: per candidate lifetime of
+/// ``PointSchema/IntervalField/cacheAgeBounds`` (1, 10, 60, 300, 3600 s) the hits, their waiting and the
+/// stale responses, over `judged` responses judged.
+func simulatedFields(
+    judged: Double,
+    hits: [Double],
+    milliseconds: [Double],
+    stale: [Double],
+    privateOnly: Double = 0,
+    coalescable: Double = 0,
+    coalescableMilliseconds: Double = 0
 ) -> [String: Double] {
     typealias F = PointSchema.IntervalField
-    var fields = [F.cacheRepeated: total, F.cacheRepeatedMilliseconds: milliseconds]
+    var fields = [
+        F.cacheJudged: judged, F.cachePrivateOnly: privateOnly, F.cacheCoalescable: coalescable,
+        F.cacheCoalescableMilliseconds: coalescableMilliseconds,
+    ]
     for (index, bound) in F.cacheAgeBounds.enumerated() {
-        fields[F.cacheRepeated(withinSeconds: bound)] = within[index]
-        fields[F.cacheRepeatedMilliseconds(withinSeconds: bound)] = millisecondsWithin[index]
+        fields[F.cacheHits(lifetime: bound)] = hits[index]
+        fields[F.cacheHitsMilliseconds(lifetime: bound)] = milliseconds[index]
+        fields[F.cacheStale(lifetime: bound)] = stale[index]
     }
     return fields
 }
 
-/// Seven interval points over 2 minutes observed (the first at 10 s, the last at 120 s, plus one 10 s
+/// Eight interval points over 2 minutes observed (the first at 10 s, the last at 120 s, plus one 10 s
 /// interval), with known sums:
-/// - GET /catalog (shop), two points: 100 requests, 90 repeated (90 %), 12,000 ms of their waiting, but
-///   only 30 within 1 h: most came later (none under 1 h); every response states a lifetime; 5 served
-///   locally.
-/// - GET /users/{id} (accounts), a 2xx and a 3xx point: 200 requests, 144 repeated (72 %) taking 7,200 ms;
-///   60 within 10 s (< 72, half), 130 within 60 s: a 60 s max-age, catching 65 % of requests and saving
-///   3,800 ms, 1,900 ms per minute; 160 no-store (80 %), 20 storable without a lifetime, 20 revalidated.
-/// - GET /config (shop): 10 requests, 6 repeated taking 60.5 ms, 3 within 1 s (exactly half): a 1 s
-///   max-age, catching 30 % and saving 30 ms, 15 ms per minute; 2 of 10 state a lifetime.
-/// - POST /orders (checkout): 50 requests, every cache field 0: listed last, nothing repeated.
+/// - GET /catalog (shop), two points: 100 requests, 100 judged; hits 0, 0, 10, 30, 60 at 1 s … 1 h, stale
+///   only at 1 h (20): the longest lifetime within 1 % stale is 5 min, serving 30 % and saving 3,000 ms,
+///   1,500 ms per minute; every response states a lifetime; 5 served locally.
+/// - GET /users/{id} (accounts), a 2xx and a 3xx point: 200 requests, 20 judged, every one per-user (an
+///   `Authorization` header): 60 s (stale 0; 5 min has 1 of 20, 5 %), serving 75 %, 750 ms, 375 ms per minute,
+///   for the client's own cache only; 8 requests in flight beside a duplicate (400 ms); 160 no-store (80 %),
+///   20 storable without a lifetime, 20 revalidated.
+/// - GET /config (shop): 10 judged; 1 s (10 s already serves 1 of 10 changed), serving 30 %, 30 ms, 15 ms
+///   per minute; 2 of 10 state a lifetime.
+/// - GET /feed (shop): 10 judged; every lifetime that serves any also serves 10 % or more changed: too stale.
+/// - POST /orders (checkout): 50 requests, every cache field 0: listed last, nothing served.
 /// - GET /legacy (old): no cache fields (the advisor off): not listed.
 func cacheAdviceFixture() -> [String] {
     typealias F = PointSchema.IntervalField
@@ -68,9 +78,14 @@ func cacheAdviceFixture() -> [String] {
             at: t + 10,
             count: 60,
             cache: [F.cacheStorable: 60, F.cacheWithLifetime: 60, F.cacheServedLocally: 5]
-                .merging(repeatedFields([0, 0, 0, 6, 18], [0, 0, 0, 800, 2_400], total: 54, milliseconds: 7_200)) {
-                    $1
-                }
+                .merging(
+                    simulatedFields(
+                        judged: 60,
+                        hits: [0, 0, 6, 18, 36],
+                        milliseconds: [0, 0, 600, 1_800, 4_800],
+                        stale: [0, 0, 0, 0, 12]
+                    )
+                ) { $1 }
         ),
         cacheIntervalLine(
             "GET",
@@ -80,11 +95,14 @@ func cacheAdviceFixture() -> [String] {
             count: 180,
             cache: [F.cacheStorable: 20, F.cacheNoStore: 160]
                 .merging(
-                    repeatedFields(
-                        [20, 60, 130, 140, 144],
-                        [1_000, 3_000, 3_800, 7_000, 7_200],
-                        total: 144,
-                        milliseconds: 7_200
+                    simulatedFields(
+                        judged: 20,
+                        hits: [2, 10, 15, 18, 19],
+                        milliseconds: [100, 500, 750, 900, 950],
+                        stale: [0, 0, 0, 1, 5],
+                        privateOnly: 180,
+                        coalescable: 8,
+                        coalescableMilliseconds: 400
                     )
                 ) { $1 }
         ),
@@ -95,7 +113,7 @@ func cacheAdviceFixture() -> [String] {
             statusClass: "3xx",
             at: t + 60,
             count: 20,
-            cache: [F.cacheRevalidated: 20]
+            cache: [F.cacheRevalidated: 20, F.cachePrivateOnly: 20]
         ),
         cacheIntervalLine("POST", "/orders", module: "checkout", at: t + 90, count: 50, cache: [:]),
         cacheIntervalLine("GET", "/legacy", module: "old", at: t + 90, count: 10, cache: nil),
@@ -106,9 +124,14 @@ func cacheAdviceFixture() -> [String] {
             at: t + 120,
             count: 40,
             cache: [F.cacheStorable: 40, F.cacheWithLifetime: 40]
-                .merging(repeatedFields([0, 0, 0, 4, 12], [0, 0, 0, 500, 1_600], total: 36, milliseconds: 4_800)) {
-                    $1
-                }
+                .merging(
+                    simulatedFields(
+                        judged: 40,
+                        hits: [0, 0, 4, 12, 24],
+                        milliseconds: [0, 0, 400, 1_200, 3_200],
+                        stale: [0, 0, 0, 0, 8]
+                    )
+                ) { $1 }
         ),
         cacheIntervalLine(
             "GET",
@@ -117,20 +140,46 @@ func cacheAdviceFixture() -> [String] {
             at: t + 120,
             count: 10,
             cache: [F.cacheStorable: 10, F.cacheWithLifetime: 2]
-                .merging(repeatedFields([3, 4, 5, 6, 6], [30, 40, 50, 60, 60], total: 6, milliseconds: 60.5)) { $1 }
+                .merging(
+                    simulatedFields(
+                        judged: 10,
+                        hits: [3, 4, 5, 6, 6],
+                        milliseconds: [30, 40, 50, 60, 60],
+                        stale: [0, 1, 2, 3, 4]
+                    )
+                ) { $1 }
+        ),
+        cacheIntervalLine(
+            "GET",
+            "/feed",
+            module: "shop",
+            at: t + 120,
+            count: 10,
+            cache: [F.cacheStorable: 10]
+                .merging(
+                    simulatedFields(
+                        judged: 10,
+                        hits: [2, 3, 3, 3, 3],
+                        milliseconds: [20, 30, 30, 30, 30],
+                        stale: [1, 2, 3, 4, 5]
+                    )
+                ) { $1 }
         ),
     ]
 }
 
 /// `influx-tail --cache` at 200 columns on ``cacheAdviceFixture()``.
 let cacheAdviceFixtureTable = """
-    METHOD  ENDPOINT                    MODULE    REQS  REPEATED   SAVED  TTL             SAVED/MIN  HEADERS SAY
-    GET     api.example.com/catalog     shop       100      90 %  12.0 s  none under 1 h          -  max-age/Expires on 100 %; served locally 5
-    GET     api.example.com/users/{id}  accounts   200      72 %   7.2 s  60 s                1.9 s  no-store on 80 %; no lifetime stated; revalidated (304) 20
-    GET     api.example.com/config      shop        10      60 %   60 ms  1 s                 15 ms  max-age/Expires on 20 %
-    POST    api.example.com/orders      checkout    50       0 %    0 ms  -                       -  -
-    4 endpoints · 6 of 7 interval points with cache fields · 1 endpoint without cache fields not shown · observed 2.0 min (first to last point + one 10 s interval)
-    REPEATED: same body as the URL's previous response · SAVED: the waiting they took · TTL: the shortest max-age serving at least half of them · SAVED/MIN: what it would have saved per minute observed
+    METHOD  ENDPOINT                    MODULE    JUDGED  HITS  STALE   SAVED  TTL           SAVED/MIN  HEADERS SAY
+    GET     api.example.com/catalog     shop         100  30 %    0 %   3.0 s  5 min             1.5 s  max-age/Expires on 100 %; served locally 5
+    GET     api.example.com/users/{id}  accounts      20  75 %    0 %  750 ms  60 s private     375 ms  no-store on 80 %; no lifetime stated; per-user on 100 %; revalidated (304) 20
+    GET     api.example.com/config      shop          10  30 %    0 %   30 ms  1 s               15 ms  max-age/Expires on 20 %
+    GET     api.example.com/feed        shop          10     -      -       -  too stale             -  no lifetime stated
+    POST    api.example.com/orders      checkout       0     -      -       -  -                     -  -
+    5 endpoints · 7 of 8 interval points with cache fields · 1 endpoint without cache fields not shown · observed 2.0 min (first to last point + one 10 s interval)
+    JUDGED: responses a cache could keep, read to their end, not in flight beside a duplicate
+    TTL: the longest max-age serving under 1 % changed bodies (private: per-user responses, the client's own cache only) · HITS/STALE: what a cache with that max-age would have served unchanged/changed
+    SAVED: the waiting of its hits · SAVED/MIN: per minute observed
 
     """
 
@@ -150,52 +199,62 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
         return summary
     }
 
-    @Test func rowsAreRankedBySavedWaitingWithSharesLifetimesAndSavingsPerMinute() throws {
+    @Test func rowsAreRankedBySavedWaitingWithTheLongestLifetimeUnderTheStaleThreshold() throws {
         let advice = aggregate(cacheAdviceFixture()).cacheAdvice
         let rows = advice.rows()
-        #expect(rows.map(\.endpoint.path) == ["/catalog", "/users/{id}", "/config", "/orders"], "/legacy has none")
-        #expect(rows.map(\.endpoint.module) == ["shop", "accounts", "shop", "checkout"])
+        #expect(
+            rows.map(\.endpoint.path) == ["/catalog", "/users/{id}", "/config", "/feed", "/orders"],
+            "/legacy has none"
+        )
+        #expect(rows.map(\.endpoint.module) == ["shop", "accounts", "shop", "shop", "checkout"])
         #expect(advice.observedNanoseconds == 120_000_000_000, "10 s to 120 s, plus one 10 s interval")
         #expect(rows.allSatisfy { $0.observedNanoseconds == 120_000_000_000 })
 
         let catalog = rows[0]
         #expect(catalog.figures.requests == 100)
-        #expect(catalog.figures.repeated == 90)
-        #expect(catalog.repeatedShare == 0.9)
-        #expect(catalog.figures.repeatedMilliseconds == 12_000)
-        #expect(catalog.figures.repeatedWithin == [0, 0, 0, 10, 30])
-        #expect(catalog.lifetime == .beyondLongestBound, "30 within 1 h is less than half of 90")
-        #expect(catalog.savedPerMinute == nil)
+        #expect(catalog.figures.judged == 100)
+        #expect(catalog.figures.hits == [0, 0, 10, 30, 60])
+        #expect(catalog.figures.stale == [0, 0, 0, 0, 20])
+        #expect(catalog.lifetime == .seconds(300), "1 h serves 20 % changed")
+        #expect(catalog.hitShare == 0.3)
+        #expect(catalog.staleShare == 0)
+        #expect(catalog.lifetimeSavedMilliseconds == 3_000)
+        #expect(catalog.savedPerMinute == 1_500, "3,000 ms over 2 minutes")
+        #expect(catalog.sharedCacheAllowed)
         #expect(CacheAdviceTable.headerNotes(catalog) == ["max-age/Expires on 100 %", "served locally 5"])
 
         let users = rows[1]
         #expect(users.figures.requests == 200, "both status classes")
-        #expect(users.figures.repeated == 144)
-        #expect(users.repeatedShare == 0.72)
-        #expect(users.lifetime == .seconds(60), "60 within 10 s < 72 ≤ 130 within 60 s")
-        #expect(users.caughtShare == 0.65)
-        #expect(users.lifetimeSavedMilliseconds == 3_800)
-        #expect(users.savedPerMinute == 1_900, "3,800 ms over 2 minutes")
+        #expect(users.figures.judged == 20)
+        #expect(users.lifetime == .seconds(60), "5 min serves 1 of 20 changed: 5 %")
+        #expect(users.hitShare == 0.75)
+        #expect(users.savedPerMinute == 375)
+        #expect(!users.sharedCacheAllowed, "per-user responses")
+        #expect(users.figures.coalescable == 8)
         #expect(
-            CacheAdviceTable.headerNotes(users) == ["no-store on 80 %", "no lifetime stated", "revalidated (304) 20"]
+            CacheAdviceTable.headerNotes(users) == [
+                "no-store on 80 %", "no lifetime stated", "per-user on 100 %", "revalidated (304) 20",
+            ]
         )
 
         let config = rows[2]
-        #expect(config.lifetime == .seconds(1), "3 within 1 s is exactly half of 6")
-        #expect(config.caughtShare == 0.3)
+        #expect(config.lifetime == .seconds(1), "10 s serves 1 of 10 changed")
+        #expect(config.hitShare == 0.3)
         #expect(config.savedPerMinute == 15)
-        #expect(config.figures.repeatedMilliseconds == 60.5)
         #expect(CacheAdviceTable.headerNotes(config) == ["max-age/Expires on 20 %"])
 
-        let orders = rows[3]
+        #expect(rows[3].lifetime == .tooStale)
+        #expect(rows[3].hitShare == nil && rows[3].savedPerMinute == nil)
+
+        let orders = rows[4]
         #expect(orders.figures.requests == 50)
-        #expect(orders.lifetime == .nothingRepeated)
+        #expect(orders.lifetime == .nothingServed)
         #expect(orders.savedPerMinute == nil)
         #expect(CacheAdviceTable.headerNotes(orders).isEmpty)
 
         let counts = advice.counts
-        #expect(counts.intervalPoints == 7)
-        #expect(counts.pointsWithCacheFields == 6)
+        #expect(counts.intervalPoints == 8)
+        #expect(counts.pointsWithCacheFields == 7)
         #expect(counts.endpointsWithoutCacheFields == 1)
     }
 
@@ -208,13 +267,13 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
             let narrow = CacheAdviceTable(width: width, colors: false).render(advice.rows(), counts: advice.counts)
             let lines = narrow.split(separator: "\n")
             #expect(lines.allSatisfy { $0.count <= width }, "\(width):\n\(narrow)")
-            #expect(lines[0].contains("REPEATED") && lines[0].contains("TTL"), "\(width):\n\(narrow)")
-            #expect(narrow.contains("none under 1 h") && narrow.contains("60 s"), "\(width):\n\(narrow)")
+            #expect(lines[0].contains("HITS") && lines[0].contains("TTL"), "\(width):\n\(narrow)")
+            #expect(narrow.contains("too stale") && narrow.contains("60 s private"), "\(width):\n\(narrow)")
         }
         let eighty = CacheAdviceTable(width: 80, colors: false).render(advice.rows(), counts: advice.counts)
         #expect(
-            eighty.hasPrefix("METHOD  ENDPOINT                    REPEATED  TTL             SAVED/MIN\n"),
-            "module, SAVED, REQS and the headers left out first, the endpoint whole:\n\(eighty)"
+            eighty.hasPrefix("METHOD  ENDPOINT                    HITS  TTL           SAVED/MIN\n"),
+            "module, SAVED, JUDGED, STALE and the headers left out first, the endpoint whole:\n\(eighty)"
         )
 
         // Only the first row shown (-n 1): the footer still counts every endpoint.
@@ -223,32 +282,32 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
             counts: advice.counts,
             allRows: advice.rows()
         )
-        #expect(first.split(separator: "\n").count == 4, "\(first)")
-        #expect(first.contains("4 endpoints · "), "\(first)")
+        #expect(first.contains("5 endpoints · "), "\(first)")
+        #expect(first.split(separator: "\n").filter { $0.hasPrefix("GET ") }.count == 1, "\(first)")
     }
 
-    @Test func theLifetimeIsTheShortestBoundCatchingHalfTheRepeatedResponses() throws {
-        typealias F = PointSchema.IntervalField
-        func lifetime(_ within: [Double], repeated: Double) -> CacheAdviceRow.Lifetime? {
+    @Test func theLifetimeIsTheLongestWhoseStaleShareStaysUnderTheThreshold() throws {
+        func lifetime(_ hits: [Double], stale: [Double], judged: Double = 1_000) -> CacheAdviceRow.Lifetime? {
             let line = cacheIntervalLine(
                 "GET",
                 "/a",
                 module: "m",
                 at: 1_700_000_000,
-                count: 100,
-                cache: repeatedFields(within, [1, 2, 3, 4, 5], total: repeated, milliseconds: 6)
+                count: Int(judged),
+                cache: simulatedFields(judged: judged, hits: hits, milliseconds: [1, 2, 3, 4, 5], stale: stale)
             )
             return aggregate([line]).cacheAdvice.rows().first?.lifetime
         }
-        #expect(lifetime([5, 5, 5, 5, 5], repeated: 10) == .seconds(1))
-        #expect(lifetime([4, 5, 5, 5, 5], repeated: 10) == .seconds(10))
-        #expect(lifetime([0, 0, 4, 9, 9], repeated: 9) == .seconds(300), "4 of 9 is under half")
-        #expect(lifetime([0, 0, 0, 0, 1], repeated: 1) == .seconds(3_600))
-        #expect(lifetime([0, 0, 0, 0, 4], repeated: 9) == .beyondLongestBound)
-        #expect(lifetime([0, 0, 0, 0, 0], repeated: 0) == .nothingRepeated)
+        #expect(lifetime([5, 5, 5, 5, 5], stale: [0, 0, 0, 0, 0]) == .seconds(3_600))
+        #expect(lifetime([5, 6, 7, 8, 9], stale: [0, 0, 9, 11, 20]) == .seconds(60), "9 of 1,000: under 1 %")
+        #expect(lifetime([5, 6, 7, 8, 9], stale: [0, 0, 10, 11, 20]) == .seconds(10), "10 of 1,000 is not under 1 %")
+        #expect(lifetime([0, 0, 0, 0, 3], stale: [0, 0, 0, 0, 0]) == .seconds(3_600))
+        #expect(lifetime([4, 4, 4, 4, 4], stale: [20, 20, 20, 20, 20]) == .tooStale)
+        #expect(lifetime([0, 0, 0, 0, 0], stale: [0, 0, 0, 0, 0]) == .nothingServed)
+        #expect(lifetime([0, 0, 0, 5, 0], stale: [0, 0, 0, 0, 0]) == .seconds(300), "no hit at 1 h: not advised")
         #expect(
             CacheAdviceTable.advice(try #require(aggregate(cacheAdviceFixture()).cacheAdvice.rows().last))
-                == "nothing repeated"
+                == "no max-age up to 1 h would have served any of 0 responses judged"
         )
     }
 
@@ -261,13 +320,18 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
                 module: "m",
                 at: 1_700_000_300,
                 count: 10,
-                cache: repeatedFields([5, 5, 5, 5, 5], [50, 50, 50, 50, 50], total: 5, milliseconds: 50)
+                cache: simulatedFields(
+                    judged: 10,
+                    hits: [5, 5, 5, 5, 5],
+                    milliseconds: [50, 50, 50, 50, 50],
+                    stale: [0, 0, 0, 0, 0]
+                )
             ),
         ]
         let advice = aggregate(lines).cacheAdvice
         let row = try #require(advice.rows().first)
-        #expect(row.figures.requests == 10, "the requests the advisor judged")
-        #expect(row.repeatedShare == 0.5)
+        #expect(row.figures.requests == 10, "the requests of the points with cache fields")
+        #expect(row.hitShare == 0.5)
         #expect(advice.observedNanoseconds == 10_000_000_000, "one point: one interval")
         #expect(row.savedPerMinute == 300, "50 ms in 10 s")
         #expect(advice.counts.endpointsWithoutCacheFields == 0, "the endpoint has cache fields in one point")
@@ -279,12 +343,12 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
         #expect(accounts.rows().map(\.endpoint.path) == ["/users/{id}"])
         #expect(accounts.rows().first == all.rows().first { $0.endpoint.path == "/users/{id}" })
         #expect(accounts.observedNanoseconds == 120_000_000_000, "the points left out still count in the time")
-        #expect(accounts.counts.pointsFilteredOut == 4)
+        #expect(accounts.counts.pointsFilteredOut == 5)
 
         let none = aggregate(cacheAdviceFixture(), tags: [(key: "module", value: "nope")]).cacheAdvice
         #expect(
             CacheAdviceTable(width: 120, colors: false).render(none.rows(), counts: none.counts)
-                == "no cache advice matches the filters (6 interval points with cache fields left out)\n"
+                == "no cache advice matches the filters (7 interval points with cache fields left out)\n"
         )
     }
 
@@ -307,13 +371,14 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
 
     @Test func theWhatToCacheSectionAdvisesTheEndpointsThatWouldHaveSavedMost() {
         let rows = aggregate(cacheAdviceFixture()).cacheAdvice.rows()
-        let section = CacheAdviceTable(width: 300, colors: false).section(rows)
+        let section = CacheAdviceTable(width: 400, colors: false).section(rows)
         #expect(
             section == """
                 What to cache (most waiting saved first; influx-tail --cache for all)
-                GET api.example.com/catalog: 90 % repeated, most over 1 h apart (none under 1 h catches most); headers: max-age/Expires on 100 %, served locally 5
-                GET api.example.com/users/{id}: 65 % repeated within 60 s; a 60 s max-age would have saved 1.9 s of waiting per minute; headers: no-store on 80 %, no lifetime stated, revalidated (304) 20
-                GET api.example.com/config: 30 % repeated within 1 s; a 1 s max-age would have saved 15 ms of waiting per minute; headers: max-age/Expires on 20 %
+                GET api.example.com/catalog: a 5 min max-age would have served 30 % (0 % changed) of 100 responses judged, saving 1.5 s of waiting per minute; headers: max-age/Expires on 100 %, served locally 5
+                GET api.example.com/users/{id}: a 60 s max-age would have served 75 % (0 % changed) of 20 responses judged, saving 375 ms of waiting per minute; in the client's own cache only (Cache-Control: private): some responses are one user's; 8 requested while the same was in flight (coalescing would save 400 ms); headers: no-store on 80 %, no lifetime stated, per-user on 100 %, revalidated (304) 20
+                GET api.example.com/config: a 1 s max-age would have served 30 % (0 % changed) of 10 responses judged, saving 15 ms of waiting per minute; headers: max-age/Expires on 20 %
+                … and 1 more
 
                 """,
             "\(section)"
@@ -322,14 +387,14 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
         let lines = two.split(separator: "\n")
         #expect(lines.count == 4, "title, two endpoints, the rest counted: \(two)")
         #expect(lines.allSatisfy { $0.count <= 80 }, "\(two)")
-        #expect(lines.last == "… and 1 more")
+        #expect(lines.last == "… and 2 more")
 
         let quiet = aggregate([
             cacheIntervalLine("POST", "/orders", module: "c", at: 1_700_000_000, count: 50, cache: [:])
         ])
         #expect(
             CacheAdviceTable(width: 120, colors: false).section(quiet.cacheAdvice.rows())
-                == "What to cache: nothing repeated in 50 requests\n"
+                == "What to cache: no cache would have served any of 0 responses judged\n"
         )
     }
 
@@ -338,36 +403,46 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
         let objects = try CacheAdviceTable.json(rows).split(separator: "\n").map {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
-        #expect(objects.map { $0["path"] as? String } == ["/catalog", "/users/{id}", "/config", "/orders"])
+        #expect(objects.map { $0["path"] as? String } == ["/catalog", "/users/{id}", "/config", "/feed", "/orders"])
         let users = objects[1]
         #expect(users["host"] as? String == "api.example.com")
         #expect(users["method"] as? String == "GET")
         #expect(users["module"] as? String == "accounts")
         #expect(users["requests"] as? Int == 200)
-        #expect(users["repeated"] as? Int == 144)
-        #expect((users["repeated_share"] as? NSNumber)?.doubleValue == 0.72)
-        #expect((users["saved_ms"] as? NSNumber)?.doubleValue == 7_200)
-        #expect(users["repeated_le_10"] as? Int == 60)
-        #expect(users["repeated_le_60"] as? Int == 130)
-        #expect((users["repeated_ms_le_60"] as? NSNumber)?.doubleValue == 3_800)
+        #expect(users["judged"] as? Int == 20)
+        #expect(users["hits_le_10"] as? Int == 10)
+        #expect(users["hits_le_60"] as? Int == 15)
+        #expect((users["hits_ms_le_60"] as? NSNumber)?.doubleValue == 750)
+        #expect(users["stale_le_300"] as? Int == 1)
         #expect(users["ttl_seconds"] as? Int == 60)
-        #expect(users["ttl"] as? String == "60 s")
-        #expect((users["ttl_saved_ms"] as? NSNumber)?.doubleValue == 3_800)
-        #expect((users["ttl_saved_ms_per_minute"] as? NSNumber)?.doubleValue == 1_900)
+        #expect(users["ttl"] as? String == "60 s private")
+        #expect(users["shared_cache"] as? Bool == false)
+        #expect((users["hit_share"] as? NSNumber)?.doubleValue == 0.75)
+        #expect((users["stale_share"] as? NSNumber)?.doubleValue == 0)
+        #expect((users["ttl_saved_ms"] as? NSNumber)?.doubleValue == 750)
+        #expect((users["ttl_saved_ms_per_minute"] as? NSNumber)?.doubleValue == 375)
         #expect((users["observed_seconds"] as? NSNumber)?.doubleValue == 120)
+        #expect(users["private_only"] as? Int == 200)
+        #expect(users["coalescable"] as? Int == 8)
+        #expect((users["coalescable_ms"] as? NSNumber)?.doubleValue == 400)
         #expect(users["no_store"] as? Int == 160)
         #expect(users["storable"] as? Int == 20)
         #expect(users["revalidated"] as? Int == 20)
-        #expect(users["headers"] as? [String] == ["no-store on 80 %", "no lifetime stated", "revalidated (304) 20"])
+        #expect(
+            users["headers"] as? [String] == [
+                "no-store on 80 %", "no lifetime stated", "per-user on 100 %", "revalidated (304) 20",
+            ]
+        )
 
         let catalog = objects[0]
-        #expect(catalog["ttl_seconds"] is NSNull)
-        #expect(catalog["ttl"] as? String == "none under 1 h")
-        #expect(catalog["ttl_saved_ms_per_minute"] is NSNull)
+        #expect(catalog["ttl_seconds"] as? Int == 300)
+        #expect(catalog["shared_cache"] as? Bool == true)
         #expect(catalog["served_locally"] as? Int == 5)
-        #expect((objects[2]["saved_ms"] as? NSNumber)?.doubleValue == 60.5)
-        #expect(objects[3]["ttl"] is NSNull, "nothing repeated")
-        #expect(objects[3]["headers"] as? [String] == [])
+        #expect(objects[3]["ttl"] as? String == "too stale")
+        #expect(objects[3]["ttl_seconds"] is NSNull)
+        #expect(objects[3]["hit_share"] is NSNull)
+        #expect(objects[4]["ttl"] is NSNull, "nothing served")
+        #expect(objects[4]["headers"] as? [String] == [])
     }
 
     @Test func sharesAndDurationsReadAsPeopleSayThem() {
@@ -403,14 +478,14 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
 
         let first = try await Child.run("influx-tail", ["--spool", spool.path, "--cache", "-n", "1", "--width", "200"])
         let lines = first.stdout.split(separator: "\n")
-        #expect(lines.count == 4, "\(first.stdout)")
+        #expect(lines.filter { $0.hasPrefix("GET ") }.count == 1, "\(first.stdout)")
         #expect(lines[1].hasPrefix("GET     api.example.com/catalog "), "\(first.stdout)")
 
         let shop = try await Child.run(
             "influx-tail",
             ["--spool", spool.path, "--cache", "--where", "module=shop", "--width", "200"]
         )
-        #expect(shop.stdout.split(separator: "\n").filter { $0.hasPrefix("GET ") }.count == 2, "\(shop.stdout)")
+        #expect(shop.stdout.split(separator: "\n").filter { $0.hasPrefix("GET ") }.count == 3, "\(shop.stdout)")
         #expect(shop.stdout.contains("  15 ms  "), "the same saving per minute as unfiltered: \(shop.stdout)")
     }
 
@@ -425,7 +500,7 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
         #expect(objects.map { $0["path"] as? String } == ["/catalog", "/users/{id}"])
-        #expect((objects[1]["ttl_saved_ms_per_minute"] as? NSNumber)?.doubleValue == 1_900)
+        #expect((objects[1]["ttl_saved_ms_per_minute"] as? NSNumber)?.doubleValue == 375)
         #expect(json.stderr.isEmpty, "\(json.stderr)")
 
         let offSpool = try writeCacheSpool([
@@ -459,15 +534,14 @@ func writeCacheSpool(_ lines: [String], prefix: String = "cache") throws -> URL 
         #expect(lines[title - 2].contains("skipped: "), "after the summary's footer")
         #expect(
             lines[(title + 1)...].map { $0.prefix(32) } == [
-                "GET api.example.com/catalog: 90 ", "GET api.example.com/users/{id}: ",
-                "GET api.example.com/config: 30 %",
-                "",
+                "GET api.example.com/catalog: a 5", "GET api.example.com/users/{id}: ",
+                "GET api.example.com/config: a 1 ", "… and 1 more", "",
             ]
         )
-        #expect(lines[title + 2].hasSuffix("revalidated (304) 20"), "\(run.stdout)")
+        #expect(lines[title + 2].hasSuffix("…"), "cut to the width: \(run.stdout)")
 
         let json = try await summaryRows(["--spool", spool.path])
-        #expect(json.rows.count == 5, "JSON rows are the summary's only")
+        #expect(json.rows.count == 6, "JSON rows are the summary's only")
     }
 
     @Test func cacheRefusesOptionsItCannotHonour() async throws {

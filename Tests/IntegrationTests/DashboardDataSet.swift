@@ -68,9 +68,15 @@ enum DashboardDataSet {
         var cacheControl: String?
         /// Whether the cache advisor found that a cache may store the response.
         var storable: Bool
-        /// For a response the cache advisor found repeated (the same body as the previous response of its URL),
-        /// how many seconds old that previous response was; `nil` for one not repeated.
-        var repeatedAfter: Double?
+        /// For a judged response a simulated cache would have served from its copy, how many seconds old that
+        /// copy was: each lifetime above that would have served it; `nil` for one no lifetime serves.
+        var servedAge: Double?
+        /// Whether the copy it would have been served from had another body (stale, not a hit).
+        var changed = false
+        /// One user's response (an `Authorization` header).
+        var perUser = false
+        /// Requested while the same request was in flight: coalescable, not judged.
+        var coalescable = false
 
         var failed: Bool { (status ?? 600) >= 400 }
         var noStore: Bool { cacheControl == "no-store" }
@@ -89,7 +95,7 @@ enum DashboardDataSet {
     /// The replicas whose interval points carry the cache fields (`capture.cacheAdvice`) in
     /// ``recordGivingCacheAdvice(_:through:intervalEnds:)``: replica-3 (the staging one) gives no cache advice.
     static let cacheAdvice: Set<String> = ["replica-1", "replica-2"]
-    /// The ages of the previous responses repeated ones repeat, in seconds: on both sides of the age bounds.
+    /// The ages of the copies a simulated cache would have served, in seconds: on both sides of the lifetimes.
     static let repeatAges: [Double] = [0.5, 1, 7, 10, 42, 60, 61, 240, 300, 1_200, 3_600, 86_400]
 
     static func samples() -> [Sample] {
@@ -115,26 +121,56 @@ enum DashboardDataSet {
                 offset: Double(index % 40) * 0.25,
                 cacheControl: cacheControl,
                 storable: storable,
-                repeatedAfter: storable && index % 3 != 2 ? repeatAges[(index / 2) % repeatAges.count] : nil
+                servedAge: storable && index % 3 != 2 && index % 13 != 6
+                    ? repeatAges[(index / 2) % repeatAges.count] : nil,
+                changed: index % 19 == 4,
+                perUser: users && index % 8 == 0,
+                coalescable: storable && index % 13 == 6
             )
         }
     }
 
     /// The columns of the "What to cache" panel after the endpoint's host, method and path.
     static let whatToCacheColumns = [
-        "requests", "repeated_share", "saved_ms", "saved_ms_max_age_60s", "storable_share", "no_store",
+        "judged", "ttl_s", "hit_share", "stale_share", "saved_ms", "private_only", "coalescable", "no_store",
     ]
 
-    /// What the "What to cache" panel shows for an endpoint with `samples`: its columns by name.
+    /// The verdict of the cache advisor on `sample`.
+    static func verdict(_ sample: Sample) -> CacheAdvisor.Verdict {
+        var verdict = CacheAdvisor.Verdict(storable: sample.storable)
+        guard sample.storable else { return verdict }
+        verdict.coalescable = sample.coalescable
+        verdict.judged = !sample.coalescable
+        if let age = sample.servedAge, verdict.judged {
+            for (index, lifetime) in CacheAdvisor.ageBounds.enumerated() where age < Double(lifetime) {
+                if sample.changed { verdict.stale |= 1 << UInt8(index) } else { verdict.hits |= 1 << UInt8(index) }
+            }
+        }
+        return verdict
+    }
+
+    /// What the "What to cache" panel shows for an endpoint with `samples`: its columns by name. The advised
+    /// lifetime is the longest with a hit whose stale responses stay under 1 % of those judged (0 without one).
     static func whatToCache(_ samples: [Sample]) -> [String: Double] {
-        let count = Double(samples.count)
-        let repeated = samples.filter { $0.repeatedAfter != nil }
+        let verdicts = samples.map(verdict)
+        let judged = Double(verdicts.filter(\.judged).count)
+        var advised: (ttl: Double, hits: Double, stale: Double, saved: Double) = (0, 0, 0, 0)
+        for (index, lifetime) in CacheAdvisor.ageBounds.enumerated() {
+            let bit = UInt8(1) << UInt8(index)
+            let hits = zip(samples, verdicts).filter { $0.1.hits & bit != 0 }
+            let stale = Double(verdicts.filter { $0.stale & bit != 0 }.count)
+            if !hits.isEmpty && stale * 100 < judged {
+                advised = (Double(lifetime), Double(hits.count), stale, hits.map(\.0.duration).reduce(0, +))
+            }
+        }
         return [
-            "requests": count,
-            "repeated_share": Double(repeated.count) / count,
-            "saved_ms": repeated.map(\.duration).reduce(0, +),
-            "saved_ms_max_age_60s": repeated.filter { $0.repeatedAfter! <= 60 }.map(\.duration).reduce(0, +),
-            "storable_share": Double(samples.filter(\.storable).count) / count,
+            "judged": judged,
+            "ttl_s": advised.ttl,
+            "hit_share": advised.hits / max(judged, 1),
+            "stale_share": advised.stale / max(judged, 1),
+            "saved_ms": advised.saved,
+            "private_only": Double(samples.filter(\.perUser).count),
+            "coalescable": Double(verdicts.filter(\.coalescable).count),
             "no_store": Double(samples.filter(\.noStore).count),
         ]
     }
@@ -143,15 +179,13 @@ enum DashboardDataSet {
     static func cacheFields(of samples: [Sample]) -> [Point.Field] {
         var counts = CacheCounts()
         for sample in samples {
-            let policy = CachePolicy(method: sample.method, statusCode: sample.status ?? 0) {
-                $0 == "Cache-Control" ? sample.cacheControl : nil
-            }
-            let verdict = CacheAdvisor.Verdict(
-                storable: sample.storable,
-                repeated: sample.repeatedAfter != nil,
-                ageBucket: sample.repeatedAfter.map { CacheAdvisor.ageBucket(of: .seconds($0)) }
+            let policy = CachePolicy(
+                method: sample.method,
+                statusCode: sample.status ?? 0,
+                requestHeader: { $0 == "Authorization" && sample.perUser ? "Bearer user" : nil },
+                header: { $0 == "Cache-Control" ? sample.cacheControl : nil }
             )
-            counts.add(verdict, policy: policy, servedLocally: false, nanoseconds: Int64(sample.duration * 1e6))
+            counts.add(verdict(sample), policy: policy, servedLocally: false, nanoseconds: Int64(sample.duration * 1e6))
         }
         return counts.fields()
     }

@@ -41,6 +41,8 @@ private typealias Files = DashboardFiles
     static let fluxColumns: Set<String> = [
         "_time", "_value", "_field", "_measurement", "_start", "_stop", "_value_failures", "_value_requests",
         "quantile", "le",
+        // What to cache: the advised lifetime's record, and the waiting it saves, computed by the query.
+        "advice", "saved_ms",
     ]
     /// The variables the Flux files read: InfluxDB's own, and the dashboards' (bucket, instance, env, group_by).
     static let fluxVariables: Set<String> = [
@@ -224,8 +226,8 @@ private typealias Files = DashboardFiles
         let flux = try Files.flux("what_to_cache")
         let fluxRow = try #require(flux.components(separatedBy: "|> map(fn: (r) => ({").last)
         #expect(Files.matches(#"([a-z0-9_]+): r\."#, in: fluxRow) == ["host", "method", "path"] + columns)
-        #expect(flux.contains(#"|> sort(columns: ["cache_repeated_ms"], desc: true)"#))
-        #expect(fluxRow.contains("saved_ms: r.cache_repeated_ms,"))
+        #expect(flux.contains(#"|> sort(columns: ["saved_ms"], desc: true)"#))
+        #expect(fluxRow.contains("saved_ms: r.advice.saved,"))
         #expect(Files.matches(#"AS "([^"]+)""#, in: try Files.influxQL("what_to_cache")) == columns)
         let metricsQL = try MetricsQLDashboardTests.file("what_to_cache")
         #expect(Files.matches(#""measure", "([^"]+)"\)"#, in: metricsQL) == columns)

@@ -27,6 +27,34 @@ public final class CacheAdviceScenario: Sendable {
     public static let etag = #""v1""#
 
     private let calls = Locked([String: Int]())
+    /// The requests of `/burst` waiting for all eight to have arrived.
+    private let burst = Locked((arrived: 0, waiting: [CheckedContinuation<Void, Never>]()))
+    /// Requests of `/burst` made together, each answered once all have arrived.
+    public static let burstSize = 8
+
+    /// Holds a `/burst` request until ``burstSize`` have arrived (or 60 s have passed, when a client
+    /// could not make them together: then the counts say so).
+    private func arriveAtBurst() async {
+        await withCheckedContinuation { continuation in
+            let release = burst.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.arrived += 1
+                state.waiting.append(continuation)
+                guard state.arrived % Self.burstSize == 0 else { return [] }
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for waiting in release { waiting.resume() }
+        }
+    }
+
+    private func releaseBurstAfterTimeout() async {
+        try? await Task.sleep(for: .seconds(60))
+        let release = burst.withLock { state -> [CheckedContinuation<Void, Never>] in
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for waiting in release { waiting.resume() }
+    }
 
     public init() {}
 
@@ -65,6 +93,28 @@ public final class CacheAdviceScenario: Sendable {
                 var body = Self.large
                 if call >= 3 { body[body.count - 1] &+= 1 }
                 return LoopbackHTTPServer.Response(status: 200, body: .bytes(body))
+            case "/poll":
+                // The body changes once, at the seventh request (30 s into the minute).
+                return .json(200, call <= 6 ? #"{"version":1}"# : #"{"version":2}"#)
+            case "/burst":
+                if call % Self.burstSize == 1 { Task { await self.releaseBurstAfterTimeout() } }
+                await arriveAtBurst()
+                return .json(200, #"{"burst":true}"#)
+            case "/private":
+                return .json(200, #"{"items":[]}"#)
+            case "/greeting":
+                let language = request.header("Accept-Language") ?? "en"
+                return .json(200, #"{"greeting":"\#(language)"}"#, headers: [("Vary", "Accept-Language")])
+            case "/aged":
+                return .json(200, #"{"aged":true}"#, headers: [("Cache-Control", "max-age=60"), ("Age", "50")])
+            case "/expires":
+                // Expires two minutes ahead of the server's clock, and no Date: counted from the time received.
+                let expires = HTTPDateFormat.string(Date().addingTimeInterval(120))
+                return .json(200, #"{"expires":true}"#, headers: [("Expires", expires)])
+            case "/modified":
+                // Last modified a day ago: a heuristic lifetime of a tenth of that.
+                let modified = HTTPDateFormat.string(Date().addingTimeInterval(-86_400))
+                return .json(200, #"{"modified":true}"#, headers: [("Last-Modified", modified)])
             case "/dropped":
                 if request.header("X-Stall") == "1" {
                     return LoopbackHTTPServer.Response(
@@ -79,13 +129,16 @@ public final class CacheAdviceScenario: Sendable {
         }
     }
 
-    /// Makes the requests, each after the one before has ended: a round at 0 s, one 5 s later and one at
-    /// 61 s on `clock`. `fetch` reads a response to its end (its path with the query, and headers to send);
-    /// `drop` makes a request of `/dropped` with `X-Stall: 1` and lets its response go unread (whatever the
-    /// client does with a body it is no longer interested in).
+    /// Makes the requests, each after the one before has ended but for the burst: a round at 0 s, one 5 s
+    /// later and one at 61 s on `clock`; then `/poll` every 5 s for a minute, its body changing at 30 s;
+    /// eight requests of `/burst` together; `/private` with `Authorization` twice, 5 s apart; `/greeting` in
+    /// English and French twice, 5 s apart; `/aged` (`Age: 50`, `max-age=60`) at 0, 5, 10 and 15 s; and
+    /// `/expires` and `/modified` once each. `fetch` reads a response to its end (its path with the query,
+    /// and headers to send); `drop` makes a request of `/dropped` with `X-Stall: 1` and lets its response go
+    /// unread (whatever the client does with a body it is no longer interested in).
     public func run(
         advance: (Duration) -> Void,
-        fetch: (_ pathAndQuery: String, _ headers: [(String, String)]) async throws -> Int,
+        fetch: @escaping @Sendable (_ pathAndQuery: String, _ headers: [(String, String)]) async throws -> Int,
         drop: (_ pathAndQuery: String) async throws -> Void
     ) async throws {
         for path in [
@@ -105,6 +158,28 @@ public final class CacheAdviceScenario: Sendable {
         for path in ["/catalogue", "/document", "/tail"] { _ = try await fetch(path, []) }
         try await drop("/dropped")
         _ = try await fetch("/dropped", [])
+
+        for index in 0..<12 {
+            if index > 0 { advance(.seconds(5)) }
+            _ = try await fetch("/poll", [])
+        }
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<Self.burstSize { group.addTask { try await fetch("/burst", []) } }
+            for try await _ in group {}
+        }
+        _ = try await fetch("/private", [("Authorization", "Bearer user-1")])
+        for language in ["en", "fr"] { _ = try await fetch("/greeting", [("Accept-Language", language)]) }
+        _ = try await fetch("/aged", [])
+        advance(.seconds(5))
+        _ = try await fetch("/private", [("Authorization", "Bearer user-1")])
+        for language in ["en", "fr"] { _ = try await fetch("/greeting", [("Accept-Language", language)]) }
+        _ = try await fetch("/aged", [])
+        for _ in 0..<2 {
+            advance(.seconds(5))
+            _ = try await fetch("/aged", [])
+        }
+        _ = try await fetch("/expires", [])
+        _ = try await fetch("/modified", [])
     }
 
     /// The cache fields of one path's interval points, summed over their status classes.
@@ -113,11 +188,17 @@ public final class CacheAdviceScenario: Sendable {
         public var noStore: Int64
         public var withLifetime: Int64
         public var revalidated: Int64
-        /// Repeats within each of the age bounds (1, 10, 60, 300, 3,600 s), cumulative, then in all.
-        public var repeated: [Int64]
+        public var judged: Int64
+        public var privateOnly: Int64 = 0
+        public var coalescable: Int64 = 0
+        /// Hits per candidate lifetime (1, 10, 60, 300, 3,600 s).
+        public var hits: [Int64]
+        /// Stale responses per candidate lifetime.
+        public var stale: [Int64] = [0, 0, 0, 0, 0]
 
         public var description: String {
-            "storable \(storable), no-store \(noStore), lifetime \(withLifetime), 304 \(revalidated), repeated \(repeated)"
+            "storable \(storable), no-store \(noStore), lifetime \(withLifetime), 304 \(revalidated), judged \(judged), "
+                + "private \(privateOnly), coalescable \(coalescable), hits \(hits), stale \(stale)"
         }
     }
 
@@ -126,51 +207,145 @@ public final class CacheAdviceScenario: Sendable {
     /// reports a task cancelled mid-body as a cancellation, which no cache field counts.
     public static func expected(dropCounts: Bool) -> [String: Expected] {
         [
-            // 0 s, 5 s, 61 s: repeats 5 s and 56 s old, never storable (no-store).
+            // 0 s, 5 s, 61 s: served at 5 s from 10 s up, at 61 s from 5 min up (no-store is simulated too:
+            // what a cache would have served had the server allowed it).
             "/catalogue": Expected(
                 storable: 0,
                 noStore: 3,
                 withLifetime: 0,
                 revalidated: 0,
-                repeated: [0, 1, 2, 2, 2, 2]
+                judged: 3,
+                hits: [0, 1, 1, 2, 2]
             ),
-            // A new body each time, with a lifetime.
+            // A new body each time, with a lifetime: at 5 s any lifetime from 10 s up serves the old price.
             "/prices": Expected(
                 storable: 2,
                 noStore: 0,
                 withLifetime: 2,
                 revalidated: 0,
-                repeated: [0, 0, 0, 0, 0, 0]
+                judged: 2,
+                hits: [0, 0, 0, 0, 0],
+                stale: [0, 1, 1, 1, 1]
             ),
-            // Two URLs under one endpoint, each repeated once, 5 s later.
-            "/items": Expected(storable: 4, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 2, 2, 2, 2, 2]),
-            // 200 at 0 s, 304 at 5 s (the stored response confirmed then), 200 at 61 s: 56 s after the
+            // Two URLs under one endpoint, each served once, 5 s after it was stored.
+            "/items": Expected(
+                storable: 4,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                judged: 4,
+                hits: [0, 2, 2, 2, 2]
+            ),
+            // 200 at 0 s, 304 at 5 s (the stored copies confirmed then), 200 at 61 s: 56 s after the
             // confirmation, not 61 s after the body came.
             "/document": Expected(
                 storable: 2,
                 noStore: 0,
                 withLifetime: 0,
                 revalidated: 1,
-                repeated: [0, 0, 1, 1, 1, 1]
+                judged: 2,
+                hits: [0, 0, 1, 1, 1]
             ),
             "/chunked": Expected(
                 storable: 2,
                 noStore: 0,
                 withLifetime: 0,
                 revalidated: 0,
-                repeated: [0, 1, 1, 1, 1, 1]
+                judged: 2,
+                hits: [0, 1, 1, 1, 1]
             ),
-            "/large": Expected(storable: 2, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 1, 1, 1, 1, 1]),
-            // The third body differs in its last byte only.
-            "/tail": Expected(storable: 3, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 1, 1, 1, 1, 1]),
+            "/large": Expected(
+                storable: 2,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                judged: 2,
+                hits: [0, 1, 1, 1, 1]
+            ),
+            // The third body differs in its last byte only: at 61 s the 5 min and 1 h copies are stale.
+            "/tail": Expected(
+                storable: 3,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                judged: 3,
+                hits: [0, 1, 1, 1, 1],
+                stale: [0, 0, 0, 1, 1]
+            ),
             // Read at 5 s, dropped unread at 61 s (compared with nothing, replacing nothing), read again at
-            // 61 s: a repeat of the one at 5 s.
+            // 61 s: served by the copy of 5 s from 60 s up.
             "/dropped": Expected(
                 storable: dropCounts ? 3 : 2,
                 noStore: 0,
                 withLifetime: 0,
                 revalidated: 0,
-                repeated: [0, 0, 1, 1, 1, 1]
+                judged: 2,
+                hits: [0, 0, 1, 1, 1]
+            ),
+            // Every 5 s for a minute, the body changing at 30 s: 10 s serves every other one after the first
+            // (and fetches the new body at 30 s); 60 s and up serve the first copy to the end, stale from 30 s.
+            "/poll": Expected(
+                storable: 12,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                judged: 12,
+                hits: [0, 6, 5, 5, 5],
+                stale: [0, 0, 6, 6, 6]
+            ),
+            // Eight in flight together: one judged, seven coalescable, no hit.
+            "/burst": Expected(
+                storable: 8,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                judged: 1,
+                coalescable: 7,
+                hits: [0, 0, 0, 0, 0]
+            ),
+            // Identical bodies to a request with Authorization: for the client's own cache only.
+            "/private": Expected(
+                storable: 2,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                judged: 2,
+                privateOnly: 2,
+                hits: [0, 1, 1, 1, 1]
+            ),
+            // Two variants, two keys: each served once, never the other language's copy.
+            "/greeting": Expected(
+                storable: 4,
+                noStore: 0,
+                withLifetime: 0,
+                revalidated: 0,
+                judged: 4,
+                hits: [0, 2, 2, 2, 2]
+            ),
+            // Age 50 on arrival: under 60 s fresh for 10 s (served at 5 and 15 s, fetched at 10 s).
+            "/aged": Expected(
+                storable: 4,
+                noStore: 0,
+                withLifetime: 4,
+                revalidated: 0,
+                judged: 4,
+                hits: [0, 0, 2, 3, 3]
+            ),
+            "/expires": Expected(
+                storable: 1,
+                noStore: 0,
+                withLifetime: 1,
+                revalidated: 0,
+                judged: 1,
+                hits: [0, 0, 0, 0, 0]
+            ),
+            "/modified": Expected(
+                storable: 1,
+                noStore: 0,
+                withLifetime: 1,
+                revalidated: 0,
+                judged: 1,
+                hits: [0, 0, 0, 0, 0]
             ),
         ]
     }
@@ -192,13 +367,18 @@ public final class CacheAdviceScenario: Sendable {
             }
             var entry =
                 result[path]
-                ?? Expected(storable: 0, noStore: 0, withLifetime: 0, revalidated: 0, repeated: [0, 0, 0, 0, 0, 0])
+                ?? Expected(storable: 0, noStore: 0, withLifetime: 0, revalidated: 0, judged: 0, hits: [0, 0, 0, 0, 0])
             entry.storable += int(F.cacheStorable)
             entry.noStore += int(F.cacheNoStore)
             entry.withLifetime += int(F.cacheWithLifetime)
             entry.revalidated += int(F.cacheRevalidated)
-            let repeats = F.cacheAgeBounds.map { int(F.cacheRepeated(withinSeconds: $0)) } + [int(F.cacheRepeated)]
-            for index in repeats.indices { entry.repeated[index] += repeats[index] }
+            entry.judged += int(F.cacheJudged)
+            entry.privateOnly += int(F.cachePrivateOnly)
+            entry.coalescable += int(F.cacheCoalescable)
+            for (index, bound) in F.cacheAgeBounds.enumerated() {
+                entry.hits[index] += int(F.cacheHits(lifetime: bound))
+                entry.stale[index] += int(F.cacheStale(lifetime: bound))
+            }
             result[path] = entry
         }
         return result
@@ -220,15 +400,27 @@ public final class CacheAdviceScenario: Sendable {
         }
     }
 
-    /// The `cache_repeated_ms` of each path's interval points, summed.
-    public static func repeatedMilliseconds(_ points: [Point]) -> [String: Double] {
+    /// The `cache_hits_ms_le_<lifetime>` of each path's interval points, summed.
+    public static func hitMilliseconds(_ points: [Point], lifetime: Int64) -> [String: Double] {
         var result: [String: Double] = [:]
+        let name = PointSchema.IntervalField.cacheHitsMilliseconds(lifetime: lifetime)
         for point in points where point.measurement == PointSchema.Measurement.requestInterval {
             guard let path = point.tags.first(where: { $0.key == PointSchema.Tag.path })?.value else { continue }
-            for field in point.fields where field.key == PointSchema.IntervalField.cacheRepeatedMilliseconds {
+            for field in point.fields where field.key == name {
                 if case .float(let value) = field.value { result[path, default: 0] += value }
             }
         }
         return result
+    }
+}
+
+/// `Date`, `Expires` and `Last-Modified` as HTTP writes them (RFC 9110 section 5.6.7).
+enum HTTPDateFormat {
+    static func string(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
     }
 }

@@ -270,9 +270,10 @@ public struct APIHealthConfiguration: Sendable {
         /// of a point for every request. Without ``APIHealthConfiguration/aggregation`` set it to
         /// ``RawPoints/all`` (`APIHEALTH_AGGREGATION_INTERVAL_MS=0` does).
         public var rawPoints = RawPoints.errorsAndSlow
-        /// Whether the cache advisor judges each response a cache may store against the previous one of its
-        /// URL (a digest of each body, kept in memory only), adding the `cache_*` fields
-        /// to interval points (`APIHEALTH_CACHE_ADVICE=1`). Off by default, and then nothing is hashed.
+        /// Whether the cache advisor simulates a private cache per candidate lifetime over the responses a cache
+        /// could keep (a digest of each body and a hash of each key, kept in memory only), adding the `cache_*`
+        /// fields to interval points (`APIHEALTH_CACHE_ADVICE=1`; <doc:WhatToCache>). Off by default, and then
+        /// nothing is hashed.
         public var cacheAdvice = false
         /// Trace headers for requests to first-party hosts (see ``TracePropagation``); `nil` (the default)
         /// adds none. With it, a request's `traceparent` is the first correlation header looked at.

@@ -37,6 +37,9 @@ enum AgentHealthPoint {
             Point.Field(F.endpointsEvicted, .uint(metrics.endpointsEvicted)),
             Point.Field(F.countryValuesIgnored, .uint(metrics.countryValuesIgnored)),
         ]
+        if configuration.capture.cacheAdvice {
+            fields.append(Point.Field(F.cacheKeysEvicted, .uint(metrics.cacheKeysEvicted)))
+        }
         if configuration.correctsClock {
             fields.append(Point.Field(F.clockReadingsIgnored, .uint(metrics.clockReadingsIgnored)))
             if let offset = metrics.clockOffset {

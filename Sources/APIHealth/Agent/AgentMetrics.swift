@@ -66,6 +66,9 @@ public struct AgentMetrics: Sendable, Hashable {
     public var requestsOverflowed: UInt64 = 0
     /// Endpoint aggregates evicted after ``AggregationOptions/idleEviction`` without a request.
     public var endpointsEvicted: UInt64 = 0
+    /// Keys the cache advisor evicted to stay within its bound
+    /// (``APIHealthConfiguration/CaptureOptions/cacheAdvice``): their next response is judged as a first one.
+    public var cacheKeysEvicted: UInt64 = 0
     /// Values of the country header (``APIHealthConfiguration/CaptureOptions/countryHeader``) that were
     /// not country codes, ignored.
     public var countryValuesIgnored: UInt64 = 0

@@ -26,6 +26,8 @@ enum BatchingEvent {
     case requestFiltered
     /// A point offered after intake closed.
     case pointDroppedAfterClose
+    /// The cache advisor evicted a key to make room for another.
+    case cacheKeysEvicted
 
     // MARK: Sealing
     /// A shipper looks at the open batch at `now`: it is sealed if its debounce (plus `jitter`) or

@@ -116,6 +116,9 @@ struct BatchingState {
         case .pointDroppedAfterClose:
             countDroppedAfterClose()
             return BatchingAction()
+        case .cacheKeysEvicted:
+            metrics.cacheKeysEvicted += 1
+            return BatchingAction()
         case .flushDue(let now, let jitter):
             return BatchingAction(.wait(until: sealDue(now: now, jitter: jitter)))
         case .flushRequested:

@@ -230,9 +230,12 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     func cacheEvidence() -> CacheEvidence? {
         let seen = state.withLock { state in state.ending.map { (ending: $0, digest: state.digest) } }
         guard let seen, let response = seen.ending.response else { return nil }
-        let policy = CachePolicy(method: request.httpMethod ?? "GET", statusCode: response.statusCode) {
-            response.value(forHTTPHeaderField: $0)
-        }
+        let policy = CachePolicy(
+            method: request.httpMethod ?? "GET",
+            statusCode: response.statusCode,
+            requestHeader: { request.value(forHTTPHeaderField: $0) },
+            header: { response.value(forHTTPHeaderField: $0) }
+        )
         return CacheEvidence(policy: policy, digest: seen.ending.error == nil ? seen.digest : nil)
     }
 

@@ -178,9 +178,13 @@ final class InnerSessionLoad: @unchecked Sendable {
         registration.recorder.observeCountry(in: state.response)
         var cacheEvidence: CacheEvidence?
         if let digest = state.digest, let response = state.response {
-            let policy = CachePolicy(method: state.request.httpMethod ?? "GET", statusCode: response.statusCode) {
-                response.value(forHTTPHeaderField: $0)
-            }
+            let request = state.request
+            let policy = CachePolicy(
+                method: request.httpMethod ?? "GET",
+                statusCode: response.statusCode,
+                requestHeader: { request.value(forHTTPHeaderField: $0) },
+                header: { response.value(forHTTPHeaderField: $0) }
+            )
             cacheEvidence = CacheEvidence(
                 policy: policy,
                 digest: sampleError == nil ? digest : nil,

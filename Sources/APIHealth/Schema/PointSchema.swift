@@ -103,7 +103,9 @@ public enum PointSchema {
         public static let cacheStorable = "cache_storable"
         /// Responses of the interval sent with `Cache-Control: no-store` (cache advice).
         public static let cacheNoStore = "cache_no_store"
-        /// Responses of the interval that state a lifetime above zero (`max-age`, or `Expires` after `Date`)
+        /// Responses of the interval with a lifetime above zero: stated (`max-age`, or `Expires` after `Date` or
+        /// after the time received), or a heuristic one a client cache applies (a tenth of the time since
+        /// `Last-Modified`)
         /// (cache advice).
         public static let cacheWithLifetime = "cache_with_lifetime"
         /// 304 responses of the interval: a conditional request confirmed what a cache held (cache advice).
@@ -111,29 +113,44 @@ public enum PointSchema {
         /// Responses of the interval a local cache served, where the platform says so (Apple platforms'
         /// task metrics; URLSession on Linux never captures a response its cache served) (cache advice).
         public static let cacheServedLocally = "cache_served_locally"
-        /// Responses of the interval whose body was identical to the previous response of the same URL
-        /// (query included) (cache advice).
-        public static let cacheRepeated = "cache_repeated"
-        /// The waiting, in milliseconds, of the responses ``cacheRepeated`` counts: what a cache would have
-        /// saved (cache advice).
-        public static let cacheRepeatedMilliseconds = "cache_repeated_ms"
-        /// The upper bounds, in seconds, of the age of a repeated response's previous one: the lifetimes
-        /// (`max-age`) the `cache_repeated_le_<seconds>` fields are counted at.
+        /// Responses of the interval the advisor judged: a response a cache could keep (GET or HEAD, a status
+        /// cacheable by default or a stated lifetime), its body read to its end, that came over the network (not
+        /// a local cache's) and was not in flight beside an earlier request of its key. The shares of the
+        /// `cache_hits_le_<s>` and `cache_stale_le_<s>` fields are over these (cache advice).
+        public static let cacheJudged = "cache_judged"
+        /// Responses of the interval that are one user's: a request with `Authorization` (without `public`,
+        /// `s-maxage` or `must-revalidate` in the response) or `Cookie`, or a response with `private`,
+        /// `Set-Cookie` or `Vary` naming `*`, `Authorization` or `Cookie`. Only the client's own cache may
+        /// keep them, never a shared one (cache advice).
+        public static let cachePrivateOnly = "cache_private_only"
+        /// Requests of the interval that started before the previous request of their key had ended: no
+        /// lifetime would have served them, coalescing the duplicates would (cache advice).
+        public static let cacheCoalescable = "cache_coalescable"
+        /// The waiting, in milliseconds, of the requests ``cacheCoalescable`` counts (cache advice).
+        public static let cacheCoalescableMilliseconds = "cache_coalescable_ms"
+        /// The candidate lifetimes, in seconds, a private cache is simulated at: one simulation each, the
+        /// `cache_hits_le_<seconds>` and `cache_stale_le_<seconds>` fields.
         public static let cacheAgeBounds: [Int64] = [1, 10, 60, 300, 3_600]
-        /// Repeated responses whose previous one was at most `seconds` old: what a `max-age` of that many
-        /// seconds would have served (cumulative, as `le_` buckets are: `cache_repeated_le_60`).
+        /// Judged responses a private cache with a lifetime (`max-age`) of `seconds` would have served from
+        /// its copy while it was fresh (RFC 9111 section 4.2: its age, `Age` included, below the lifetime),
+        /// the copy identical to the body the server sent (`cache_hits_le_60`). Each lifetime is a
+        /// simulation of its own: these are not cumulative buckets.
         ///
         /// - Parameter seconds: One of ``cacheAgeBounds``.
         /// - Returns: The field's name.
-        public static func cacheRepeated(withinSeconds seconds: Int64) -> String { "cache_repeated_le_\(seconds)" }
-        /// The waiting, in milliseconds, of the responses ``cacheRepeated(withinSeconds:)`` counts: what a cache
-        /// with that lifetime would have saved (`cache_repeated_ms_le_60`).
+        public static func cacheHits(lifetime seconds: Int64) -> String { "cache_hits_le_\(seconds)" }
+        /// The waiting, in milliseconds, of the responses ``cacheHits(lifetime:)`` counts: what that
+        /// lifetime would have saved (`cache_hits_ms_le_60`).
         ///
         /// - Parameter seconds: One of ``cacheAgeBounds``.
         /// - Returns: The field's name.
-        public static func cacheRepeatedMilliseconds(withinSeconds seconds: Int64) -> String {
-            "cache_repeated_ms_le_\(seconds)"
-        }
+        public static func cacheHitsMilliseconds(lifetime seconds: Int64) -> String { "cache_hits_ms_le_\(seconds)" }
+        /// Judged responses a private cache with a lifetime of `seconds` would have served from a fresh copy
+        /// while the server's body had changed: the cost of that lifetime (`cache_stale_le_60`).
+        ///
+        /// - Parameter seconds: One of ``cacheAgeBounds``.
+        /// - Returns: The field's name.
+        public static func cacheStale(lifetime seconds: Int64) -> String { "cache_stale_le_\(seconds)" }
         /// The field of the bucket bound `milliseconds`: `le_300`, `le_2.5`.
         ///
         /// - Parameter milliseconds: The bucket's upper bound, in milliseconds.
@@ -237,6 +254,8 @@ public enum PointSchema {
         public static let requestsOverflowed = "requests_overflowed"
         /// Endpoint aggregates evicted for being idle.
         public static let endpointsEvicted = "endpoints_evicted"
+        /// Keys the cache advisor evicted to stay within its bound (only with cache advice).
+        public static let cacheKeysEvicted = "cache_keys_evicted"
         /// Values of the country header that were not country codes (``APIHealthConfiguration/CaptureOptions/countryHeader``).
         public static let countryValuesIgnored = "country_values_ignored"
         /// The offset the device's clock is corrected by, in milliseconds, once `Date` headers agree
@@ -295,12 +314,11 @@ public enum PointSchema {
     public static let cacheIntervalFields =
         [
             IntervalField.cacheStorable, IntervalField.cacheNoStore, IntervalField.cacheWithLifetime,
-            IntervalField.cacheRevalidated, IntervalField.cacheServedLocally,
-        ] + IntervalField.cacheAgeBounds.map(IntervalField.cacheRepeated(withinSeconds:)) + [
-            IntervalField.cacheRepeated
-        ]
-        + IntervalField.cacheAgeBounds.map(IntervalField.cacheRepeatedMilliseconds(withinSeconds:))
-        + [IntervalField.cacheRepeatedMilliseconds]
+            IntervalField.cacheRevalidated, IntervalField.cacheServedLocally, IntervalField.cacheJudged,
+            IntervalField.cachePrivateOnly, IntervalField.cacheCoalescable, IntervalField.cacheCoalescableMilliseconds,
+        ] + IntervalField.cacheAgeBounds.map(IntervalField.cacheHits(lifetime:))
+        + IntervalField.cacheAgeBounds.map(IntervalField.cacheHitsMilliseconds(lifetime:))
+        + IntervalField.cacheAgeBounds.map(IntervalField.cacheStale(lifetime:))
     /// Fields of the agent's own health points.
     public static let agentFields = [
         AgentField.pointsRecorded, AgentField.pointsInvalid, AgentField.pointsRepaired, AgentField.pointsWritten,
@@ -309,7 +327,7 @@ public enum PointSchema {
         AgentField.pendingBytes, AgentField.pathsOverflowed, AgentField.requestsUncaptured, AgentField.pointsLost,
         AgentField.metricsOverflowed, AgentField.lastError, AgentField.intervalPoints,
         AgentField.requestsOnlyAggregated, AgentField.requestsFiltered, AgentField.endpointLimit,
-        AgentField.endpoints, AgentField.requestsOverflowed, AgentField.endpointsEvicted,
+        AgentField.endpoints, AgentField.requestsOverflowed, AgentField.endpointsEvicted, AgentField.cacheKeysEvicted,
         AgentField.countryValuesIgnored, AgentField.clockOffset, AgentField.clockOffsetUncertainty,
         AgentField.clockReadingsIgnored,
     ]

@@ -141,18 +141,27 @@ final class RequestRecorder: Sendable {
     }
 
     /// The advisor's verdict on a captured response, with what its headers say; `nil` for a request
-    /// that got no response (a transport failure) or a source that keeps none.
+    /// that got no response (a transport failure) or a source that keeps none. A response a local cache
+    /// served is counted as such and kept out of the comparison.
     private func judge(_ deferred: DeferredSample, sample: RequestSample, advisor: CacheAdvisor) -> JudgedResponse? {
         guard let statusCode = sample.statusCode, let evidence = deferred.cacheEvidence() else { return nil }
+        if evidence.servedLocally {
+            return JudgedResponse(verdict: CacheAdvisor.Verdict(), policy: evidence.policy, servedLocally: true)
+        }
+        let startedAt = Timestamp(date: sample.startedAt).nanosecondsSinceEpoch
         let verdict = advisor.judge(
-            url: sample.urlText,
+            key: CacheAdvisor.Key(method: sample.method, url: sample.urlText, vary: evidence.policy.varyDigest),
             statusCode: statusCode,
             policy: evidence.policy,
             digest: evidence.digest,
-            at: deferred.now
+            at: deferred.now,
+            startedAt: startedAt,
+            endedAt: startedAt &+ sample.duration.nanoseconds
         )
-        return JudgedResponse(verdict: verdict, policy: evidence.policy, servedLocally: evidence.servedLocally)
+        if verdict.evicted { pending.count(.cacheKeysEvicted) }
+        return JudgedResponse(verdict: verdict, policy: evidence.policy, servedLocally: false)
     }
+
 
     /// Moves captured samples, stamped on the system's clock, to the agent's corrected time; each
     /// response's `Date` header is a reading of the offset until a destination has answered.
