@@ -24,7 +24,10 @@ enum Relay {
             }
             let agent = try APIHealthAgent(configuration: agentConfiguration, logger: logger)
             let intake = RelayIntake(configuration: configuration, agent: agent)
-            let application = try await Application.make(.production, logger: logger)
+            // Vapor logs every request at info: the relay's own counts are its health point.
+            var httpLogger = Logger(label: "apihealth-relay.http")
+            httpLogger.logLevel = .notice
+            let application = try await Application.make(.production, logger: httpLogger)
             let server = RelayServer(application: application, intake: intake, logger: logger)
             let group = ServiceGroup(
                 services: [agent, RelayHealthService(intake: intake), server],
