@@ -139,6 +139,15 @@ import Testing
         #expect(point.timestamp == Self.now)
     }
 
+    @Test func theNameTableFindsEveryNameItHoldsAndNoOther() {
+        let names = PointSchema.agentFields + PointSchema.intervalFields + PointSchema.requestFields
+        let table = NameTable(Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first }))
+        for name in names { #expect(table[name] == names.firstIndex(of: name), "\(name)") }
+        for name in ["", "count ", "Count", "le_", "points_recorded_", "duration_ms_sum\u{0}"] {
+            #expect(table[name] == nil, "\(name)")
+        }
+    }
+
     @Test func bucketAndVersionForms() {
         for key in ["le_1", "le_300", "le_2.5", "le_10000"] { #expect(LineCheck.isBucket(key), "\(key)") }
         for key in ["le_", "le_-1", "le_1e3", "le_.5", "le_1.2.3", "lex300"] {

@@ -31,10 +31,16 @@ package struct LineCheck: Sendable {
     let maximumAhead: Duration
     let restamps: Bool
     let extraTags: Set<String>
-    /// Tag keys by measurement.
-    private let tags: [String: Set<String>]
-    /// Field types by measurement and key; `le_<bound>` histogram fields are matched by their form.
-    private let fields: [String: [String: FieldType]]
+    /// The schema of each measurement: its tag keys and its fields' types (`le_<bound>` histogram fields
+    /// are matched by their form).
+    private struct Measurement: Sendable {
+        var tags: NameTable<Bool>
+        var fields: NameTable<FieldType>
+        var hasBuckets: Bool
+    }
+    private let measurements: NameTable<Measurement>
+    /// Whether each two-letter code (`AA` … `ZZ`, 26 × 26) is a ``CountryCode``.
+    private let countries: [Bool]
 
     package init(
         maximumAge: Duration = .seconds(86_400),
@@ -49,18 +55,30 @@ package struct LineCheck: Sendable {
         typealias S = PointSchema
         typealias M = S.Measurement
         let global: Set<String> = [S.Tag.country, S.Tag.appVersion, Self.environmentTag]
-        tags = [
-            M.request: Set(S.requestTags).union(global).union(extraTags),
-            M.parseFailure: Set(S.parseFailureTags).union(global).union(extraTags),
-            M.agent: Set(S.agentTags).union(global).union(extraTags),
-            M.requestInterval: Set(S.intervalTags).union(global).union(extraTags),
-        ]
-        fields = [
-            M.request: Self.requestFieldTypes,
-            M.parseFailure: [S.Field.count: .int, S.Field.codingPath: .string, S.Field.statusCode: .int],
-            M.agent: Self.agentFieldTypes,
-            M.requestInterval: Self.intervalFieldTypes,
-        ]
+        func measurement(_ tags: [String], _ fields: [String: FieldType], buckets: Bool = false) -> Measurement {
+            let keys = Set(tags).union(global).union(extraTags)
+            return Measurement(
+                tags: NameTable(Dictionary(uniqueKeysWithValues: keys.map { ($0, true) })),
+                fields: NameTable(fields),
+                hasBuckets: buckets
+            )
+        }
+        measurements = NameTable([
+            M.request: measurement(S.requestTags, Self.requestFieldTypes),
+            M.parseFailure: measurement(
+                S.parseFailureTags,
+                [S.Field.count: .int, S.Field.codingPath: .string, S.Field.statusCode: .int]
+            ),
+            M.agent: measurement(S.agentTags, Self.agentFieldTypes),
+            M.requestInterval: measurement(S.intervalTags, Self.intervalFieldTypes, buckets: true),
+        ])
+        let letters = (UInt8(ascii: "A")...UInt8(ascii: "Z")).map { Character(Unicode.Scalar($0)) }
+        countries = letters.flatMap { first in
+            letters.map { second in
+                let code = String([first, second])
+                return CountryCode(code)?.code == code
+            }
+        }
     }
 
     /// The types of request points' fields, as the agent writes them.
@@ -117,21 +135,19 @@ package struct LineCheck: Sendable {
     /// Checks `point` as sent with `app`'s key at `now` (the relay's clock) and makes it ready to
     /// forward; returns why it is refused, or `nil` when it passes.
     package func check(_ point: inout Point, app: AppKeys.App, now: Timestamp) -> Refusal? {
-        guard let allowedTags = tags[point.measurement], let fieldTypes = fields[point.measurement] else {
-            return .measurement
-        }
+        guard let schema = measurements[point.measurement] else { return .measurement }
         if point.tags.count > Self.maximumTags { return .tagValue }
         var service = false
         var hasEnvironment = -1
         for (index, tag) in point.tags.enumerated() {
-            guard allowedTags.contains(tag.key) else { return .tag }
+            guard schema.tags.contains(tag.key) else { return .tag }
             if tag.value.utf8.count > Self.maximumTagValueBytes { return .tagValue }
             switch tag.key {
             case PointSchema.Tag.service:
                 guard tag.value == app.name else { return .service }
                 service = true
             case PointSchema.Tag.country:
-                guard CountryCode(tag.value)?.code == tag.value else { return .place }
+                guard isCountry(tag.value) else { return .place }
             case PointSchema.Tag.appVersion:
                 guard Self.isVersion(tag.value) else { return .version }
             case Self.environmentTag:
@@ -144,9 +160,9 @@ package struct LineCheck: Sendable {
         for index in point.fields.indices {
             let key = point.fields[index].key
             let type: FieldType
-            if let known = fieldTypes[key] {
+            if let known = schema.fields[key] {
                 type = known
-            } else if point.measurement == PointSchema.Measurement.requestInterval, Self.isBucket(key) {
+            } else if schema.hasBuckets, Self.isBucket(key) {
                 type = .int
             } else {
                 return .field
@@ -172,6 +188,16 @@ package struct LineCheck: Sendable {
             point.tags.insert(tag, at: position)
         }
         return nil
+    }
+
+    /// Whether `text` is a ``CountryCode`` as the agent writes one: two capital letters.
+    private func isCountry(_ text: String) -> Bool {
+        var utf8 = text.utf8.makeIterator()
+        guard let first = utf8.next(), let second = utf8.next(), utf8.next() == nil,
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first),
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(second)
+        else { return false }
+        return countries[Int(first - UInt8(ascii: "A")) * 26 + Int(second - UInt8(ascii: "A"))]
     }
 
     /// `le_` and a bound the agent writes: digits, with a fraction if any (`le_300`, `le_2.5`).
