@@ -250,6 +250,9 @@ let package = Package(
 if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
     package.dependencies.append(.package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"))
     package.products.append(.library(name: "APIHealthVapor", targets: ["APIHealthVapor"]))
+    // The relay installs write to instead of the database: it holds the database's token, checks every line
+    // against the schema and forwards through the agent's own shipping (see "A relay for app installs").
+    package.products.append(.executable(name: "apihealth-relay", targets: ["apihealth-relay"]))
     package.targets += [
         .target(
             name: "APIHealthVapor",
@@ -267,6 +270,44 @@ if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
             dependencies: [
                 "APIHealth", "APIHealthVapor", "TestSupport", "APIHealthTestKit", "LineProtocol",
                 .product(name: "Vapor", package: "vapor"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The relay's intake, schema check, limits and keys: plain values and one intake, tested without sockets.
+        .target(
+            name: "APIHealthRelay",
+            dependencies: [
+                "APIHealth", "LineProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // Vapor's HTTP server in front of the intake, run with the agent in one service group.
+        .executableTarget(
+            name: "apihealth-relay",
+            dependencies: [
+                "APIHealth", "APIHealthRelay",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift6
+        ),
+        // The relay's instructions per line, counted by callgrind (scripts/callgrind-relay): no Vapor, no socket.
+        .executableTarget(
+            name: "relay-probe",
+            dependencies: [
+                "APIHealth", "APIHealthRelay", "LineProtocol", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/RelayProbe",
+            swiftSettings: strictSwift6
+        ),
+        .testTarget(
+            name: "APIHealthRelayTests",
+            dependencies: [
+                "APIHealth", "APIHealthRelay", "LineProtocol", "TestSupport", "APIHealthTestKit",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift6

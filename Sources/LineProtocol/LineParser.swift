@@ -338,6 +338,21 @@ private struct Cursor {
             try skipName(stoppingAtEquals: stops.contains(.equals), escapable: escapable, what: what)
             return ""
         }
+        // Most names hold no backslash: found in one scan and made at once from their bytes. Any other
+        // (an escape, a line break, an empty name) is read, or refused, byte by byte below.
+        var scan = index
+        while scan < end {
+            let byte = bytes[scan]
+            if byte == .backslash || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || stops.contains(byte) {
+                break
+            }
+            scan += 1
+        }
+        if scan > start, scan == end || stops.contains(bytes[scan]) {
+            try checkUTF8(start..<scan, what: what)
+            index = scan
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<scan]), as: UTF8.self)
+        }
         var value: [UInt8] = []
         var length = 0
         while index < end {
@@ -496,6 +511,10 @@ private struct Cursor {
             index = tokenEnd
             return .bool(true)
         }
+        if let number = Self.shortInteger(UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd])) {
+            index = tokenEnd
+            return .int(number)
+        }
         let token = String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd]), as: UTF8.self)
         if token.isEmpty { throw error("empty field value") }
         let value: FieldValue
@@ -524,6 +543,21 @@ private struct Cursor {
         }
         index = tokenEnd
         return value
+    }
+
+    /// The value of an `i` integer of at most 18 digits (which cannot overflow), read from its bytes;
+    /// `nil` for any other token, which the full reading takes.
+    static func shortInteger(_ token: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard token.count >= 2, token[token.count - 1] == UInt8(ascii: "i") else { return nil }
+        let negative = token[0] == UInt8(ascii: "-")
+        let digits = UnsafeBufferPointer(rebasing: token[(negative ? 1 : 0)..<(token.count - 1)])
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var value: Int64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return negative ? -value : value
     }
 
     mutating func integer(what: String) throws(LineParseError) -> Int64 {

@@ -25,6 +25,21 @@ public struct AppInstalls: Sendable {
         }
     }
 
+    /// A relay the installs write to instead of the databases, with the app key they send; the relay
+    /// forwards to both. Each install sends an `X-Forwarded-For` address of its own.
+    public struct Relay: Sendable {
+        public var url: URL
+        public var key: String
+        /// Sends the key as `Authorization: Bearer` (a header vmauth routes on) instead of the token's `Token`.
+        public var bearer: Bool
+
+        public init(url: URL, key: String, bearer: Bool = false) {
+            self.url = url
+            self.key = key
+            self.bearer = bearer
+        }
+    }
+
     public static let countries = ["BR", "DE", "US", "IN", "JP"]
     public static let paths = ["/products/{n}", "/cart", "/search", "/orders/{n}"]
 
@@ -34,14 +49,18 @@ public struct AppInstalls: Sendable {
     public var victoria: VictoriaMetrics
     /// The `service` tag, unique per run: the destinations are shared with other tests.
     public var service: String
+    /// Where the installs write; `nil`: straight to both databases.
+    public var relay: Relay?
 
     public init(
         installs: Int,
         requestsPerInstall: Int = 50,
         influx: InfluxDB1,
         victoria: VictoriaMetrics,
-        service: String
+        service: String,
+        relay: Relay? = nil
     ) {
+        self.relay = relay
         self.installs = installs
         self.requestsPerInstall = requestsPerInstall
         self.influx = influx
@@ -67,9 +86,21 @@ public struct AppInstalls: Sendable {
                 version: "4.2.0",
                 destination: InfluxDestination(url: influx.base, api: .v1(database: influx.database))
             )
-            configuration.destinations.append(
-                InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apps"))
-            )
+            if let relay {
+                var destination = InfluxDestination(
+                    url: relay.url,
+                    api: .v2(organization: "acme", bucket: "apps"),
+                    token: relay.bearer ? nil : InfluxToken(relay.key)
+                )
+                if relay.bearer { destination.headers["Authorization"] = "Bearer \(relay.key)" }
+                destination.headers["X-Forwarded-For"] =
+                    "10.\(install >> 16 & 255).\(install >> 8 & 255).\(install & 255)"
+                configuration.destinations = [destination]
+            } else {
+                configuration.destinations.append(
+                    InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apps"))
+                )
+            }
             configuration.country = Self.countries[install % Self.countries.count]
             configuration.spool = nil
             configuration.batching.flushJitter = .zero

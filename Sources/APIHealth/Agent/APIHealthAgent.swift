@@ -296,6 +296,23 @@ public final class APIHealthAgent: Sendable, Service {
         return accepted
     }
 
+    /// Records `point` as ``write(_:)`` does; with `keepingTimestamp`, its timestamp is written as it is,
+    /// never moved off an instant its series has used: for a relay forwarding installs' points, whose
+    /// retried copies must land on the same instant so that the server keeps one.
+    @discardableResult
+    package func write(_ point: Point, keepingTimestamp: Bool) -> Bool {
+        guard configuration.isEnabled else { return false }
+        let accepted = pending.record(point, now: clock.coarseNow, keepsTimestamp: keepingTimestamp)
+        if !accepted { lossReporter.noticeIfStopped(pending) }
+        return accepted
+    }
+
+    /// Writes what was recorded through to the spool now, as the spool worker's next round would: for a
+    /// relay that acknowledges a write only once its lines are on disk. Nothing without a spool.
+    package func writeThrough() {
+        pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
+    }
+
     /// Counts a metrics handler that a metrics backend (APIHealthMetrics) sent to its shared overflow
     /// series because its cardinality cap was reached; shipped as `metrics_overflowed`.
     package func countMetricsOverflowed() {

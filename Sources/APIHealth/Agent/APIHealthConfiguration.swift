@@ -187,7 +187,9 @@ public struct APIHealthConfiguration: Sendable {
     /// - Parameters:
     ///   - name: The `service` tag of every point: the app's name.
     ///   - version: The `app_version` tag; `nil` takes the bundle's version on Apple platforms.
-    ///   - destination: Where batches go (a write-only token for one bucket, or a relay that holds it).
+    ///   - destination: Where batches go: `apihealth-relay` with the app's key, which holds the database's
+    ///     token and forwards only what the schema allows (<doc:ARelayForAppInstalls>), or a write-only token
+    ///     for one bucket.
     /// - Returns: The configuration.
     public static func app(_ name: String, version: String? = nil, destination: InfluxDestination? = nil) -> Self {
         var configuration = Self(serviceDefaults: name, destination: destination)

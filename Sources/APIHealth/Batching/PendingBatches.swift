@@ -109,10 +109,16 @@ final class PendingBatches: Sendable {
     /// refused or dropped (counted). `afterClose`: recorded after intake has closed, in a sealed batch
     /// of its own (the agent's last health point, recorded once everything before it was sent).
     @discardableResult
-    func record(_ point: Point, now: Duration, afterClose: Bool = false) -> Bool {
+    func record(_ point: Point, now: Duration, afterClose: Bool = false, keepsTimestamp: Bool = false) -> Bool {
         do {
-            return try encoder.withLine(point) { line in
-                append(
+            return try encoder.withLine(point) { written in
+                // A kept timestamp claims no instant: the line goes as written, so a copy of it sent
+                // again (a relay's install retrying) lands on the same instant and the server keeps one.
+                let line =
+                    keepsTimestamp
+                    ? EncodedLine(bytes: written.bytes, seriesKeyBytes: 0, timestamp: nil, repairs: written.repairs)
+                    : written
+                return append(
                     line,
                     series: line.timestamp == nil ? 0 : RecentInstants.seriesID(line.seriesKey),
                     now: now,

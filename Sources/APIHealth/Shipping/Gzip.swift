@@ -108,6 +108,12 @@ import Darwin
 
     /// The concatenated contents of every gzip member in `input`.
     public static func decompress(_ input: [UInt8]) throws(Failure) -> [UInt8] {
+        try decompress(input, limit: Int.max)
+    }
+
+    /// The concatenated contents of every gzip member in `input`, or ``Failure`` (operation
+    /// `inflate (over the limit)`) as soon as they pass `limit` bytes: for bodies from untrusted senders.
+    package static func decompress(_ input: [UInt8], limit: Int) throws(Failure) -> [UInt8] {
         var stream = z_stream()
         var status = inflateInit2_(&stream, 15 + 32, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
         guard status == Z_OK else { throw Failure(code: status, operation: "inflateInit2") }
@@ -128,6 +134,7 @@ import Darwin
                 }
             }
             output.append(contentsOf: chunk[0..<(chunk.count - Int(stream.avail_out))])
+            if output.count > limit { throw Failure(code: Z_BUF_ERROR, operation: "inflate (over the limit)") }
             if status == Z_STREAM_END {
                 guard consumed < input.count else { break }
                 inflateReset(&stream)

@@ -1,0 +1,255 @@
+@_spi(Package) import APIHealth
+import LineProtocol
+
+/// The schema check of one point an install sent: only ``PointSchema``'s measurements, their tag keys
+/// (and the global `country` and `app_version`, checked for what they hold), their field keys with the
+/// types the agent writes them with, the key's own `service`, and a timestamp within a window of the
+/// relay's clock. A point that passes is made ready to forward: integers given for a float field become
+/// floats (the agent of a v1 install writes unsigned fields as integers: they become unsigned), the
+/// key's environment is its `env` tag, and a point without a timestamp gets the relay's.
+///
+/// ```swift
+/// var point = try LineParser().parseLine(Array(line.utf8))!
+/// if let refusal = check.check(&point, app: app, now: now) { /* refused: count it, name the line */ }
+/// ```
+package struct LineCheck: Sendable {
+    /// The type a field is written with.
+    package enum FieldType: Sendable, Hashable {
+        case float, int, uint, bool, string
+    }
+
+    /// The longest tag value taken, in bytes: a templated path or a host name fits.
+    package static let maximumTagValueBytes = 256
+    /// The most tags a point may have.
+    package static let maximumTags = 16
+    /// The most fields a point may have: an interval point with objectives, cache advice and buckets.
+    package static let maximumFields = 80
+    /// The tag the key's environment is written as.
+    package static let environmentTag = "env"
+
+    let maximumAge: Duration
+    let maximumAhead: Duration
+    let restamps: Bool
+    let extraTags: Set<String>
+    /// The schema of each measurement: its tag keys and its fields' types (`le_<bound>` histogram fields
+    /// are matched by their form).
+    private struct Measurement: Sendable {
+        var tags: NameTable<Bool>
+        var fields: NameTable<FieldType>
+        var hasBuckets: Bool
+    }
+    private let measurements: NameTable<Measurement>
+    /// Whether each two-letter code (`AA` … `ZZ`, 26 × 26) is a ``CountryCode``.
+    private let countries: [Bool]
+
+    package init(
+        maximumAge: Duration = .seconds(86_400),
+        maximumAhead: Duration = .seconds(600),
+        restamps: Bool = false,
+        extraTags: Set<String> = []
+    ) {
+        self.maximumAge = maximumAge
+        self.maximumAhead = maximumAhead
+        self.restamps = restamps
+        self.extraTags = extraTags
+        typealias S = PointSchema
+        typealias M = S.Measurement
+        let global: Set<String> = [S.Tag.country, S.Tag.appVersion, Self.environmentTag]
+        func measurement(_ tags: [String], _ fields: [String: FieldType], buckets: Bool = false) -> Measurement {
+            let keys = Set(tags).union(global).union(extraTags)
+            return Measurement(
+                tags: NameTable(Dictionary(uniqueKeysWithValues: keys.map { ($0, true) })),
+                fields: NameTable(fields),
+                hasBuckets: buckets
+            )
+        }
+        measurements = NameTable([
+            M.request: measurement(S.requestTags, Self.requestFieldTypes),
+            M.parseFailure: measurement(
+                S.parseFailureTags,
+                [S.Field.count: .int, S.Field.codingPath: .string, S.Field.statusCode: .int]
+            ),
+            M.agent: measurement(S.agentTags, Self.agentFieldTypes),
+            M.requestInterval: measurement(S.intervalTags, Self.intervalFieldTypes, buckets: true),
+        ])
+        let letters = (UInt8(ascii: "A")...UInt8(ascii: "Z")).map { Character(Unicode.Scalar($0)) }
+        countries = letters.flatMap { first in
+            letters.map { second in
+                let code = String([first, second])
+                return CountryCode(code)?.code == code
+            }
+        }
+    }
+
+    /// The types of request points' fields, as the agent writes them.
+    static let requestFieldTypes: [String: FieldType] = {
+        typealias F = PointSchema.Field
+        var types: [String: FieldType] = [:]
+        for key in [
+            F.durationMilliseconds, F.timeToFirstByteMilliseconds, F.domainLookupMilliseconds,
+            F.connectMilliseconds, F.secureConnectionMilliseconds,
+        ] {
+            types[key] = .float
+        }
+        types[F.requestBytes] = .uint
+        types[F.responseBytes] = .uint
+        for key in [F.statusCode, F.errors, F.redirects] { types[key] = .int }
+        types[F.success] = .bool
+        types[F.reusedConnection] = .bool
+        for key in [F.error, F.correlationID, F.networkProtocol] { types[key] = .string }
+        return types
+    }()
+
+    /// The types of interval points' fields (beside the `le_` buckets, integers).
+    static let intervalFieldTypes: [String: FieldType] = {
+        typealias F = PointSchema.IntervalField
+        var types: [String: FieldType] = [:]
+        for key in [F.count, F.errors, F.requestBytes, F.responseBytes, F.bucketInfinity] { types[key] = .int }
+        for key in [F.durationSum, F.durationMinimum, F.durationMaximum] { types[key] = .float }
+        for key in PointSchema.transportErrorIntervalFields { types[key] = .int }
+        types[F.requestsWithinLatencyObjective] = .int
+        for key in [F.objectiveAvailability, F.objectiveLatency, F.objectiveLatencyMilliseconds] { types[key] = .float }
+        for key in [F.cacheStorable, F.cacheNoStore, F.cacheWithLifetime, F.cacheRevalidated, F.cacheServedLocally] {
+            types[key] = .int
+        }
+        types[F.cacheRepeated] = .int
+        types[F.cacheRepeatedMilliseconds] = .float
+        for bound in F.cacheAgeBounds {
+            types[F.cacheRepeated(withinSeconds: bound)] = .int
+            types[F.cacheRepeatedMilliseconds(withinSeconds: bound)] = .float
+        }
+        return types
+    }()
+
+    /// The types of the agent's health points' fields: counts unsigned, the clock's offsets floats.
+    static let agentFieldTypes: [String: FieldType] = {
+        typealias F = PointSchema.AgentField
+        var types: [String: FieldType] = [:]
+        for key in PointSchema.agentFields { types[key] = .uint }
+        types[F.clockOffset] = .float
+        types[F.clockOffsetUncertainty] = .float
+        types[F.lastError] = .string
+        return types
+    }()
+
+    /// Checks `point` as sent with `app`'s key at `now` (the relay's clock) and makes it ready to
+    /// forward; returns why it is refused, or `nil` when it passes.
+    package func check(_ point: inout Point, app: AppKeys.App, now: Timestamp) -> Refusal? {
+        guard let schema = measurements[point.measurement] else { return .measurement }
+        if point.tags.count > Self.maximumTags { return .tagValue }
+        var service = false
+        var hasEnvironment = -1
+        for (index, tag) in point.tags.enumerated() {
+            guard schema.tags.contains(tag.key) else { return .tag }
+            if tag.value.utf8.count > Self.maximumTagValueBytes { return .tagValue }
+            switch tag.key {
+            case PointSchema.Tag.service:
+                guard tag.value == app.name else { return .service }
+                service = true
+            case PointSchema.Tag.country:
+                guard isCountry(tag.value) else { return .place }
+            case PointSchema.Tag.appVersion:
+                guard Self.isVersion(tag.value) else { return .version }
+            case Self.environmentTag:
+                hasEnvironment = index
+            default: break
+            }
+        }
+        guard service else { return .service }
+        if point.fields.count > Self.maximumFields { return .field }
+        for index in point.fields.indices {
+            let key = point.fields[index].key
+            let type: FieldType
+            if let known = schema.fields[key] {
+                type = known
+            } else if schema.hasBuckets, Self.isBucket(key) {
+                type = .int
+            } else {
+                return .field
+            }
+            guard let value = Self.coerce(point.fields[index].value, to: type) else { return .fieldType }
+            point.fields[index].value = value
+        }
+        if let timestamp = point.timestamp {
+            let offset = timestamp.nanosecondsSinceEpoch.subtractingReportingOverflow(now.nanosecondsSinceEpoch)
+                .partialValue
+            if offset > Self.nanoseconds(maximumAhead) || offset < -Self.nanoseconds(maximumAge) {
+                guard restamps else { return .timestamp }
+                point.timestamp = now
+            }
+        } else {
+            point.timestamp = now
+        }
+        // The key's environment, whatever the install wrote as `env`.
+        if hasEnvironment >= 0 { point.tags.remove(at: hasEnvironment) }
+        if !app.environment.isEmpty {
+            let tag = Point.Tag(Self.environmentTag, app.environment)
+            let position = point.tags.firstIndex { $0.key > Self.environmentTag } ?? point.tags.endIndex
+            point.tags.insert(tag, at: position)
+        }
+        return nil
+    }
+
+    /// Whether `text` is a ``CountryCode`` as the agent writes one: two capital letters.
+    private func isCountry(_ text: String) -> Bool {
+        var utf8 = text.utf8.makeIterator()
+        guard let first = utf8.next(), let second = utf8.next(), utf8.next() == nil,
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first),
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(second)
+        else { return false }
+        return countries[Int(first - UInt8(ascii: "A")) * 26 + Int(second - UInt8(ascii: "A"))]
+    }
+
+    /// `le_` and a bound the agent writes: digits, with a fraction if any (`le_300`, `le_2.5`).
+    static func isBucket(_ key: String) -> Bool {
+        let bytes = key.utf8
+        guard bytes.count > 3, bytes.count <= 24, key.hasPrefix("le_") else { return false }
+        var dot = false
+        var digits = 0
+        for byte in bytes.dropFirst(3) {
+            if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
+                digits += 1
+            } else if byte == UInt8(ascii: "."), !dot, digits > 0 {
+                dot = true
+            } else {
+                return false
+            }
+        }
+        return digits > 0
+    }
+
+    /// A version as apps write them: up to 32 letters, digits, `.`, `-`, `+` and `_`, starting with a
+    /// letter or digit.
+    static func isVersion(_ text: String) -> Bool {
+        let bytes = text.utf8
+        guard let first = bytes.first, bytes.count <= 32, isAlphanumeric(first) else { return false }
+        return bytes.allSatisfy {
+            isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+")
+                || $0 == UInt8(ascii: "_")
+        }
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+    }
+
+    /// `value` as a field of `type` holds it; `nil` when it cannot be (a string for a number, a
+    /// negative count for an unsigned one, a float for an integer).
+    static func coerce(_ value: FieldValue, to type: FieldType) -> FieldValue? {
+        switch (value, type) {
+        case (.float, .float), (.int, .int), (.uint, .uint), (.bool, .bool), (.string, .string): return value
+        case (.int(let number), .float): return .float(Double(number))
+        case (.uint(let number), .float): return .float(Double(number))
+        case (.int(let number), .uint): return number >= 0 ? .uint(UInt64(number)) : nil
+        case (.uint(let number), .int): return number <= UInt64(Int64.max) ? .int(Int64(number)) : nil
+        default: return nil
+        }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue &+ attoseconds / 1_000_000_000
+    }
+}
