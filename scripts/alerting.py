@@ -185,9 +185,11 @@ def host_recorded_name(what):
 
 
 def sources_recorded_name(what):
-    """A place's failing sources (`what`: transport_errors, server_errors): the most interval points with such failures
-    stamped within one aggregation interval of an install, over the reachability window."""
-    return f"apihealth_host:{what}_sources:max{REACHABILITY_WINDOW}"
+    """A place's failing sources (`what`: transport_errors, server_errors): the interval points with such failures
+    stamped within the last INSTALL_INTERVAL, recorded at every evaluation (the alerts read the most of them over the
+    reachability window). Recorded, not a subquery: a subquery's steps are aligned to whole minutes, and would see a
+    point up to a minute late."""
+    return f"apihealth_host:{what}_sources:count{INSTALL_INTERVAL}"
 
 
 # What fails for each reachability alert: (name, field, status class of the points that hold it).
@@ -212,8 +214,7 @@ def place_recording_rules():
                       "expr": (f'sum by ({by}) (sum_over_time({INTERVAL}_{field}{{status_class="{status_class}"}}'
                                f'[{REACHABILITY_WINDOW}]))')})
         rules.append({"record": sources_recorded_name(what),
-                      "expr": (f"max_over_time(\n  {failing_points_per_interval(field, status_class, PLACE_KEPT)}"
-                               f"\n[{REACHABILITY_WINDOW}:{INSTALL_INTERVAL}])")})
+                      "expr": failing_points_per_interval(field, status_class, PLACE_KEPT)})
     return rules
 
 
@@ -396,7 +397,7 @@ def reachability_rules():
          "from " + PLACE_WORDS),
     ):
         failures = latest(host_recorded_name(what))
-        sources = latest(sources_recorded_name(what))
+        sources = f"max_over_time({sources_recorded_name(what)}[{REACHABILITY_WINDOW}])"
         here = f"{failures} / {requests}"
         # The rest of the host's traffic: every other place of the same host, service and env; none (a host called
         # from one place) leaves only the outright test.

@@ -223,9 +223,9 @@ import Testing
     /// Which alerts fire over ``AlertScenarios`` (minutes before the end; reachability reads a 10-minute window and
     /// waits 2 minutes, the failing-steadily ticket reads 6 hours and waits 15):
     /// - maps from BR: every request fails to connect from -60 to -30. One failed minute of ten is 10 %, above 5 %
-    ///   and 5 times the 0 % from DE and US, from three instances: pending at -59, firing at -57. The last failed
-    ///   minute (-30.5) leaves the window at -20; the alert reads its latest recorded value within 2 minutes (one
-    ///   minute old): firing to -20. Its 6-hour share passes 5 % with 19 failed minutes at -41: the ticket fires from
+    ///   and 5 times the 0 % from DE and US, from three instances: pending at -59, firing at -57. The failing
+    ///   sources of the last failed minute (-30.5), recorded at -30, leave the 10-minute window at -20: firing to
+    ///   -21. Its 6-hour share passes 5 % with 19 failed minutes at -41: the ticket fires from
     ///   -26 to the end.
     /// - video from DE: half the requests get a 5xx from -120 to -90. One such minute is 5 % (not above); two are
     ///   10 %: pending -118, firing -116, to -82.
@@ -235,7 +235,7 @@ import Testing
     ///   -38 (8 minutes after the first failure), to -25 (four failed minutes left in the window at -24).
     /// - shop from US: 40 % of the app's traffic over four versions, every request failing from -45: summed over the
     ///   versions, 10 % failing against 0 % from BR, DE and FR at -44 (installs stamp their points 20 to 39 s into a
-    ///   minute): firing -42, to -20.
+    ///   minute): firing -42, to -21.
     /// - news from IS: three installs of ten fail (k = 3): 6 % of IS's requests at -43, firing -41, to -22. feed from IS:
     ///   two installs (k - 1) fail the same way: nothing. chat from IS: one phone fails 210 requests to connect in 30
     ///   minutes, another is offline (the device's failures, no error of the API): nothing.
@@ -252,7 +252,7 @@ import Testing
     ///   (app installs' late batches) burns 300. Read without the late window it would resolve at 0.
     /// - nothing from DE or US to maps, from BR or US to video, from FR or US to pay, from BR, DE or FR to shop.
     static let expectedScenarioFirings: Set<Firing> = [
-        Firing(alert: "APIHealthReachabilityTransportErrors", who: "maps from BR", from: -57, to: -20),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "maps from BR", from: -57, to: -21),
         Firing(alert: "APIHealthEndpointFailingSteadily", who: "maps from BR", from: -26, to: 0),
         Firing(alert: "APIHealthReachabilityServerErrors", who: "video from DE", from: -116, to: -82),
         Firing(alert: "APIHealthEndpointFailingSteadily", who: "tiny", from: -281, to: 0),
@@ -262,7 +262,7 @@ import Testing
         Firing(alert: "APIHealthReachabilityTransportErrors", who: "auth from DE", from: -38, to: -25),
         Firing(alert: "APIHealthReachabilityTransportErrors", who: "auth from US", from: -38, to: -25),
         Firing(alert: "APIHealthReachabilityTransportErrors", who: "rates from IS", from: -38, to: -25),
-        Firing(alert: "APIHealthReachabilityTransportErrors", who: "shop from US", from: -42, to: -20),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "shop from US", from: -42, to: -21),
         Firing(alert: "APIHealthReachabilityTransportErrors", who: "news from IS", from: -41, to: -22),
         Firing(alert: "APIHealthAvailabilityBurnPage", who: "h5", from: -344, to: 0),
         Firing(alert: "APIHealthAvailabilityBurnTicket", who: "h5", from: -331, to: 0),
@@ -344,8 +344,12 @@ import Testing
         }
         let feed = #"{host="api.feed.example", country="IS"}"#
         let news = #"{host="api.news.example", country="IS"}"#
-        #expect(try await value("apihealth_host:transport_errors_sources:max10m\(feed)", at: -35) == 2)
-        #expect(try await value("apihealth_host:transport_errors_sources:max10m\(news)", at: -35) == 3)
+        #expect(
+            try await value("max_over_time(apihealth_host:transport_errors_sources:count1m\(feed)[10m])", at: -35) == 2
+        )
+        #expect(
+            try await value("max_over_time(apihealth_host:transport_errors_sources:count1m\(news)[10m])", at: -35) == 3
+        )
         #expect(
             try await value(
                 "apihealth_host:transport_errors:sum10m\(feed) / apihealth_host:requests:sum10m\(feed)",

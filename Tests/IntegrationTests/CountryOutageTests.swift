@@ -42,12 +42,13 @@ import FoundationNetworking
         let agent: APIHealthAgent
         let session: URLSession
 
-        init(country: String, victoria: URL, refusedPort: Int, upstreamPort: Int) throws {
+        init(country: String, victoria: URL, refusedPort: Int, upstreamPort: Int, availability: Double?) throws {
             self.country = country
             var configuration = APIHealthConfiguration(serviceName: "checkout")
             configuration.spool = nil
             configuration.country = country
             configuration.instance = "install-\(country.lowercased())"
+            if let availability { configuration.objectives.default.availability = availability }
             configuration.aggregation?.interval = .seconds(1)
             configuration.batching.flushDelay = .milliseconds(100)
             configuration.destination = InfluxDestination(url: victoria, api: .v2(organization: "", bucket: ""))
@@ -95,13 +96,21 @@ import FoundationNetworking
         var during: [AlertWebhookReceiver.Notification]
         /// Every notification, the resolved one included.
         var all: [AlertWebhookReceiver.Notification]
+        /// The alerts Alertmanager held back (inhibited) during the outage, by name.
+        var suppressed: Set<String>
     }
 
-    /// Runs three installs (BR, DE, US) against the stack; those in `failing` send 15 requests each to a port that
-    /// refuses them, the others 15 to the upstream; once the reachability notice has come (`firingAlerts` alerts in
-    /// it), every failing install sends 400 requests that succeed, and the resolved notice is awaited. The page
-    /// route waits `pageGroupWait` for a group's other alerts.
-    static func outage(failing: Set<String>, firingAlerts: Int, pageGroupWait: String) async throws -> Outage? {
+    /// Runs three installs (BR, DE, US) against the stack, with an `availability` objective if given; those in
+    /// `failing` send 15 requests each to a port that refuses them, the others 15 to the upstream; once the
+    /// reachability notice has come (`firingAlerts` alerts in it), every failing install sends 400 requests that
+    /// succeed, and the resolved notice is awaited. The page route waits `pageGroupWait` for a group's
+    /// other alerts.
+    static func outage(
+        failing: Set<String>,
+        firingAlerts: Int,
+        pageGroupWait: String,
+        availability: Double? = nil
+    ) async throws -> Outage? {
         let victoria = try await VictoriaProcess.victoriaMetrics()
         defer { victoria.stop() }
         let upstream = try await LoopbackHTTPServer.start { _ in .json(200, #"{"items":[]}"#) }
@@ -124,7 +133,13 @@ import FoundationNetworking
             ]
         )
         let installs = try ["BR", "DE", "US"].map {
-            try Install(country: $0, victoria: victoria.url, refusedPort: refused.port, upstreamPort: upstream.port)
+            try Install(
+                country: $0,
+                victoria: victoria.url,
+                refusedPort: refused.port,
+                upstreamPort: upstream.port,
+                availability: availability
+            )
         }
         func stopEverything() async {
             vmalert.signal(SIGTERM)
@@ -174,6 +189,16 @@ import FoundationNetworking
             "CountryOutageTests: \(failing.sorted()) notified \(ContinuousClock.now - outageStart) after the first refused request"
         )
         let during = receiver.notifications
+        // With an objective, the burn-rate page of the failing place fires too: it reaches Alertmanager, which holds
+        // it back.
+        var suppressed = Set<String>()
+        if availability != nil {
+            _ = await waitUntil(timeout: .seconds(120)) {
+                let held = (try? await alertmanager.alerts()) ?? []
+                suppressed = Set(held.filter { $0.state == "suppressed" }.compactMap { $0.labels["alertname"] })
+                return suppressed.contains("APIHealthAvailabilityBurnPage")
+            }
+        }
 
         // The connections come back: enough successes that each place's share of failures falls under 5 %.
         let recoveredAt = ContinuousClock.now
@@ -188,7 +213,7 @@ import FoundationNetworking
         print("CountryOutageTests: resolved \(ContinuousClock.now - recoveredAt) after the connections came back")
         #expect(resolved, "the resolved notice: \(vmalert.stderr)")
         await stopEverything()
-        return Outage(host: host, during: during, all: receiver.notifications)
+        return Outage(host: host, during: during, all: receiver.notifications, suppressed: suppressed)
     }
 
     @Test func anUpstreamUnreachableFromOneCountryNotifiesOnceNamingItAndResolves() async throws {
@@ -237,6 +262,29 @@ import FoundationNetworking
             }
         }
         #expect(outage.all.last?.status == "resolved", "the resolved notice comes last")
+    }
+
+    /// BR cut off from an endpoint with a 99.9 % objective: its burn-rate page fires beside the reachability page, and
+    /// is held back by it (the same host and place): one notification while BR is cut off. The page route waits the
+    /// shipped 10 s, so a burn-rate page sent before the reachability page came would be at the receiver before the
+    /// reachability notice. The recovery is compressed into seconds here, where the reachability page clears before
+    /// the burn rates fall (in real time the burn-rate page's 5-minute window clears first): only the notices while BR
+    /// is cut off are counted.
+    @Test func aCountryOutageOfAnEndpointWithAnObjectiveIsStillOneNotification() async throws {
+        guard
+            let outage = try await Self.outage(
+                failing: ["BR"],
+                firingAlerts: 1,
+                pageGroupWait: "10s",
+                availability: 0.999
+            )
+        else { return }
+        #expect(
+            outage.suppressed.contains("APIHealthAvailabilityBurnPage"),
+            "the burn-rate page fired and was held back"
+        )
+        let names = outage.during.flatMap { $0.alerts.map { $0.labels["alertname"] ?? "" } }
+        #expect(names == ["APIHealthReachabilityTransportErrors"], "\(outage.during.map(\.groupLabels))")
     }
 
     /// Every country cut off: three reachability pages (each place fails outright, with no place to compare with),
