@@ -910,6 +910,34 @@ def grafana_steady_failure_rule(language, datasource):
     }
 
 
+def grafana_failures_query(language, objective):
+    """Grafana's query of the requests that failed `objective` over its time range, per endpoint, env and place."""
+    if language == "influxql":
+        group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
+        failed = ('sum("errors")' if objective == "availability"
+                  else 'sum("count") - sum("requests_within_latency_objective")')
+        return f'SELECT {failed} AS "failures" FROM "{INTERVAL}" WHERE $timeFilter GROUP BY {group}'
+    group = f'group(columns: {json.dumps(ENDPOINT_KEPT + ["_measurement", "_field"])})'
+    if objective == "availability":
+        return f"""from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "errors")
+    |> {group}
+    |> sum()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+"""
+    return f"""from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "requests_within_latency_objective"))
+    |> {group}
+    |> sum()
+    |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
+    |> filter(fn: (r) => exists r.requests_within_latency_objective)
+    |> map(fn: (r) => ({{r with _value: float(v: r.count - r.requests_within_latency_objective)}}))
+    |> drop(columns: ["count", "requests_within_latency_objective", "_measurement"])
+"""
+
+
 def grafana_rules(language, datasource):
     rules = []
     letters = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -927,6 +955,13 @@ def grafana_rules(language, datasource):
                     data.append(grafana_query(query, datasource, language, text, SECONDS[window]))
                     data.append(grafana_reduce(reduced, query))
                     pair.append(f"${reduced} > {factor}")
+                if severity == "page":
+                    # The page guard: PAGE_MIN_FAILURES failed requests in the short window.
+                    query, reduced = next(letters), next(letters)
+                    data.append(grafana_query(query, datasource, language, grafana_failures_query(language, objective),
+                                              SECONDS[short]))
+                    data.append(grafana_reduce(reduced, query))
+                    pair.append(f"${reduced} >= {PAGE_MIN_FAILURES}")
                 conditions.append("(" + " && ".join(pair) + ")")
             budget, budget_reduced, condition = next(letters), next(letters), next(letters)
             text = influxql_burn(objective) if language == "influxql" else flux_burn(objective)

@@ -381,9 +381,9 @@ import Testing
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
         // The transport errors' rule, then the 5xx one: four sums and the failing sources each.
-        // After the burn-rate rules' 20 queries and the agent rules' two.
+        // After the burn-rate rules' 24 queries and the agent rules' two.
         let all = try Self.grafanaQueries("influxql")
-        let queries = Array(all[22..<32])
+        let queries = Array(all[26..<36])
         for (rule, (minutes, failure, told)) in Self.placesFailing.enumerated() {
             let at = end + minutes * 60
             let sums = queries[(rule * 5)..<(rule * 5 + 5)]
@@ -421,9 +421,24 @@ import Testing
             #expect(Set(firing) == told, "\(failure) at \(minutes) min: \(values)")
             #expect(values[4]["api.feed.example IS"] == (rule == 0 ? 2 : nil), "k - 1 installs: \(values[4])")
         }
+        // The availability page's guard: the failures of its 5-minute window. quiet's two failures at -30.5 and -28.5
+        // are under the 5 a page needs; h5's 30 % at one request a minute is one or two in five minutes, and its 30
+        // minutes (the slow arm's short window) hold nine.
+        let guardQueries = Array(all[0..<7])
+        #expect(guardQueries[2].seconds == 300 && guardQueries[5].seconds == 1_800, "\(guardQueries.map(\.seconds))")
+        func failures(_ query: String, seconds: Int64, at minutes: Int64) async throws -> [String: Double] {
+            var byHost: [String: Double] = [:]
+            for entry in try await influx.query(Self.influxQL(query, seconds: seconds, end: end + minutes * 60)) {
+                byHost[entry.tags["host"] ?? ""] = InfluxQLDashboardTests.number(entry.rows.first, "failures")
+            }
+            return byHost
+        }
+        #expect(try await failures(guardQueries[2].query, seconds: 300, at: -28)["api.quiet.example"] == 2)
+        #expect(try await failures(guardQueries[5].query, seconds: 1_800, at: 0)["api.h5.example"] == 9)
+
         // The failing-steadily rule at the end: failures and requests over 6 hours, failures over the last one, the
         // interval points with failures over 6 hours.
-        let steady = Array(all[32..<36])
+        let steady = Array(all[36..<40])
         #expect(
             steady.map(\.seconds) == [6 * 3_600, 6 * 3_600, 3_600, 6 * 3_600]
                 && steady[0].query.contains("\"failures\"")
@@ -496,9 +511,10 @@ import Testing
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
         let queries = try Self.grafanaQueries("influxql")
-        // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules,
-        // the two reachability rules' four sums and failing sources, and the failing-steadily rule's four.
-        let expectedQueries = 4 * 5 + 2 + 2 * 5 + 4
+        // Per burn-rate rule: two windows for each of two arms (and a page's failures in its short window), and 30
+        // days for the budget; then the two agent rules, the two reachability rules' four sums and failing sources,
+        // and the failing-steadily rule's four.
+        let expectedQueries = 2 * 7 + 2 * 5 + 2 + 2 * 5 + 4
         #expect(queries.count == expectedQueries)
         let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
         for (query, seconds) in queries where query.contains("\"burn_rate\"") {
@@ -603,7 +619,7 @@ import Testing
             "burn_over_limit", "unreachable_over_limit", "failing_over_limit",
         ])
         let flux = try Self.grafanaQueries("flux")
-        let expectedQueries = 4 * 5 + 2 + 2 * 5 + 4
+        let expectedQueries = 2 * 7 + 2 * 5 + 2 + 2 * 5 + 4
         #expect(flux.count == expectedQueries)
         let template = try #require(try DashboardFiles.json("influxdb/apihealth-template.json") as? [[String: Any]])
         let allChecks = template.filter { $0["kind"] as? String == "CheckThreshold" }
