@@ -13,12 +13,14 @@ from the interval points themselves (objective_availability, objective_latency),
 endpoint, and changing an objective needs no new rules.
 
 Every window is recorded once per evaluation (dashboards/alerts/apihealth.recording.rules.yml, Sloth's and Pyrra's
-scheme): per endpoint and global tag, the requests, failures and requests within the latency threshold of each window
-and its objective, the windows up to 6 h every minute and the 1-day and 3-day ones every 5 minutes; the alerts read
-those series, not the raw 10 s points. Reachability needs no objective: per host and every global tag (country,
-region, env, and any other), the share of requests failing with transport errors, and separately with 5xx, compared
-with the same host's share everywhere else. Every alert that divides needs MIN_REQUESTS requests in its window; a
-small endpoint failing steadily for hours is a ticket by its absolute count of failures.
+scheme): per endpoint, env and place (ENDPOINT_KEPT: every other tag summed), the requests, failures and requests
+within the latency threshold of each window and its objective; the alerts read those series, not the raw points.
+Reachability needs no objective: per host, service, env and place (PLACE_TAGS: country, region), every other tag
+summed, the share of requests failing with transport errors, and separately with 5xx, against the rest of the host's
+traffic, or outright (several places, every place, a host with one place), from MIN_FAILING_SOURCES installs. Every
+alert that divides needs MIN_REQUESTS requests in its window, a page PAGE_MIN_FAILURES failures in its short window; a
+small endpoint failing steadily for hours is a ticket by its absolute count of failures. The device's own failures
+and cancellations are not in count or errors (the agent counts them apart), so no rule counts them.
 """
 import json
 
