@@ -335,6 +335,17 @@ import Testing
             )
         }
 
+        // The offline phone's failures are the dashboard's series apart: 10 a minute on its device, none of the API's.
+        let device = try await VictoriaMetrics(base: server.url).query(
+            try MetricsQLDashboardTests.query("device_failures", interval: 600),
+            at: Double(end - 45 * 60)
+        )
+        #expect(
+            device.map(\.labels) == [["host": "api.chat.example", "kind": "errors_device", "service": "checkout"]]
+                && abs((device.first?.value ?? 0) - 100.0 / 600) < 1e-9,
+            "\(device)"
+        )
+
         // What the guards held back, as the recorded windows have it: feed from IS fails 20 % against 0 % elsewhere
         // from two installs (news: three); quiet burns 16.7 over the hour with 120 requests and two failures in five
         // minutes.
@@ -421,6 +432,24 @@ import Testing
             #expect(Set(firing) == told, "\(failure) at \(minutes) min: \(values)")
             #expect(values[4]["api.feed.example IS"] == (rule == 0 ? 2 : nil), "k - 1 installs: \(values[4])")
         }
+        // The dashboard's panel of the device's own failures: the offline phone's 10 a minute, per second.
+        let device = try DashboardFiles.influxQL("device_failures")
+            .replacingOccurrences(of: "$timeFilter", with: "time > \(end - 3_000)s AND time <= \(end - 2_400)s")
+            .replacingOccurrences(of: "$__interval_ms", with: "600000").replacingOccurrences(
+                of: "$__interval",
+                with: "600s"
+            )
+            .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$env", with: ".*")
+            .replacingOccurrences(of: "$country", with: ".*").replacingOccurrences(of: "$group_by", with: "service")
+        let perHost = Dictionary(
+            try await influx.query(device).map {
+                ($0.tags["host"] ?? "", InfluxQLDashboardTests.number($0.rows.first, "device_per_second"))
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        #expect(perHost["api.chat.example"] == 100.0 / 600, "\(perHost)")
+        #expect(perHost.filter { $0.value != nil }.count == 1, "\(perHost)")
+
         // The availability page's guard: the failures of its 5-minute window. quiet's two failures at -30.5 and -28.5
         // are under the 5 a page needs; h5's 30 % at one request a minute is one or two in five minutes, and its 30
         // minutes (the slow arm's short window) hold nine.

@@ -54,7 +54,7 @@ private typealias Files = DashboardFiles
     /// per-country split.
     static let groupByValues = ["service", "instance", "env", "country"]
 
-    static let panelCount = 17
+    static let panelCount = 18
 
     @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
         let influxQL = try Files.files("influxql", ".influxql")
