@@ -440,7 +440,8 @@ import Testing
                 with: "600s"
             )
             .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$env", with: ".*")
-            .replacingOccurrences(of: "$country", with: ".*").replacingOccurrences(of: "$group_by", with: "service")
+            .replacingOccurrences(of: "$country", with: ".*").replacingOccurrences(of: "$host", with: ".*")
+            .replacingOccurrences(of: "$group_by", with: "service")
         let perHost = Dictionary(
             try await influx.query(device).map {
                 ($0.tags["host"] ?? "", InfluxQLDashboardTests.number($0.rows.first, "device_per_second"))
@@ -577,7 +578,8 @@ import Testing
                 .replacingOccurrences(of: "$timeFilter", with: "time > \(end - seconds)s AND time <= \(end)s")
                 .replacingOccurrences(of: "$__interval", with: "\(seconds)s")
                 .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$env", with: ".*")
-                .replacingOccurrences(of: "$country", with: ".*").replacingOccurrences(of: "$group_by", with: "service")
+                .replacingOccurrences(of: "$country", with: ".*").replacingOccurrences(of: "$host", with: ".*")
+                .replacingOccurrences(of: "$group_by", with: "service")
             var measured: [String: [Double]] = [:]
             for entry in try await influx.query(query) {
                 let labels = ["host", "method", "path"].map { entry.tags[$0] ?? "" }.joined(separator: " ")

@@ -42,13 +42,13 @@ private typealias Files = DashboardFiles
         "_time", "_value", "_field", "_measurement", "_start", "_stop", "_value_failures", "_value_requests",
         "quantile", "le",
     ]
-    /// The variables the Flux files read: InfluxDB's own, and the dashboards' (bucket, instance, env, country,
+    /// The variables the Flux files read: InfluxDB's own, and the dashboards' (bucket, instance, env, country, host,
     /// group_by).
     static let fluxVariables: Set<String> = [
-        "timeRangeStart", "timeRangeStop", "windowPeriod", "bucket", "instance", "env", "country", "group_by",
+        "timeRangeStart", "timeRangeStop", "windowPeriod", "bucket", "instance", "env", "country", "host", "group_by",
     ]
     static let influxQLVariables: Set<String> = [
-        "timeFilter", "__interval", "__interval_ms", "instance", "env", "country", "group_by",
+        "timeFilter", "__interval", "__interval_ms", "instance", "env", "country", "host", "group_by",
     ]
     /// The values of `group_by`: tags every point carries (env and country where the service sets them): a
     /// per-country split.
@@ -268,7 +268,7 @@ private typealias Files = DashboardFiles
         var grafanaQueries = Set<String>()
         for panel in panels {
             var query = (panel["targets"] as! [[String: Any]]).first!["query"] as! String
-            for name in ["bucket", "instance", "env", "country", "group_by"] {
+            for name in ["bucket", "instance", "env", "country", "host", "group_by"] {
                 query = query.replacingOccurrences(of: "\"${\(name)}\"", with: "v.\(name)")
             }
             grafanaQueries.insert(query)
@@ -279,8 +279,8 @@ private typealias Files = DashboardFiles
         // Grafana's variables: instance and env single-valued with "*" for all (the files compare
         // `v.instance == "*"`), group_by one of the tags every point carries.
         let variables = try Self.grafanaVariables(grafana)
-        #expect(Set(variables.keys) == ["bucket", "instance", "env", "country", "group_by"])
-        for name in ["instance", "env", "country"] {
+        #expect(Set(variables.keys) == ["bucket", "instance", "env", "country", "host", "group_by"])
+        for name in ["instance", "env", "country", "host"] {
             #expect(variables[name]?["allValue"] as? String == "*" && variables[name]?["multi"] as? Bool == false)
             #expect((variables[name]?["query"] as? String)?.contains("tag: \"\(name)\"") == true)
         }
@@ -295,8 +295,8 @@ private typealias Files = DashboardFiles
                 return (spec["name"] as! String, spec)
             }
         )
-        #expect(Set(templateVariables.keys) == ["bucket", "instance", "env", "country", "group_by"])
-        for name in ["instance", "env", "country"] {
+        #expect(Set(templateVariables.keys) == ["bucket", "instance", "env", "country", "host", "group_by"])
+        for name in ["instance", "env", "country", "host"] {
             let query = templateVariables[name]?["query"] as? String ?? ""
             #expect(query.contains(#"{_value: "*"}"#) && query.contains("tag: \"\(name)\""), "\(name): \(query)")
             #expect(templateVariables[name]?["selected"] as? [String] == ["*"])
@@ -317,8 +317,8 @@ private typealias Files = DashboardFiles
         // Several instances or environments at once: Grafana writes them as a regular expression, and All as `.*`,
         // which also matches a point without the tag.
         let variables = try Self.grafanaVariables(grafana)
-        #expect(Set(variables.keys) == ["instance", "env", "country", "group_by"])
-        for name in ["instance", "env", "country"] {
+        #expect(Set(variables.keys) == ["instance", "env", "country", "host", "group_by"])
+        for name in ["instance", "env", "country", "host"] {
             #expect(variables[name]?["allValue"] as? String == ".*" && variables[name]?["multi"] as? Bool == true)
             #expect(
                 variables[name]?["query"] as? String

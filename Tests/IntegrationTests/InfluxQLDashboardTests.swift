@@ -39,6 +39,7 @@ import Testing
             .replacingOccurrences(of: "$instance", with: instance)
             .replacingOccurrences(of: "$env", with: env)
             .replacingOccurrences(of: "$country", with: country)
+            .replacingOccurrences(of: "$host", with: ".*")
             .replacingOccurrences(of: "$group_by", with: groupBy)
     }
 

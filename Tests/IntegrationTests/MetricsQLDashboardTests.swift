@@ -44,6 +44,7 @@ import Testing
             .replacingOccurrences(of: "$instance", with: instance)
             .replacingOccurrences(of: "$env", with: env)
             .replacingOccurrences(of: "$country", with: country)
+            .replacingOccurrences(of: "$host", with: ".*")
             .replacingOccurrences(of: "$group_by", with: groupBy)
     }
 
@@ -62,7 +63,7 @@ import Testing
             #expect((panel["description"] as? String)?.isEmpty == false)
         }
         let variables = try DashboardContractTests.grafanaVariables(grafana)
-        #expect(Set(variables.keys) == ["instance", "env", "country", "group_by"])
+        #expect(Set(variables.keys) == ["instance", "env", "country", "host", "group_by"])
         let provisioning = try String(
             contentsOf: DashboardFiles.folder.appendingPathComponent("grafana/provisioning/datasources/influxdb.yml"),
             encoding: .utf8

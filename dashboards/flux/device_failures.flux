@@ -6,7 +6,7 @@ every = if int(v: v.windowPeriod) < int(v: 10s) then 10s else v.windowPeriod
 from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "apihealth_request_interval" and (r._field == "errors_device" or r._field == "cancelled"))
-    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env) and (v.country == "*" or r.country == v.country))
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env) and (v.country == "*" or r.country == v.country) and (v.host == "*" or r.host == v.host))
     |> group(columns: ["host", "_field", v.group_by])
     |> aggregateWindow(every: every, offset: 1ns, fn: sum, createEmpty: false)
     |> map(fn: (r) => ({r with _value: float(v: r._value) / float(v: int(v: every)) * 1000000000.0}))

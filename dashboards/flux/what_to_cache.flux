@@ -5,7 +5,7 @@
 from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "apihealth_request_interval" and (r._field == "count" or r._field == "cache_repeated" or r._field == "cache_repeated_ms" or r._field == "cache_repeated_ms_le_60" or r._field == "cache_storable" or r._field == "cache_no_store"))
-    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env) and (v.country == "*" or r.country == v.country))
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env) and (v.country == "*" or r.country == v.country) and (v.host == "*" or r.host == v.host))
     |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")
     |> filter(fn: (r) => exists r.cache_storable)
     |> group(columns: ["host", "method", "path"])
