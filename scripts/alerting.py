@@ -13,26 +13,35 @@ from the interval points themselves (objective_availability, objective_latency),
 endpoint, and changing an objective needs no new rules.
 
 Every window is recorded once per evaluation (dashboards/alerts/apihealth.recording.rules.yml, Sloth's and Pyrra's
-scheme): per endpoint and global tag, the requests, failures and requests within the latency threshold of each window
-and its objective, the windows up to 6 h every minute and the 1-day and 3-day ones every 5 minutes; the alerts read
-those series, not the raw 10 s points. Reachability needs no objective: per host and every global tag (country,
-region, env, and any other), the share of requests failing with transport errors, and separately with 5xx, compared
-with the same host's share everywhere else. Every alert that divides needs MIN_REQUESTS requests in its window; a
-small endpoint failing steadily for hours is a ticket by its absolute count of failures.
+scheme): per endpoint, env and place (ENDPOINT_KEPT: every other tag summed), the requests, failures and requests
+within the latency threshold of each window and its objective; the alerts read those series, not the raw points.
+Reachability needs no objective: per host, service, env and place (PLACE_TAGS: country, region), every other tag
+summed, the share of requests failing with transport errors, and separately with 5xx, against the rest of the host's
+traffic, or outright (several places, every place, a host with one place), from MIN_FAILING_SOURCES installs. Every
+alert that divides needs MIN_REQUESTS requests in its window, a page PAGE_MIN_FAILURES failures in its short window; a
+small endpoint failing steadily for hours is a ticket by its absolute count of failures. The device's own failures
+and cancellations are not in count or errors (the agent counts them apart), so no rule counts them.
 """
 import json
 
 INTERVAL = "apihealth_request_interval"
 AGENT = "apihealth_agent"
 PARSE_FAILURE = "apihealth_parse_failure"
-# Summed away: what differs between the points of one endpoint. Everything else stays on the alert, global tags
-# (region, env) included: the alert says from which region an API cannot be reached.
-SUMMED_AWAY = ["instance", "status_class"]
-# The global tags the InfluxQL flavour keeps (InfluxQL cannot group by "every tag but these"): add yours.
-INFLUXQL_GLOBAL_TAGS = ["country", "region", "env"]
-# Reachability is per host: the endpoint tags but the host are summed away too.
-HOST_SUMMED_AWAY = SUMMED_AWAY + ["method", "path", "module"]
+# Places: the global tags that say where requests were made from. Reachability compares a place with the rest of the
+# host's traffic; every other global tag (app_version, instance, and any tag not named here) is summed, so an app
+# fleet's versions or a service's replicas never split a place. Name your own place tags here (a datacenter, a cell).
+PLACE_TAGS = ["country", "region"]
+# Kept apart, never summed across: staging is not production, one service's calls are not another's.
+APART_TAGS = ["env", "service"]
 ENDPOINT_TAGS = ["host", "method", "path", "module", "service"]
+# What an endpoint alert is per: the endpoint, its env and its place. Everything else is summed.
+ENDPOINT_KEPT = ENDPOINT_TAGS + ["env"] + PLACE_TAGS
+# What a reachability alert is per: the host, its service and env, and the place.
+PLACE_KEPT = ["host"] + APART_TAGS + PLACE_TAGS
+# The host's traffic from everywhere, that a place is compared with.
+HOST_KEPT = ["host"] + APART_TAGS
+# The global tags the InfluxQL flavour keeps (InfluxQL cannot group by "every tag but these").
+INFLUXQL_GLOBAL_TAGS = PLACE_TAGS + ["env"]
 
 # (severity, for, [(burn-rate factor, long window, short window), ...])
 SEVERITIES = [
@@ -47,6 +56,11 @@ MISSED_HEALTH_POINTS = 3
 # How far back the deadman looks: an instance silent for longer (scaled down, replaced) stops alerting.
 DEADMAN_LOOKBACK = "1h"
 LOSS_WINDOW = "10m"
+# The agent-health rules read one process per series: a service's instances. An app install has no instance tag, and
+# many installs share one series, so their running totals interleave (every drop would read as a reset) and their
+# health points come every 15 minutes: those series are left out (the relay, or the app's own crash reporting, tells an
+# install that stopped).
+AGENT_SELECTOR = 'instance!=""'
 LOSS_FIELDS = ["points_dropped", "points_lost", "points_rejected", "points_expired"]
 PARSE_FAILURE_WINDOW = "15m"
 PARSE_FAILURE_SHARE = 0.01
@@ -65,12 +79,42 @@ STEADY_MIN_SHARE = 0.05
 # REACHABILITY_MIN_SHARE and more than REACHABILITY_FACTOR times the host's share everywhere else, over
 # REACHABILITY_WINDOW, for REACHABILITY_FOR.
 REACHABILITY_WINDOW = "10m"
-REACHABILITY_FOR = "5m"
+# As long as a burn-rate page waits, so that a place's reachability page is there to hold back (inhibit) the burn-rate
+# pages of the same host and place: one outage, one notice.
+REACHABILITY_FOR = "2m"
 REACHABILITY_MIN_SHARE = 0.05
 REACHABILITY_FACTOR = 5
+# A place failing this share of its requests or more is an outage whatever the rest of the host does: several places
+# down together, every place down, or a host called from one place only (no "elsewhere" to compare with).
+REACHABILITY_OUTAGE_SHARE = 0.5
+# Installs, not requests: a reachability alert needs failures from at least MIN_FAILING_SOURCES installs (or
+# instances) within one INSTALL_INTERVAL (the app preset's aggregation interval) of its window. Each interval point is
+# one install's interval, so this needs no install id: one phone retrying on bad Wi-Fi writes one failing point a
+# minute however many requests fail. A service instance at the 10 s interval writes six a minute: one server that
+# cannot reach a host pages, as an on-call engineer expects. The failing-steadily ticket needs MIN_FAILING_SOURCES
+# failing interval points over its window.
+MIN_FAILING_SOURCES = 3
+INSTALL_INTERVAL = "1m"
+# The page guard scaled to the objective: a page needs at least PAGE_MIN_FAILURES failed requests in its short window
+# (5 min, 30 min), whatever the objective. At 99.9 % and 100 requests an hour, two failures in five minutes burn 16.7x
+# over the hour: enough for the ratio, not for a person woken at 3 a.m. An endpoint failing 30 % at one request a minute
+# still pages through the 6 h / 30 min arm (nine failures in 30 minutes).
+PAGE_MIN_FAILURES = 5
+# Late app data: an install sends its batches a minute or more after their points (the app preset: a 60 s flush
+# delay, 30 s of jitter, batches up to 5 minutes old when the network is poor). Every window is summed from the raw
+# points at each evaluation, so a late point is counted by every window that still covers it when it arrives; the
+# fast page's 5-minute short window may not. For app installs (points without an instance), that window is also read
+# ending APP_DELAY ago, and the larger of the two counts: a page waits at most APP_DELAY for late batches, and clears
+# up to APP_DELAY later. A service's points (with an instance) arrive within seconds and are read as they are.
+LATE_WINDOW = "5m"
+APP_DELAY = "5m"
+APP_SELECTOR = 'instance=""'
 # Notifications: grouped by alert, host and country (one outage, one notice), in Alertmanager
 # (dashboards/alerts/alertmanager.yml) and Grafana's notification policy alike.
-GROUP_BY = ["alertname", "host", "country"]
+GROUP_BY = ["alertname", "env", "service", "host", "country", "region"]
+# The reachability pages are grouped per host: one place down is one notice, a host down from several places or
+# everywhere is one notice listing them.
+REACHABILITY_GROUP_BY = ["alertname", "env", "service", "host"]
 # The example webhook receiver the shipped delivery files name: change it to yours.
 WEBHOOK = "http://alert-receiver:9000/apihealth"
 # Flux: " from country BR" where the row has a country (a Flux string interpolation of a missing column fails).
@@ -108,7 +152,7 @@ def alert_name(objective, severity):
 # ----------------------------------------------------------------------------------------------------------------
 
 def promql_sum(field, window, selector=""):
-    return f"sum without ({', '.join(SUMMED_AWAY)}) (sum_over_time({INTERVAL}_{field}{selector}[{window}]))"
+    return f"sum by ({', '.join(ENDPOINT_KEPT)}) (sum_over_time({INTERVAL}_{field}{selector}[{window}]))"
 
 
 def promql_bad_share(objective, window, selector=""):
@@ -120,7 +164,7 @@ def promql_bad_share(objective, window, selector=""):
 
 def promql_burn(objective, window, selector=""):
     """The burn rate of `objective` over `window`, per endpoint (and global tag)."""
-    target = (f"max without ({', '.join(SUMMED_AWAY)}) "
+    target = (f"max by ({', '.join(ENDPOINT_KEPT)}) "
               f"(last_over_time({INTERVAL}_{OBJECTIVES[objective]['objective']}{selector}[{window}]))")
     return f"({promql_bad_share(objective, window, selector)}) / (1 - {target})"
 
@@ -138,7 +182,42 @@ def recorded_name(what, window):
 
 
 def host_recorded_name(what):
+    """A place's sum over the reachability window (per host, service, env and place)."""
     return f"apihealth_host:{what}:sum{REACHABILITY_WINDOW}"
+
+
+def sources_recorded_name(what):
+    """A place's failing sources (`what`: transport_errors, server_errors): the interval points with such failures
+    stamped within the last INSTALL_INTERVAL, recorded at every evaluation (the alerts read the most of them over the
+    reachability window). Recorded, not a subquery: a subquery's steps are aligned to whole minutes, and would see a
+    point up to a minute late."""
+    return f"apihealth_host:{what}_sources:count{INSTALL_INTERVAL}"
+
+
+# What fails for each reachability alert: (name, field, status class of the points that hold it).
+REACHABILITY_FAILURES = [("transport_errors", "errors", "error"), ("server_errors", "count", "5xx")]
+
+
+def failing_points_per_interval(field, status_class, by):
+    """Per `by`, the interval points with `field` above 0 stamped within one INSTALL_INTERVAL: each is one install (or
+    instance) failing in that interval, whatever tags it shares with others."""
+    return (f"sum by ({', '.join(by)}) (count_gt_over_time({INTERVAL}_{field}{{status_class=\"{status_class}\"}}"
+            f"[{INSTALL_INTERVAL}], 0))").replace('\\"', '"')
+
+
+def place_recording_rules():
+    """Per host, service, env and place: requests, transport errors, 5xx and failing sources over the reachability
+    window, every other global tag (app_version, instance...) summed."""
+    by = ", ".join(PLACE_KEPT)
+    rules = [{"record": host_recorded_name("requests"),
+              "expr": f"sum by ({by}) (sum_over_time({INTERVAL}_count[{REACHABILITY_WINDOW}]))"}]
+    for what, field, status_class in REACHABILITY_FAILURES:
+        rules.append({"record": host_recorded_name(what),
+                      "expr": (f'sum by ({by}) (sum_over_time({INTERVAL}_{field}{{status_class="{status_class}"}}'
+                               f'[{REACHABILITY_WINDOW}]))')})
+        rules.append({"record": sources_recorded_name(what),
+                      "expr": failing_points_per_interval(field, status_class, PLACE_KEPT)})
+    return rules
 
 
 def window_interval(window):
@@ -164,10 +243,45 @@ def recorded_burn(objective, window):
     return f"({bad}) / (1 - {recorded(OBJECTIVES[objective]['objective'], window)})"
 
 
-def promql_alert(objective, arms):
-    return "\nor\n".join(f"(\n  {recorded_burn(objective, long)} > {factor}\n  and\n  {recorded_burn(objective, short)} > "
-                         f"{factor}\n  and\n  {recorded('requests', long)} >= {MIN_REQUESTS}\n)"
-                         for factor, long, short in arms) + "\n"
+def recorded_failures(objective, window):
+    """The requests that failed `objective` over `window`: errors, or requests slower than the threshold."""
+    if objective == "availability":
+        return recorded("errors", window)
+    return f"({recorded('requests', window)} - {recorded('requests_within_latency_objective', window)})"
+
+
+def late_recorded_name(what):
+    return f"apihealth_endpoint:{what}:sum{LATE_WINDOW}_offset{APP_DELAY}"
+
+
+def latest_of_two(now, late):
+    """The larger of two per-series values, either alone where the other has none."""
+    return f"(({now} >= {late}) or {late} or {now})"
+
+
+def short_window(objective, window, failures=False):
+    """The burn rate (or, with `failures`, the failed requests) of a page's short window; for LATE_WINDOW, the larger
+    of the window ending now and the app installs' window ending APP_DELAY ago (their batches arrive late)."""
+    now = recorded_failures(objective, window) if failures else recorded_burn(objective, window)
+    if window != LATE_WINDOW:
+        return now
+    requests = latest(late_recorded_name("requests"))
+    if objective == "availability":
+        bad = latest(late_recorded_name("errors"))
+    else:
+        bad = f"({requests} - {latest(late_recorded_name('requests_within_latency_objective'))})"
+    target = recorded(OBJECTIVES[objective]["objective"], "1h")
+    late = bad if failures else f"({bad} / {requests}) / (1 - {target})"
+    return latest_of_two(now, late)
+
+
+def promql_alert(objective, severity, arms):
+    def arm(factor, long, short):
+        guard = (f"\n  and\n  {short_window(objective, short, failures=True)} >= {PAGE_MIN_FAILURES}"
+                 if severity == "page" else "")
+        return (f"(\n  {recorded_burn(objective, long)} > {factor}\n  and\n  {short_window(objective, short)} > "
+                f"{factor}{guard}\n  and\n  {recorded('requests', long)} >= {MIN_REQUESTS}\n)")
+    return "\nor\n".join(arm(*each) for each in arms) + "\n"
 
 
 def recording_groups():
@@ -179,16 +293,14 @@ def recording_groups():
                 rules.append({"record": recorded_name(what, window), "expr": promql_sum(field, window)})
             for objective in OBJECTIVES.values():
                 rules.append({"record": recorded_name(objective["objective"], window),
-                              "expr": (f"max without ({', '.join(SUMMED_AWAY)}) "
+                              "expr": (f"max by ({', '.join(ENDPOINT_KEPT)}) "
                                        f"(last_over_time({INTERVAL}_{objective['objective']}[{window}]))")})
         if interval == "1m":
-            by_host = ", ".join(HOST_SUMMED_AWAY)
-            for what, field, status_class in (("requests", "count", None), ("transport_errors", "errors", "error"),
-                                              ("server_errors", "count", "5xx")):
-                selector = f'{{status_class="{status_class}"}}' if status_class else ""
-                rules.append({"record": host_recorded_name(what),
-                              "expr": (f"sum without ({by_host}) "
-                                       f"(sum_over_time({INTERVAL}_{field}{selector}[{REACHABILITY_WINDOW}]))")})
+            for what, field in RECORDED_SUMS:
+                rules.append({"record": late_recorded_name(what),
+                              "expr": (f"sum by ({', '.join(ENDPOINT_KEPT)}) (sum_over_time({INTERVAL}_{field}"
+                                       f"{{{APP_SELECTOR}}}[{LATE_WINDOW}] offset {APP_DELAY}))")})
+            rules += place_recording_rules()
         groups.append({"name": f"apihealth-windows-{interval}", "interval": interval, "rules": rules})
     return {"groups": groups}
 
@@ -215,34 +327,105 @@ WHERE_TEMPLATE_PREFIX = ("{{ with $labels.country }}from country {{ . }} {{ end 
 PLACE_TEMPLATE = "".join(f"{{{{ with $labels.{tag} }}}} {tag}={{{{ . }}}}{{{{ end }}}}" for tag in INFLUXQL_GLOBAL_TAGS)
 
 
+# A Go template that sets $host_selector to the alert's host, service and env as a selector's filters: the host's
+# traffic from every place.
+HOST_SELECTOR_TEMPLATE = (
+    '{{- $host_selector := "" -}}{{- range $name, $value := $labels -}}'
+    '{{- if or ' + " ".join(f'(eq $name "{tag}")' for tag in HOST_KEPT) + ' -}}'
+    '{{- $host_selector = printf "%s%s=%q, " $host_selector $name $value -}}{{- end -}}{{- end -}}'
+)
+# Where the requests were made from, in words: "country BR", "region eu-west", "country BR, region sa-east".
+PLACE_WORDS = ('{{ if $labels.country }}country {{ $labels.country }}{{ if $labels.region }}, region '
+               '{{ $labels.region }}{{ end }}{{ else }}{{ with $labels.region }}region {{ . }}{{ end }}{{ end }}'
+               '{{ with $labels.env }} ({{ . }}){{ end }}')
+# The anchors of the runbook sections in the shipped article (Sources/APIHealth/Docs.docc/AlertingOnObjectives.md):
+# DocC makes each heading an anchor. Change RUNBOOK_BASE to where you host the documentation.
+RUNBOOK_BASE = "https://apihealth.example/documentation/apihealth/alertingonobjectives"
+RUNBOOKS = {
+    "APIHealthReachabilityTransportErrors": "A-host-unreachable-from-a-place",
+    "APIHealthReachabilityServerErrors": "A-host-failing-with-5xx-from-a-place",
+    "APIHealthAvailabilityBurnPage": "A-burn-rate-page-or-ticket",
+    "APIHealthAvailabilityBurnTicket": "A-burn-rate-page-or-ticket",
+    "APIHealthLatencyBurnPage": "A-burn-rate-page-or-ticket",
+    "APIHealthLatencyBurnTicket": "A-burn-rate-page-or-ticket",
+    "APIHealthEndpointFailingSteadily": "An-endpoint-failing-steadily",
+    "APIHealthAgentStoppedReporting": "An-agent-stopped-reporting-or-losing-points",
+    "APIHealthAgentLosingPoints": "An-agent-stopped-reporting-or-losing-points",
+    "APIHealthResponsesNotParsing": "Responses-not-parsing",
+}
+# The Grafana dashboard an alert links to (the VictoriaMetrics one), its host and place filled in.
+# Change GRAFANA_URL to your Grafana.
+GRAFANA_URL = "http://localhost:3000"
+DASHBOARD_UID = "apihealth-victoriametrics"
+
+
+# Where the requests were made from, in Grafana's templates.
+GRAFANA_PLACE_WORDS = ('{{ if $labels.country }}country {{ $labels.country }}{{ else }}{{ with $labels.region }}region '
+                       '{{ . }}{{ end }}{{ end }}{{ with $labels.env }} ({{ . }}){{ end }}')
+# Grafana's alert links to the dashboard of the rule's datasource, host and country filled in.
+GRAFANA_DASHBOARD_LINK = {
+    language: (f"{GRAFANA_URL}/d/{uid}/apihealth?from=now-3h&to=now{{{{ with $labels.host }}}}&var-host={{{{ . }}}}"
+               f"{{{{ end }}}}{{{{ with $labels.country }}}}&var-country={{{{ . }}}}{{{{ end }}}}")
+    for language, uid in (("influxql", "apihealth-influxql"), ("flux", "apihealth"))
+}
+
+
+def runbook_url(alert):
+    return f"{RUNBOOK_BASE}#{RUNBOOKS[alert]}"
+
+
+def dashboard_url(variables):
+    """A link to the dashboard with `variables` (dashboard variable: alert label) filled in, over the 3 hours before
+    now (vmalert and Prometheus templates have no alert start time to anchor it)."""
+    filled = "".join(f"{{{{ with $labels.{label} }}}}&var-{variable}={{{{ . | urlquery }}}}{{{{ end }}}}"
+                     for variable, label in variables)
+    return f"{GRAFANA_URL}/d/{DASHBOARD_UID}/apihealth?from=now-3h&to=now{filled}"
+
+
 def reachability_rules():
-    """Per host and every global tag, no objective needed: requests from one place failing far above the host's
-    share everywhere else, for transport errors and for 5xx."""
+    """Per host, service, env and place (country, region: PLACE_TAGS), no objective needed: a place's requests failing
+    far above the rest of the host's traffic (every other place, every other global tag summed), or failing outright
+    (several places down, every place down, a host called from one place), from MIN_FAILING_SOURCES installs or more,
+    for transport errors and for 5xx."""
     rules = []
     requests = latest(host_recorded_name("requests"))
-    for alert, what, failing in (
-        ("APIHealthReachabilityTransportErrors", "transport_errors", "end in a transport error (no response)"),
-        ("APIHealthReachabilityServerErrors", "server_errors", "get a 5xx response"),
+    on = ", ".join(HOST_KEPT)
+    for alert, what, failing, summary in (
+        ("APIHealthReachabilityTransportErrors", "transport_errors", "end in a transport error (no response)",
+         "{{ $labels.service }} cannot reach {{ $labels.host }} from " + PLACE_WORDS
+         + ": {{ $value | humanizePercentage }} of requests get no response"),
+        ("APIHealthReachabilityServerErrors", "server_errors", "get a 5xx response",
+         "{{ $labels.host }} answers 5xx to {{ $value | humanizePercentage }} of {{ $labels.service }}'s requests "
+         "from " + PLACE_WORDS),
     ):
         failures = latest(host_recorded_name(what))
+        sources = f"max_over_time({sources_recorded_name(what)}[{REACHABILITY_WINDOW}])"
         here = f"{failures} / {requests}"
-        elsewhere = (f"(sum by (host) ({failures}) - on (host) group_right {failures})\n    / "
-                     f"(sum by (host) ({requests}) - on (host) group_right {requests})")
+        # The rest of the host's traffic: every other place of the same host, service and env; none (a host called
+        # from one place) leaves only the outright test.
+        elsewhere = (f"(sum by ({on}) ({failures}) - on ({on}) group_right {failures})\n      / "
+                     f"((sum by ({on}) ({requests}) - on ({on}) group_right {requests}) > 0)")
         expr = (f"{here} > {REACHABILITY_MIN_SHARE}\nand\n{requests} >= {MIN_REQUESTS}\nand\n"
-                f"{here}\n  > {REACHABILITY_FACTOR} * (\n    {elsewhere}\n  )\n")
-        # The annotation's queries: %[1]s is the alert's labels as filters, %[2]s its host.
+                f"{sources} >= {MIN_FAILING_SOURCES}\nand\n(\n  {here} >= {REACHABILITY_OUTAGE_SHARE}\n  or\n"
+                f"  {here}\n    > {REACHABILITY_FACTOR} * (\n      {elsewhere}\n    )\n)\n")
+        # The annotations' queries: %[1]s is the alert's labels as filters, %[2]s its host, service and env.
         def total(name, filters):
             return f"sum(last_over_time({name}{{{filters}}}[2m]))"
         failures_name, requests_name = host_recorded_name(what), host_recorded_name("requests")
-        elsewhere_query = (f"({total(failures_name, 'host=%[2]q')} - {total(failures_name, '%[1]s')}) / "
-                           f"({total(requests_name, 'host=%[2]q')} - {total(requests_name, '%[1]s')})")
+        elsewhere_query = (f"({total(failures_name, '%[2]s')} - {total(failures_name, '%[1]s')}) / "
+                           f"({total(requests_name, '%[2]s')} - {total(requests_name, '%[1]s')})")
         quoted = elsewhere_query.replace('"', '\\"')
-        share_elsewhere = (f'{{{{ with printf "{quoted}" $selector $labels.host | query }}}}'
-                           f'{{{{ . | first | value | humanizePercentage }}}}{{{{ else }}}}unknown{{{{ end }}}}')
-        annotations = {
-            "summary": (f"{{{{ $labels.host }}}} unreachable from{PLACE_TEMPLATE}: {{{{ $value | humanizePercentage }}}} "
-                        f"of requests {failing.split(' (')[0]} ({{{{ $labels.service }}}})"),
-        }
+        share_elsewhere = (f'{{{{ with printf "{quoted}" $selector $host_selector | query }}}}'
+                           f'{{{{ . | first | value | humanizePercentage }}}}{{{{ else }}}}none (no other place)'
+                           f'{{{{ end }}}}')
+        whole = 'printf "%.0f"'
+        counts = (f'{query_template(total(failures_name, "%[1]s"), whole)} failed of '
+                  f'{query_template(total(requests_name, "%[1]s"), whole)} requests')
+        places_query = (f'sort_desc(last_over_time({failures_name}{{%[2]s}}[2m]) / '
+                        f'last_over_time({requests_name}{{%[2]s}}[2m]) > {REACHABILITY_MIN_SHARE})')
+        places = ('{{ range printf "' + places_query.replace('"', '\\"') + '" $selector $host_selector | query }}'
+                  '{{ with . | label "country" }}country {{ . }}{{ end }}{{ with . | label "region" }} region {{ . }}'
+                  '{{ end }} ({{ . | value | humanizePercentage }}); {{ end }}')
         if what == "transport_errors":
             kinds = " or ".join(
                 f'label_set(sum(sum_over_time({INTERVAL}_{field}{{%[1]sstatus_class="error"}}[{REACHABILITY_WINDOW}])), '
@@ -255,18 +438,26 @@ def reachability_rules():
         else:
             failing_kind = "5xx"
             kind_sentence = ""
+        templates = SELECTOR_TEMPLATE + HOST_SELECTOR_TEMPLATE
+        annotations = {"summary": summary}
         annotations["description"] = (
-            SELECTOR_TEMPLATE
-            + f"Requests from {{{{ $labels.service }}}} to https://{{{{ $labels.host }}}} made from{PLACE_TEMPLATE} "
-              f"{failing}: {{{{ $value | humanizePercentage }}}} of them over the last {REACHABILITY_WINDOW}, against "
-              f"{share_elsewhere} of the host's requests from everywhere else.{kind_sentence} No objective is needed "
-              f"for this alert; it waits for {MIN_REQUESTS} requests in the window. A place that cannot reach a host "
-              f"others reach points at what that place is served: a DNS answer, a route, a firewall, a CDN edge, a "
-              f"certificate. Check the host from there, and the upstream's status page."
+            templates
+            + f"Requests from {{{{ $labels.service }}}} to https://{{{{ $labels.host }}}} made from {PLACE_WORDS} "
+              f"{failing}: {{{{ $value | humanizePercentage }}}} of them ({counts}) over the last "
+              f"{REACHABILITY_WINDOW}, against {share_elsewhere} of the host's requests from everywhere else, "
+              f"from at least {MIN_FAILING_SOURCES} installs or instances.{kind_sentence} Failing from this host: "
+              f"{places}No objective is needed for this alert; it waits for {MIN_REQUESTS} requests in the window. A "
+              f"place that cannot reach a host others reach points at what that place is served: a DNS answer, a "
+              f"route, a firewall, a CDN edge, a certificate; every place failing points at the host itself. Check the "
+              f"host from there, and the upstream's status page."
         )
         annotations["share_here"] = "{{ $value | humanizePercentage }}"
-        annotations["share_elsewhere"] = SELECTOR_TEMPLATE + share_elsewhere
-        annotations["failing_kind"] = SELECTOR_TEMPLATE + failing_kind if what == "transport_errors" else failing_kind
+        annotations["share_elsewhere"] = templates + share_elsewhere
+        annotations["counts"] = templates + counts
+        annotations["failing_kind"] = templates + failing_kind if what == "transport_errors" else failing_kind
+        annotations["places_failing"] = templates + places
+        annotations["runbook_url"] = runbook_url(alert)
+        annotations["dashboard"] = dashboard_url([("host", "host"), ("country", "country"), ("env", "env")])
         rules.append({"alert": alert, "expr": expr, "for": REACHABILITY_FOR, "labels": {"severity": "page"},
                       "annotations": annotations})
     return rules
@@ -277,7 +468,9 @@ def steady_failure_rule():
     return {
         "alert": "APIHealthEndpointFailingSteadily",
         "expr": (f"{errors} / {requests} > {STEADY_MIN_SHARE}\nand\n{errors} >= {STEADY_MIN_FAILURES}\nand\n"
-                 f"{recorded('errors', '1h')} > 0\n"),
+                 f"{recorded('errors', '1h')} > 0\nand\n"
+                 f"sum by ({', '.join(ENDPOINT_KEPT)}) (count_gt_over_time({INTERVAL}_errors[{STEADY_WINDOW}], 0))"
+                 f" >= {MIN_FAILING_SOURCES}\n"),
         "for": "15m",
         "labels": {"severity": "ticket"},
         "annotations": {
@@ -288,7 +481,8 @@ def steady_failure_rule():
                 "Requests from {{ $labels.service }} (module {{ $labels.module }}) to {{ $labels.method }} "
                 f"https://{{{{ $labels.host }}}}{{{{ $labels.path }}}} {WHERE_TEMPLATE_PREFIX}fail steadily: "
                 f"{{{{ $value | humanizePercentage }}}} of them over the last {STEADY_WINDOW}, at least "
-                f"{STEADY_MIN_FAILURES} failures, and some in the last hour. Ticket: the endpoint may be too small "
+                f"{STEADY_MIN_FAILURES} failures in at least {MIN_FAILING_SOURCES} interval points (installs or "
+                f"intervals), and some in the last hour. Ticket: the endpoint may be too small "
                 f"for the ratio alerts (they need {MIN_REQUESTS} requests in a window), or fail below what pages; "
                 "either way it has not worked for hours. No objective is needed for this alert."
             ),
@@ -332,17 +526,17 @@ def vmalert_rules():
         for severity, duration, arms in SEVERITIES:
             objectives.append({
                 "alert": alert_name(objective, severity),
-                "expr": promql_alert(objective, arms),
+                "expr": promql_alert(objective, severity, arms),
                 "for": duration,
                 "labels": {"severity": severity},
                 "annotations": vmalert_annotations(objective, severity, arms),
             })
     silence = SELF_METRICS_INTERVAL_SECONDS * MISSED_HEALTH_POINTS
-    loss = " + ".join(f"increase({AGENT}_{field}[{LOSS_WINDOW}])" for field in LOSS_FIELDS)
+    loss = " + ".join(f"increase({AGENT}_{field}{{{AGENT_SELECTOR}}}[{LOSS_WINDOW}])" for field in LOSS_FIELDS)
     agents = [
         {
             "alert": "APIHealthAgentStoppedReporting",
-            "expr": f"lag({AGENT}_points_recorded[{DEADMAN_LOOKBACK}]) > {silence}\n",
+            "expr": f"lag({AGENT}_points_recorded{{{AGENT_SELECTOR}}}[{DEADMAN_LOOKBACK}]) > {silence}\n",
             "labels": {"severity": "ticket"},
             "annotations": {
                 "summary": "APIHealth in {{ $labels.service }} {{ $labels.instance }} stopped reporting",
@@ -372,7 +566,7 @@ def vmalert_rules():
         },
         {
             "alert": "APIHealthResponsesNotParsing",
-            "expr": (f"sum without (instance, status, failure) (sum_over_time({PARSE_FAILURE}_count"
+            "expr": (f"sum by ({', '.join(ENDPOINT_KEPT)}) (sum_over_time({PARSE_FAILURE}_count"
                      f"[{PARSE_FAILURE_WINDOW}]))\n/\n{promql_sum('count', PARSE_FAILURE_WINDOW)}\n"
                      f"> {PARSE_FAILURE_SHARE}\nand\n{promql_sum('count', PARSE_FAILURE_WINDOW)} >= {MIN_REQUESTS}\n"),
             "for": "5m",
@@ -392,6 +586,10 @@ def vmalert_rules():
         },
     ]
     objectives.append(steady_failure_rule())
+    for rule in objectives + agents:
+        rule["annotations"]["runbook_url"] = runbook_url(rule["alert"])
+        rule["annotations"]["dashboard"] = dashboard_url(
+            [("host", "host"), ("country", "country"), ("env", "env"), ("instance", "instance")])
     return {"groups": [
         {"name": "apihealth-objectives", "interval": EVALUATION_INTERVAL, "rules": objectives},
         {"name": "apihealth-reachability", "interval": EVALUATION_INTERVAL, "rules": reachability_rules()},
@@ -472,7 +670,7 @@ INFLUXQL_AGENT_LOSS = ("SELECT " + " + ".join(f'spread("{field}")' for field in 
 
 
 def flux_burn(objective, bucket="apihealth", guarded=False):
-    """The burn rate of `objective` over the query's range, per endpoint: every tag but instance and status_class;
+    """The burn rate of `objective` over the query's range, per endpoint, env and place (ENDPOINT_KEPT);
     `guarded`: only where the range holds MIN_REQUESTS requests."""
     good_or_bad = "errors" if objective == "availability" else "requests_within_latency_objective"
     target = OBJECTIVES[objective]["objective"]
@@ -481,7 +679,7 @@ def flux_burn(objective, bucket="apihealth", guarded=False):
     return f"""data = from(bucket: "{bucket}")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "{good_or_bad}" or r._field == "{target}"))
-    |> group(columns: ["instance", "status_class", "_time", "_value", "_start", "_stop"], mode: "except")
+    |> group(columns: {json.dumps(ENDPOINT_KEPT + ["_measurement", "_field"])})
 
 counts = data
     |> filter(fn: (r) => r._field == "count" or r._field == "{good_or_bad}")
@@ -551,18 +749,16 @@ def grafana_reduce(ref, source):
 
 def reachability_query(language, what, by_host):
     """Grafana's query of one reachability sum over its time range: the place's or the host's failures (`what`:
-    transport_errors, server_errors) or requests."""
+    transport_errors, server_errors) or requests, per host, service, env and place (every other tag summed)."""
     field, status_class = {"requests": ("count", None), "transport_errors": ("errors", "error"),
                            "server_errors": ("count", "5xx")}[what]
     if language == "influxql":
-        tags = ["host"] if by_host else ["host", "service"] + INFLUXQL_GLOBAL_TAGS
+        tags = HOST_KEPT if by_host else ["host", "service"] + INFLUXQL_GLOBAL_TAGS
         where = f""""status_class" = '{status_class}' AND """ if status_class else ""
         return (f'SELECT sum("{field}") AS "{what}" FROM "{INTERVAL}" WHERE {where}$timeFilter '
                 f'GROUP BY {", ".join(f"{chr(34)}{tag}{chr(34)}" for tag in tags)}')
     status = f' and r.status_class == "{status_class}"' if status_class else ""
-    group = ('group(columns: ["host"])' if by_host else
-             'group(columns: ["instance", "status_class", "method", "path", "module", "_field", "_measurement", '
-             '"_time", "_value", "_start", "_stop"], mode: "except")')
+    group = f'group(columns: {json.dumps(HOST_KEPT if by_host else PLACE_KEPT)})'
     return f"""// Reachability: {what} {"per host" if by_host else "per host and place"}
 from(bucket: "apihealth")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
@@ -573,9 +769,30 @@ from(bucket: "apihealth")
 """
 
 
+def sources_query(language, what):
+    """Grafana's query of a place's failing sources over its time range: the most interval points with failures
+    (`what`) in one INSTALL_INTERVAL. InfluxDB keeps one point per series and timestamp: installs that share every tag
+    and stamp the same second count once."""
+    field, status_class = {"transport_errors": ("errors", "error"), "server_errors": ("count", "5xx")}[what]
+    if language == "influxql":
+        tags = ", ".join(f'"{tag}"' for tag in ["host", "service"] + INFLUXQL_GLOBAL_TAGS)
+        return (f'SELECT max("points") AS "{what}_sources" FROM (SELECT count("{field}") AS "points" FROM "{INTERVAL}" '
+                f"""WHERE "status_class" = '{status_class}' AND "{field}" > 0 AND $timeFilter """
+                f'GROUP BY time({INSTALL_INTERVAL}), {tags}) GROUP BY {tags}')
+    return f"""// Reachability: {what} sources per host and place
+from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{field}" and r.status_class == "{status_class}" and r._value > 0)
+    |> group(columns: {json.dumps(PLACE_KEPT)})
+    |> aggregateWindow(every: {INSTALL_INTERVAL}, fn: count, createEmpty: false)
+    |> max()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+"""
+
+
 def grafana_reachability_rules(language, datasource):
-    """The reachability alerts in Grafana: four sums over the window (the place's failures and requests, the host's),
-    reduced, compared in a math expression that joins a place to its host."""
+    """The reachability alerts in Grafana: four sums over the window (the place's failures and requests, the host's)
+    and the place's failing sources, reduced, compared in a math expression that joins a place to its host."""
     rules = []
     flavour = "InfluxQL" if language == "influxql" else "Flux"
     for alert, what, failing in (("APIHealthReachabilityTransportErrors", "transport_errors", "end in a transport error"),
@@ -586,11 +803,16 @@ def grafana_reachability_rules(language, datasource):
             data.append(grafana_query(ref, datasource, language, reachability_query(language, name, by_host),
                                       SECONDS[REACHABILITY_WINDOW]))
             data.append(grafana_reduce(reduced, ref))
+        data.append(grafana_query("L", datasource, language, sources_query(language, what),
+                                  SECONDS[REACHABILITY_WINDOW]))
+        data.append(grafana_reduce("M", "L"))
         data.append(grafana_expression("I", "math", expression="$E / $F"))
+        # The rest of the host: none (NaN) for a host called from one place, where only the outright test holds.
         data.append(grafana_expression("J", "math", expression="($G - $E) / ($H - $F)"))
         data.append(grafana_expression(
             "K", "math", expression=(f"$I > {REACHABILITY_MIN_SHARE} && $F >= {MIN_REQUESTS} && "
-                                     f"$I > {REACHABILITY_FACTOR} * $J")))
+                                     f"$M >= {MIN_FAILING_SOURCES} && ($I >= {REACHABILITY_OUTAGE_SHARE} || "
+                                     f"$I > {REACHABILITY_FACTOR} * $J)")))
         rules.append({
             "uid": f"apihealth-{language}-{what.replace('_', '-')}-reachability",
             "title": f"{alert} ({flavour})",
@@ -601,15 +823,19 @@ def grafana_reachability_rules(language, datasource):
             "for": REACHABILITY_FOR,
             "labels": {"severity": "page"},
             "annotations": {
-                "summary": (f"{{{{ $labels.host }}}} unreachable from{PLACE_TEMPLATE}: "
+                "summary": (f"{{{{ $labels.service }}}}: {{{{ $labels.host }}}} from {GRAFANA_PLACE_WORDS}: "
                             f"{{{{ humanizePercentage $values.I.Value }}}} of requests {failing}"),
                 "description": (
-                    f"Requests from {{{{ $labels.service }}}} to https://{{{{ $labels.host }}}} made from"
-                    f"{PLACE_TEMPLATE} {failing}: {{{{ humanizePercentage $values.I.Value }}}} of them over the last "
-                    f"{REACHABILITY_WINDOW}, against {{{{ humanizePercentage $values.J.Value }}}} of the host's "
-                    f"requests from everywhere else ({{{{ $values.F.Value }}}} requests here; it waits for "
-                    f"{MIN_REQUESTS}). No objective is needed for this alert."
+                    f"Requests from {{{{ $labels.service }}}} to https://{{{{ $labels.host }}}} made from "
+                    f"{GRAFANA_PLACE_WORDS} {failing}: {{{{ humanizePercentage $values.I.Value }}}} of them "
+                    f"({{{{ $values.E.Value }}}} of {{{{ $values.F.Value }}}} requests, from {{{{ $values.M.Value }}}} "
+                    f"installs or instances at once) over the last {REACHABILITY_WINDOW}, against "
+                    f"{{{{ humanizePercentage $values.J.Value }}}} of the host's requests from everywhere else (NaN: "
+                    f"no other place). It waits for {MIN_REQUESTS} requests and {MIN_FAILING_SOURCES} failing "
+                    f"installs. No objective is needed for this alert."
                 ),
+                "runbook_url": runbook_url(alert),
+                "dashboard": GRAFANA_DASHBOARD_LINK[language],
             },
         })
     return rules
@@ -624,8 +850,24 @@ def endpoint_sum_query(language, field, alias):
 from(bucket: "apihealth")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{field}")
-    |> group(columns: ["instance", "status_class", "_field", "_measurement", "_time", "_value", "_start", "_stop"], mode: "except")
+    |> group(columns: {json.dumps(ENDPOINT_KEPT)})
     |> sum()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+"""
+
+
+def failing_points_query(language):
+    """Grafana's query of the interval points with failures over its time range, per endpoint and global tag."""
+    if language == "influxql":
+        group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
+        return (f'SELECT count("errors") AS "failing_points" FROM "{INTERVAL}" WHERE "errors" > 0 AND $timeFilter '
+                f'GROUP BY {group}')
+    return f"""// Failing steadily: failing_points
+from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "errors" and r._value > 0)
+    |> group(columns: {json.dumps(ENDPOINT_KEPT)})
+    |> count()
     |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
 """
 
@@ -640,9 +882,12 @@ def grafana_steady_failure_rule(language, datasource):
         data.append(grafana_query(ref, datasource, language, endpoint_sum_query(language, field, alias),
                                   SECONDS[window]))
         data.append(grafana_reduce(reduced, ref))
+    data.append(grafana_query("I", datasource, language, failing_points_query(language), SECONDS[STEADY_WINDOW]))
+    data.append(grafana_reduce("J", "I"))
     data.append(grafana_expression("G", "math", expression="$D / $E"))
     data.append(grafana_expression(
-        "H", "math", expression=f"$G > {STEADY_MIN_SHARE} && $D >= {STEADY_MIN_FAILURES} && $F > 0"))
+        "H", "math", expression=(f"$G > {STEADY_MIN_SHARE} && $D >= {STEADY_MIN_FAILURES} && $F > 0 && "
+                                 f"$J >= {MIN_FAILING_SOURCES}")))
     flavour = "InfluxQL" if language == "influxql" else "Flux"
     return {
         "uid": f"apihealth-{language}-failing-steadily",
@@ -660,10 +905,39 @@ def grafana_steady_failure_rule(language, datasource):
                 "Requests from {{ $labels.service }} (module {{ $labels.module }}) to {{ $labels.method }} "
                 f"https://{{{{ $labels.host }}}}{{{{ $labels.path }}}}{PLACE_TEMPLATE} fail steadily: "
                 f"{{{{ $values.D.Value }}}} failures of {{{{ $values.E.Value }}}} requests over {STEADY_WINDOW}, "
-                f"{{{{ $values.F.Value }}}} in the last hour. No objective is needed for this alert."
+                f"{{{{ $values.F.Value }}}} in the last hour, in {{{{ $values.J.Value }}}} interval points. No "
+                "objective is needed for this alert."
             ),
         },
     }
+
+
+def grafana_failures_query(language, objective):
+    """Grafana's query of the requests that failed `objective` over its time range, per endpoint, env and place."""
+    if language == "influxql":
+        group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
+        failed = ('sum("errors")' if objective == "availability"
+                  else 'sum("count") - sum("requests_within_latency_objective")')
+        return f'SELECT {failed} AS "failures" FROM "{INTERVAL}" WHERE $timeFilter GROUP BY {group}'
+    group = f'group(columns: {json.dumps(ENDPOINT_KEPT + ["_measurement", "_field"])})'
+    if objective == "availability":
+        return f"""from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "errors")
+    |> {group}
+    |> sum()
+    |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
+"""
+    return f"""from(bucket: "apihealth")
+    |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "requests_within_latency_objective"))
+    |> {group}
+    |> sum()
+    |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
+    |> filter(fn: (r) => exists r.requests_within_latency_objective)
+    |> map(fn: (r) => ({{r with _value: float(v: r.count - r.requests_within_latency_objective)}}))
+    |> drop(columns: ["count", "requests_within_latency_objective", "_measurement"])
+"""
 
 
 def grafana_rules(language, datasource):
@@ -683,6 +957,13 @@ def grafana_rules(language, datasource):
                     data.append(grafana_query(query, datasource, language, text, SECONDS[window]))
                     data.append(grafana_reduce(reduced, query))
                     pair.append(f"${reduced} > {factor}")
+                if severity == "page":
+                    # The page guard: PAGE_MIN_FAILURES failed requests in the short window.
+                    query, reduced = next(letters), next(letters)
+                    data.append(grafana_query(query, datasource, language, grafana_failures_query(language, objective),
+                                              SECONDS[short]))
+                    data.append(grafana_reduce(reduced, query))
+                    pair.append(f"${reduced} >= {PAGE_MIN_FAILURES}")
                 conditions.append("(" + " && ".join(pair) + ")")
             budget, budget_reduced, condition = next(letters), next(letters), next(letters)
             text = influxql_burn(objective) if language == "influxql" else flux_burn(objective)
@@ -705,7 +986,7 @@ def grafana_rules(language, datasource):
                     "description": (
                         f"Requests from {{{{ $labels.service }}}} (module {{{{ $labels.module }}}}) to "
                         f"{{{{ $labels.method }}}} https://{{{{ $labels.host }}}}{{{{ $labels.path }}}} "
-                        f"{{{{ with $labels.region }}}}from region {{{{ . }}}} {{{{ end }}}}"
+                        f"from {GRAFANA_PLACE_WORDS} "
                         f"{OBJECTIVES[objective]['what']} {{{{ humanize $values.{long_ref}.Value }}}} times as often "
                         f"as the {objective} objective allows over {arms[0][1]} (a burn rate of 1 spends the 30-day "
                         f"budget in 30 days; this alert needs "
@@ -754,12 +1035,16 @@ def grafana_rules(language, datasource):
     })
     rules += grafana_reachability_rules(language, datasource)
     rules.append(grafana_steady_failure_rule(language, datasource))
+    for rule in rules:
+        rule["annotations"]["runbook_url"] = runbook_url(rule["title"].split(" (")[0])
+        rule["annotations"]["dashboard"] = GRAFANA_DASHBOARD_LINK[language]
     return rules
 
 
 def grafana_delivery():
     """A contact point per severity (a webhook) and a notification policy grouping as Alertmanager does. Grafana has no
-    inhibition: a ticket of an endpoint that also pages is sent too."""
+    inhibition: a ticket of an endpoint that also pages is sent too, and so is a burn-rate page of a place whose
+    reachability page fires."""
     contact_points = [{
         "orgId": 1, "name": f"apihealth-{severity}",
         "receivers": [{"uid": f"apihealth-{severity}-webhook", "type": "webhook",
@@ -770,6 +1055,9 @@ def grafana_delivery():
         "orgId": 1, "receiver": "apihealth-ticket", "group_by": GROUP_BY,
         "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h",
         "routes": [
+            {"receiver": "apihealth-page", "object_matchers": [["severity", "=", "page"],
+                                                               ["alertname", "=~", "APIHealthReachability.*"]],
+             "group_by": REACHABILITY_GROUP_BY, "group_wait": "10s", "repeat_interval": "1h"},
             {"receiver": "apihealth-page", "object_matchers": [["severity", "=", "page"]], "group_wait": "10s",
              "repeat_interval": "1h"},
             {"receiver": "apihealth-ticket", "object_matchers": [["severity", "=", "ticket"]],
@@ -820,46 +1108,62 @@ def influxdb_check_query(objective, factor, long, short):
             # The check reads the field its query's last _field filter names (fieldsAsCols makes it a column).
             f"    |> filter(fn: (r) => r._field == \"burn_over_limit\")\n")
 
-# Columns a place's rows keep in the InfluxDB checks' Flux: every tag but those summed away (a host's), as the
-# vmalert rules keep every global tag.
-FLUX_PLACE_EXCEPT = ('["instance", "status_class", "method", "path", "module", "_field", "_value", "_time", '
-                     '"_start", "_stop"]')
+def flux_key(tags, name):
+    """A Flux map() field `name` joining `tags` (missing ones empty): a key to join places and hosts on, whichever of
+    the optional tags (env, region) a service writes."""
+    parts = ' + "|" + '.join(f'(if exists r.{tag} then r.{tag} else "")' for tag in tags)
+    return f"{name}: {parts}"
 
 
 def influxdb_reachability_query(what):
-    """An InfluxDB check's query of one reachability alert: per host and place (every global tag), the share of its
-    requests failing (`what`: transport_errors, server_errors) over REACHABILITY_WINDOW against the host's share from
-    everywhere else, as the field "unreachable_over_limit": the share here over the larger of REACHABILITY_MIN_SHARE
-    and REACHABILITY_FACTOR times the share elsewhere, for places with at least MIN_REQUESTS requests (above 1: the
-    alert's condition)."""
-    failed = ('r._field == "errors" and r.status_class == "error"' if what == "transport_errors"
-              else 'r._field == "count" and r.status_class == "5xx"')
-    return f"""// Reachability: {what} per host and place, against the host's share from everywhere else
+    """An InfluxDB check's query of one reachability alert: per host, service, env and place (PLACE_KEPT, every other
+    tag summed), the share of its requests failing (`what`: transport_errors, server_errors) over REACHABILITY_WINDOW
+    against the rest of the host's traffic, as the field "unreachable_over_limit": the share here over its limit (the
+    larger of REACHABILITY_MIN_SHARE and REACHABILITY_FACTOR times the share elsewhere, at most
+    REACHABILITY_OUTAGE_SHARE; that alone where the host has no other place), for places with at least MIN_REQUESTS
+    requests and failures from MIN_FAILING_SOURCES installs within one INSTALL_INTERVAL (above 1: the alert's
+    condition)."""
+    field, status_class = {"transport_errors": ("errors", "error"), "server_errors": ("count", "5xx")}[what]
+    failed = f'r._field == "{field}" and r.status_class == "{status_class}"'
+    return f"""// Reachability: {what} per host and place, against the rest of the host's traffic
 import "join"
 
-place = from(bucket: "apihealth")
+rows = from(bucket: "apihealth")
     |> range(start: -{REACHABILITY_WINDOW})
     |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "errors"))
+    |> map(fn: (r) => ({{r with {flux_key(PLACE_KEPT, "place")}, {flux_key(HOST_KEPT, "host_key")}}}))
+
+sources = rows
+    |> filter(fn: (r) => {failed} and r._value > 0)
+    |> group(columns: ["place"])
+    |> aggregateWindow(every: {INSTALL_INTERVAL}, fn: count, createEmpty: false)
+    |> max()
+    |> map(fn: (r) => ({{place: r.place, sources: float(v: r._value)}}))
+    |> group()
+
+place = rows
     |> map(fn: (r) => ({{r with requests: if r._field == "count" then float(v: r._value) else 0.0, failed: if {failed} then float(v: r._value) else 0.0}}))
-    |> group(columns: {FLUX_PLACE_EXCEPT}, mode: "except")
+    |> group(columns: {json.dumps(PLACE_KEPT + ["place", "host_key"])})
     |> reduce(identity: {{requests: 0.0, failed: 0.0}}, fn: (r, accumulator) => ({{requests: accumulator.requests + r.requests, failed: accumulator.failed + r.failed}}))
     |> group()
 
 host = place
-    |> group(columns: ["host"])
+    |> group(columns: ["host_key"])
     |> reduce(identity: {{host_requests: 0.0, host_failed: 0.0}}, fn: (r, accumulator) => ({{host_requests: accumulator.host_requests + r.requests, host_failed: accumulator.host_failed + r.failed}}))
     |> group()
 
-join.inner(left: place, right: host, on: (l, r) => l.host == r.host, as: (l, r) => ({{l with host_requests: r.host_requests, host_failed: r.host_failed}}))
-    |> filter(fn: (r) => r.requests >= {float(MIN_REQUESTS)})
+counted = join.inner(left: place, right: host, on: (l, r) => l.host_key == r.host_key, as: (l, r) => ({{l with host_requests: r.host_requests, host_failed: r.host_failed}}))
+join.inner(left: counted, right: sources, on: (l, r) => l.place == r.place, as: (l, r) => ({{l with sources: r.sources}}))
+    |> filter(fn: (r) => r.requests >= {float(MIN_REQUESTS)} and r.sources >= {float(MIN_FAILING_SOURCES)})
     |> map(fn: (r) => {{
         elsewhere_requests = r.host_requests - r.requests
         share_here = r.failed / r.requests
         share_elsewhere = if elsewhere_requests > 0.0 then (r.host_failed - r.failed) / elsewhere_requests else 0.0
-        limit = if {float(REACHABILITY_FACTOR)} * share_elsewhere > {REACHABILITY_MIN_SHARE} then {float(REACHABILITY_FACTOR)} * share_elsewhere else {REACHABILITY_MIN_SHARE}
+        relative = if {float(REACHABILITY_FACTOR)} * share_elsewhere > {REACHABILITY_MIN_SHARE} then {float(REACHABILITY_FACTOR)} * share_elsewhere else {REACHABILITY_MIN_SHARE}
+        limit = if elsewhere_requests <= 0.0 or relative > {REACHABILITY_OUTAGE_SHARE} then {REACHABILITY_OUTAGE_SHARE} else relative
         return {{r with _measurement: "{INTERVAL}", _field: "unreachable_over_limit", _value: share_here / limit, _time: now(), share_here: share_here, share_elsewhere: share_elsewhere}}
     }})
-    |> drop(columns: ["requests", "failed", "host_requests", "host_failed"])
+    |> drop(columns: ["host_requests", "host_failed", "place", "host_key"])
     |> filter(fn: (r) => r._field == "unreachable_over_limit")
 """
 
@@ -874,16 +1178,16 @@ import "join"
 from(bucket: "apihealth")
     |> range(start: -{STEADY_WINDOW})
     |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "errors"))
-    |> map(fn: (r) => ({{r with requests: if r._field == "count" then float(v: r._value) else 0.0, failed: if r._field == "errors" then float(v: r._value) else 0.0, last_hour: if r._field == "errors" and r._time > date.sub(d: 1h, from: now()) then float(v: r._value) else 0.0}}))
-    |> group(columns: ["instance", "status_class", "_field", "_value", "_time", "_start", "_stop"], mode: "except")
-    |> reduce(identity: {{requests: 0.0, failed: 0.0, last_hour: 0.0}}, fn: (r, accumulator) => ({{requests: accumulator.requests + r.requests, failed: accumulator.failed + r.failed, last_hour: accumulator.last_hour + r.last_hour}}))
-    |> filter(fn: (r) => r.requests > 0.0 and r.last_hour > 0.0)
+    |> map(fn: (r) => ({{r with requests: if r._field == "count" then float(v: r._value) else 0.0, failed: if r._field == "errors" then float(v: r._value) else 0.0, failing_points: if r._field == "errors" and r._value > 0 then 1.0 else 0.0, last_hour: if r._field == "errors" and r._time > date.sub(d: 1h, from: now()) then float(v: r._value) else 0.0}}))
+    |> group(columns: {json.dumps(ENDPOINT_KEPT)})
+    |> reduce(identity: {{requests: 0.0, failed: 0.0, failing_points: 0.0, last_hour: 0.0}}, fn: (r, accumulator) => ({{requests: accumulator.requests + r.requests, failed: accumulator.failed + r.failed, failing_points: accumulator.failing_points + r.failing_points, last_hour: accumulator.last_hour + r.last_hour}}))
+    |> filter(fn: (r) => r.requests > 0.0 and r.last_hour > 0.0 and r.failing_points >= {float(MIN_FAILING_SOURCES)})
     |> map(fn: (r) => {{
         by_count = r.failed / {float(STEADY_MIN_FAILURES)}
         by_share = r.failed / r.requests / {STEADY_MIN_SHARE}
         return {{r with _measurement: "{INTERVAL}", _field: "failing_over_limit", _value: if by_count < by_share then by_count else by_share, _time: now(), share: r.failed / r.requests}}
     }})
-    |> drop(columns: ["requests", "failed", "last_hour"])
+    |> drop(columns: ["requests", "failed", "failing_points", "last_hour"])
     |> filter(fn: (r) => r._field == "failing_over_limit")
 """.replace('import "join"\n', 'import "date"\n')
 
@@ -932,9 +1236,11 @@ def influxdb_resources():
                 "every": EVALUATION_INTERVAL, "offset": "0s",
                 "query": influxdb_reachability_query(what),
                 "statusMessageTemplate": (
-                    f"${{ r.host }} unreachable{FLUX_COUNTRY} (${{ r.service }}): "
-                    f"${{ string(v: r.share_here * 100.0) }}% of requests {failing}, against "
-                    f"${{ string(v: r.share_elsewhere * 100.0) }}% from everywhere else"),
+                    f"${{ r.service }}: ${{ r.host }}{FLUX_COUNTRY}: "
+                    f"${{ string(v: r.share_here * 100.0) }}% of requests {failing} (${{ string(v: r.failed) }} of "
+                    f"${{ string(v: r.requests) }}, from ${{ string(v: r.sources) }} installs at once), against "
+                    f"${{ string(v: r.share_elsewhere * 100.0) }}% from everywhere else. Runbook: "
+                    f"{runbook_url(alert)}"),
                 "tags": [{"key": "severity", "value": "page"}],
                 "thresholds": [{"type": "greater", "level": "CRIT", "value": 1.0}],
             },
@@ -963,7 +1269,10 @@ def influxdb_resources():
             "spec": {
                 "name": f"APIHealth {severity}", "endpointName": "apihealth-alerts", "every": EVALUATION_INTERVAL,
                 "offset": "0s", "messageTemplate": f"{severity}:{FLUX_COUNTRY} ${{ r._message }}",
-                "statusRules": [{"currentLevel": level}],
+                # A notice when the level changes to this severity's, and a recovery notice when it goes back to OK:
+                # not one a minute while it lasts.
+                "statusRules": [{"currentLevel": level, "previousLevel": "OK"},
+                                {"currentLevel": "OK", "previousLevel": level}],
                 "tagRules": [{"key": "severity", "value": severity, "operator": "equal"}],
             },
         })

@@ -140,6 +140,19 @@ package final class RequestObservation: EndedRequestSource {
         parsed.kept(text)
     }
 
+    /// Whether `error` says this machine's network is down or has no route out (`ENETDOWN`, `ENETUNREACH`), on
+    /// every address a connection tried.
+    static func isNetworkDown(_ error: any Error) -> Bool {
+        func down(_ error: any Error) -> Bool {
+            guard let code = (error as? IOError)?.errnoCode else { return false }
+            return code == ENETDOWN || code == ENETUNREACH
+        }
+        if let connection = error as? NIOConnectionError {
+            return !connection.connectionErrors.isEmpty && connection.connectionErrors.allSatisfy { down($0.error) }
+        }
+        return down(error)
+    }
+
     static func refusedBeforeStarting(_ error: any Error) -> Bool {
         guard let clientError = error as? HTTPClientError else { return false }
         if [.invalidURL, .emptyHost, .emptyScheme, .missingSocketPath].contains(clientError) { return true }
@@ -161,6 +174,11 @@ package final class RequestObservation: EndedRequestSource {
             default:
                 return .init(domain: "HTTPClientError", code: 0)
             }
+        }
+        // No network on this machine (down, or no route from it): the device's failure, not the API's, as
+        // URLSession on Apple platforms reports it.
+        if Self.isNetworkDown(error) {
+            return .init(domain: NSURLErrorDomain, code: NSURLErrorNotConnectedToInternet)
         }
         if error is NIOConnectionError || (error as? IOError)?.errnoCode == ECONNREFUSED {
             return .init(domain: NSURLErrorDomain, code: NSURLErrorCannotConnectToHost)

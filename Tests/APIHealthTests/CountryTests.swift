@@ -169,7 +169,7 @@ import FoundationNetworking
             sample.error = RequestSample.TransportError(domain: domain, code: code)
             return sample
         }
-        for code in [-1003, -1006, -1004, -1004, -1004, -1009, -1200, -1202, -1001, -999] {
+        for code in [-1003, -1006, -1004, -1004, -1004, -1009, -1018, -1020, -1200, -1202, -1001, -999, -999] {
             agent.record(failed(code))
         }
         agent.record(failed(61, domain: "NSPOSIXErrorDomain"))
@@ -177,13 +177,33 @@ import FoundationNetworking
         _ = agent.recordIntervalPoints(endingAt: FleetSchemaTests.end)
         let intervals = agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.requestInterval }
         let transport = try #require(intervals.first { $0.tags.contains(Point.Tag("status_class", "error")) })
-        #expect(Self.int(transport, "count") == 11 && Self.int(transport, "errors") == 11)
+        // The device offline, roaming off or not allowed data, and the cancelled requests: counted apart, in neither
+        // count nor errors (no availability, burn rate or reachability counts them).
+        #expect(Self.int(transport, "count") == 9 && Self.int(transport, "errors") == 9)
+        #expect(Self.int(transport, "errors_device") == 3)
+        #expect(Self.int(transport, "cancelled") == 2)
+        #expect(Self.int(transport, "le_inf") == 9)
         #expect(Self.int(transport, "errors_dns") == 2)
-        #expect(Self.int(transport, "errors_connect") == 4)
+        #expect(Self.int(transport, "errors_connect") == 3)
         #expect(Self.int(transport, "errors_tls") == 2)
         #expect(Self.int(transport, "errors_timeout") == 1)
         let server = try #require(intervals.first { $0.tags.contains(Point.Tag("status_class", "5xx")) })
         #expect(server.fields.allSatisfy { !PointSchema.transportErrorIntervalFields.contains($0.key) })
+    }
+
+    /// An interval whose only requests failed on the device: its point says so, and counts no request.
+    @Test func anIntervalOfTheDevicesOwnFailuresCountsNoRequest() throws {
+        let agent = try FleetSchemaTests.agent()
+        var sample = FleetSchemaTests.sample(status: nil)
+        sample.error = RequestSample.TransportError(domain: "NSURLErrorDomain", code: -1009)
+        for _ in 0..<200 { agent.record(sample) }
+        _ = agent.recordIntervalPoints(endingAt: FleetSchemaTests.end)
+        let intervals = agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.requestInterval }
+        #expect(intervals.count == 1)
+        let offline = try #require(intervals.first)
+        #expect(Self.int(offline, "count") == 0 && Self.int(offline, "errors") == 0)
+        #expect(Self.int(offline, "errors_device") == 200 && Self.int(offline, "errors_connect") == nil)
+        #expect(offline.fields.first { $0.key == "duration_ms_min" }?.value == .float(0))
     }
 
     /// A real refused connection, through URLSession: the kind corelibs reports is the one counted.

@@ -87,10 +87,10 @@ import Testing
         let text = try String(contentsOf: alertRules, encoding: .utf8)
         let kept = text.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.contains("| query }}") }
         #expect(
-            text.split(separator: "\n", omittingEmptySubsequences: false).count - kept.count == 4 + 3 + 2,
+            text.split(separator: "\n", omittingEmptySubsequences: false).count - kept.count == 4 + 5 + 4,
             """
-            one description per burn-rate alert; description, share elsewhere and failing kind of the transport \
-            errors' reachability alert, description and share elsewhere of the 5xx one
+            one description per burn-rate alert; description, share elsewhere, counts, failing kind and places \
+            failing of the transport errors' reachability alert; the same but the failing kind of the 5xx one
             """
         )
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString)")
@@ -221,25 +221,68 @@ import Testing
     }
 
     /// Which alerts fire over ``AlertScenarios`` (minutes before the end; reachability reads a 10-minute window and
-    /// waits 5 minutes, the failing-steadily ticket reads 6 hours and waits 15):
+    /// waits 2 minutes, the failing-steadily ticket reads 6 hours and waits 15):
     /// - maps from BR: every request fails to connect from -60 to -30. One failed minute of ten is 10 %, above 5 %
-    ///   and 5 times the 0 % from DE and US: pending at -59, firing at -54. The last failed minute (-30.5) leaves the
-    ///   window at -20; the window's transport errors are gone then, and the alert reads its latest recorded value
-    ///   within 2 minutes (one minute old): firing to -20. Its 6-hour share passes 5 % with 19 failed minutes (1,140
-    ///   of 21,600) at -41: the ticket fires from -26 to the end.
+    ///   and 5 times the 0 % from DE and US, from three instances: pending at -59, firing at -57. The failing
+    ///   sources of the last failed minute (-30.5), recorded at -30, leave the 10-minute window at -20: firing to
+    ///   -21. Its 6-hour share passes 5 % with 19 failed minutes at -41: the ticket fires from
+    ///   -26 to the end.
     /// - video from DE: half the requests get a 5xx from -120 to -90. One such minute is 5 % (not above); two are
-    ///   10 %: pending -118, firing -113, to -82 (two such minutes in the window at -82, one at -81).
+    ///   10 %: pending -118, firing -116, to -82.
+    /// - pay from BR and DE (several places down), auth from every place (a host down everywhere), solo from IS (no
+    ///   elsewhere): every request fails to connect from -45 to -30. Against the rest of the host each is at most 3
+    ///   times as bad (or has no rest); five failed minutes of ten (50 %) are an outage outright: pending -40, firing
+    ///   -38 (8 minutes after the first failure), to -25 (four failed minutes left in the window at -24).
+    /// - shop from US: 40 % of the app's traffic over four versions, every request failing from -45: summed over the
+    ///   versions, 10 % failing against 0 % from BR, DE and FR at -44 (installs stamp their points 20 to 39 s into a
+    ///   minute): firing -42, to -21.
+    /// - news from IS: three installs of ten fail (k = 3): 6 % of IS's requests at -43, firing -41, to -22. feed from IS:
+    ///   two installs (k - 1) fail the same way: nothing. chat from IS: one phone fails 210 requests to connect in 30
+    ///   minutes, another is offline (the device's failures, no error of the API): nothing.
     /// - small (one request a minute, 99.9 % objective): its one failure at -29.5 is 1/60 of the hour, a burn rate of
-    ///   16.7, and 1/5 of five minutes, which paged without the guard (replayed: -27 to -25). The hour holds 60
-    ///   requests, under the guard's 100; the six hours (360 requests) burn 2.8, under 6: nothing fires.
-    /// - tiny (one request a minute, no objective): 30 % fail from -360. The 20th failure (5.6 % of the 6 hours'
-    ///   360 requests) comes at -296: the ticket fires at -281, to the end.
-    /// - nothing from DE or US to maps, from BR or US to video, nor any burn-rate alert.
+    ///   16.7; the hour holds 60 requests, under the guard's 100: nothing. quiet (two requests a minute): two failures
+    ///   at -30.5 and -28.5 burn 16.7 over the hour and 200 over five minutes with 120 requests, but five minutes hold
+    ///   two failures, under the page's five: nothing.
+    /// - tiny (one request a minute, no objective): 30 % fail from -360. The 20th failure (5.6 % of the 6 hours' 360
+    ///   requests) comes at -296: the ticket fires at -281, to the end. h5, the same with a 99.9 % objective: the 6 h /
+    ///   30 min arm pages once the 30 minutes hold five failures (-346), firing at -344; the ticket arms (3 over 1 d
+    ///   and 2 h) at -331; and the failing-steadily ticket as tiny's.
+    /// - late (an app, 99.9 %): 30 % fail from -12, its points of the last 6 minutes not arrived. The fast page fires at
+    ///   -7 and holds to the end: at the end its 5-minute window ending now is empty, the one ending 5 minutes ago
+    ///   (app installs' late batches) burns 300. Read without the late window it would resolve at 0.
+    /// - nothing from DE or US to maps, from BR or US to video, from FR or US to pay, from BR, DE or FR to shop.
     static let expectedScenarioFirings: Set<Firing> = [
-        Firing(alert: "APIHealthReachabilityTransportErrors", who: "maps from BR", from: -54, to: -20),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "maps from BR", from: -57, to: -21),
         Firing(alert: "APIHealthEndpointFailingSteadily", who: "maps from BR", from: -26, to: 0),
-        Firing(alert: "APIHealthReachabilityServerErrors", who: "video from DE", from: -113, to: -82),
+        Firing(alert: "APIHealthReachabilityServerErrors", who: "video from DE", from: -116, to: -82),
         Firing(alert: "APIHealthEndpointFailingSteadily", who: "tiny", from: -281, to: 0),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "pay from BR", from: -38, to: -25),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "pay from DE", from: -38, to: -25),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "auth from BR", from: -38, to: -25),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "auth from DE", from: -38, to: -25),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "auth from US", from: -38, to: -25),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "rates from IS", from: -38, to: -25),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "shop from US", from: -42, to: -21),
+        Firing(alert: "APIHealthReachabilityTransportErrors", who: "news from IS", from: -41, to: -22),
+        Firing(alert: "APIHealthAvailabilityBurnPage", who: "h5", from: -344, to: 0),
+        Firing(alert: "APIHealthAvailabilityBurnTicket", who: "h5", from: -331, to: 0),
+        Firing(alert: "APIHealthEndpointFailingSteadily", who: "h5", from: -281, to: 0),
+        Firing(alert: "APIHealthAvailabilityBurnPage", who: "late", from: -7, to: 0),
+    ]
+
+    /// The places whose reachability condition holds (pending or firing) 40 minutes before the end of
+    /// ``AlertScenarios`` for transport errors, and 100 minutes before for 5xx: what every flavour that runs here
+    /// (vmalert's replay, Grafana's InfluxQL on InfluxDB 1.x) must tell, as "host country".
+    static let placesFailing: [(minutes: Int64, failure: String, places: Set<String>)] = [
+        (
+            -40, "transport_errors",
+            [
+                "api.maps.example BR", "api.pay.example BR", "api.pay.example DE", "api.auth.example BR",
+                "api.auth.example DE", "api.auth.example US", "api.solo.example IS", "api.shop.example US",
+                "api.news.example IS",
+            ]
+        ),
+        (-100, "server_errors", ["api.video.example DE"]),
     ]
 
     @Test func replayTellsACountryOutageWithoutObjectivesAndGuardsSmallEndpoints() async throws {
@@ -277,13 +320,70 @@ import Testing
         let unexpected = firings.subtracting(Self.expectedScenarioFirings)
         let missing = Self.expectedScenarioFirings.subtracting(firings)
         #expect(firings == Self.expectedScenarioFirings, "unexpected: \(unexpected); missing: \(missing)")
+
+        // The flavours agree: the places vmalert holds (pending or firing) are those the Grafana InfluxQL rules tell
+        // on InfluxDB at the same time (theGrafanaReachabilityRulesTellTheFailingCountryOnInfluxDB).
+        for (minutes, failure, places) in Self.placesFailing {
+            let alert = failure == "transport_errors" ? "TransportErrors" : "ServerErrors"
+            let held = try await VictoriaMetrics(base: server.url).query(
+                #"last_over_time(ALERTS{alertname="APIHealthReachability\#(alert)"}[30s])"#,
+                at: Double(end + minutes * 60)
+            )
+            #expect(
+                Set(held.map { "\($0.labels["host"] ?? "") \($0.labels["country"] ?? "")" }) == places,
+                "\(failure) at \(minutes) min: \(held.map(\.labels))"
+            )
+        }
+
+        // The offline phone's failures are the dashboard's series apart: 10 a minute on its device, none of the API's.
+        let device = try await VictoriaMetrics(base: server.url).query(
+            try MetricsQLDashboardTests.query("device_failures", interval: 600),
+            at: Double(end - 45 * 60)
+        )
+        #expect(
+            device.map(\.labels) == [["host": "api.chat.example", "kind": "errors_device", "service": "checkout"]]
+                && abs((device.first?.value ?? 0) - 100.0 / 600) < 1e-9,
+            "\(device)"
+        )
+
+        // What the guards held back, as the recorded windows have it: feed from IS fails 20 % against 0 % elsewhere
+        // from two installs (news: three); quiet burns 16.7 over the hour with 120 requests and two failures in five
+        // minutes.
+        let victoria = VictoriaMetrics(base: server.url)
+        func value(_ query: String, at minutes: Int64) async throws -> Double? {
+            try await victoria.query(query, at: Double(end + minutes * 60)).first?.value
+        }
+        let feed = #"{host="api.feed.example", country="IS"}"#
+        let news = #"{host="api.news.example", country="IS"}"#
+        #expect(
+            try await value("max_over_time(apihealth_host:transport_errors_sources:count1m\(feed)[10m])", at: -35) == 2
+        )
+        #expect(
+            try await value("max_over_time(apihealth_host:transport_errors_sources:count1m\(news)[10m])", at: -35) == 3
+        )
+        #expect(
+            try await value(
+                "apihealth_host:transport_errors:sum10m\(feed) / apihealth_host:requests:sum10m\(feed)",
+                at: -35
+            ) == 0.2
+        )
+        let quiet = #"{host="api.quiet.example"}"#
+        let burn = try await value(
+            "apihealth_endpoint:errors:sum1h\(quiet) / apihealth_endpoint:requests:sum1h\(quiet) / (1 - 0.999)",
+            at: -28
+        )
+        #expect((burn ?? 0) > 14.4, "\(String(describing: burn))")
+        #expect(try await value("apihealth_endpoint:errors:sum5m\(quiet)", at: -28) == 2)
+        #expect(try await value("apihealth_endpoint:requests:sum1h\(quiet)", at: -28) == 120)
     }
 
-    /// The Grafana reachability rules' four InfluxQL sums (a place's failures and requests, its host's), run on a real
-    /// InfluxDB 1.x over ``AlertScenarios`` and combined as the rule's math expression does: 40 minutes before the
-    /// end only BR's requests to the maps host are told (transport errors), 100 minutes before only DE's to the
-    /// video host (5xx). At the end, the failing-steadily rule's sums tell BR's maps requests and the small endpoint
-    /// failing 30 % for six hours.
+    /// The Grafana reachability rules' four InfluxQL sums (a place's failures and requests, its host's) and the place's
+    /// failing sources, run on a real InfluxDB 1.x over ``AlertScenarios`` and combined as the rule's math expression
+    /// does: 40 minutes before the end the places the vmalert rules tell then (transport errors: BR to maps, the
+    /// several, every and only places of pay, auth and solo, US to shop over its four app versions, IS to news from
+    /// three installs, and not IS to feed from two nor to chat from one phone), 100 minutes before only DE's to the
+    /// video host (5xx). At the end, the failing-steadily rule's sums tell BR's maps requests and the endpoints failing
+    /// 30 % for six hours.
     @Test func theGrafanaReachabilityRulesTellTheFailingCountryOnInfluxDB() async throws {
         let influx = try await InfluxDB1.freshDatabase("reachability")
         let end = AlertHistory.end()
@@ -291,20 +391,20 @@ import Testing
         let reply = try await influx.write(lines, precision: "s")
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
-        // The transport errors' rule, then the 5xx one: four sums each.
-        // After the burn-rate rules' 20 queries and the agent rules' two.
+        // The transport errors' rule, then the 5xx one: four sums and the failing sources each.
+        // After the burn-rate rules' 24 queries and the agent rules' two.
         let all = try Self.grafanaQueries("influxql")
-        let queries = Array(all[22..<30])
-        for (rule, at, failure, told) in [
-            (0, end - 40 * 60, "transport_errors", ["api.maps.example BR"]),
-            (1, end - 100 * 60, "server_errors", ["api.video.example DE"]),
-        ] {
-            let sums = queries[(rule * 4)..<(rule * 4 + 4)]
+        let queries = Array(all[26..<36])
+        for (rule, (minutes, failure, told)) in Self.placesFailing.enumerated() {
+            let at = end + minutes * 60
+            let sums = queries[(rule * 5)..<(rule * 5 + 5)]
             #expect(
-                sums.count == 4 && sums.allSatisfy { $0.seconds == 600 } && sums.first?.query.contains(failure) == true,
+                sums.count == 5 && sums.allSatisfy { $0.seconds == 600 } && sums.first?.query.contains(failure) == true
+                    && sums.last?.query.contains("\(failure)_sources") == true,
                 "\(failure)"
             )
-            // The rule's order: the place's failures, its requests, the host's failures, its requests.
+            // The rule's order: the place's failures, its requests, the host's failures, its requests, the place's
+            // failing sources.
             var values: [[String: Double]] = []
             for (query, seconds) in sums {
                 var byKey: [String: Double] = [:]
@@ -320,16 +420,59 @@ import Testing
             for (place, failures) in values[0] {
                 let host = String(place.split(separator: " ")[0])
                 let requests = values[1][place] ?? 0
+                let share = failures / requests
+                // NaN where the host has no other place: only the outright test holds.
                 let elsewhere = ((values[2][host] ?? 0) - failures) / ((values[3][host] ?? 0) - requests)
-                if failures / requests > 0.05 && requests >= 100 && failures / requests > 5 * elsewhere {
+                if share > 0.05 && requests >= 100 && (values[4][place] ?? 0) >= 3
+                    && (share >= 0.5 || share > 5 * elsewhere)
+                {
                     firing.append(place)
                 }
             }
-            #expect(firing == told, "\(failure) at \((at - end) / 60) min: \(values)")
+            #expect(Set(firing) == told, "\(failure) at \(minutes) min: \(values)")
+            #expect(values[4]["api.feed.example IS"] == (rule == 0 ? 2 : nil), "k - 1 installs: \(values[4])")
         }
-        // The failing-steadily rule at the end: failures and requests over 6 hours, failures over the last one.
-        let steady = Array(all[30..<33])
-        #expect(steady.map(\.seconds) == [6 * 3_600, 6 * 3_600, 3_600] && steady[0].query.contains("\"failures\""))
+        // The dashboard's panel of the device's own failures: the offline phone's 10 a minute, per second.
+        let device = try DashboardFiles.influxQL("device_failures")
+            .replacingOccurrences(of: "$timeFilter", with: "time > \(end - 3_000)s AND time <= \(end - 2_400)s")
+            .replacingOccurrences(of: "$__interval_ms", with: "600000").replacingOccurrences(
+                of: "$__interval",
+                with: "600s"
+            )
+            .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$env", with: ".*")
+            .replacingOccurrences(of: "$country", with: ".*").replacingOccurrences(of: "$host", with: ".*")
+            .replacingOccurrences(of: "$group_by", with: "service")
+        let perHost = Dictionary(
+            try await influx.query(device).map {
+                ($0.tags["host"] ?? "", InfluxQLDashboardTests.number($0.rows.first, "device_per_second"))
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        #expect(perHost["api.chat.example"] == 100.0 / 600, "\(perHost)")
+        #expect(perHost.filter { $0.value != nil }.count == 1, "\(perHost)")
+
+        // The availability page's guard: the failures of its 5-minute window. quiet's two failures at -30.5 and -28.5
+        // are under the 5 a page needs; h5's 30 % at one request a minute is one or two in five minutes, and its 30
+        // minutes (the slow arm's short window) hold nine.
+        let guardQueries = Array(all[0..<7])
+        #expect(guardQueries[2].seconds == 300 && guardQueries[5].seconds == 1_800, "\(guardQueries.map(\.seconds))")
+        func failures(_ query: String, seconds: Int64, at minutes: Int64) async throws -> [String: Double] {
+            var byHost: [String: Double] = [:]
+            for entry in try await influx.query(Self.influxQL(query, seconds: seconds, end: end + minutes * 60)) {
+                byHost[entry.tags["host"] ?? ""] = InfluxQLDashboardTests.number(entry.rows.first, "failures")
+            }
+            return byHost
+        }
+        #expect(try await failures(guardQueries[2].query, seconds: 300, at: -28)["api.quiet.example"] == 2)
+        #expect(try await failures(guardQueries[5].query, seconds: 1_800, at: 0)["api.h5.example"] == 9)
+
+        // The failing-steadily rule at the end: failures and requests over 6 hours, failures over the last one, the
+        // interval points with failures over 6 hours.
+        let steady = Array(all[36..<40])
+        #expect(
+            steady.map(\.seconds) == [6 * 3_600, 6 * 3_600, 3_600, 6 * 3_600]
+                && steady[0].query.contains("\"failures\"")
+        )
         var sums: [[String: Double]] = []
         for (query, seconds) in steady {
             var byKey: [String: Double] = [:]
@@ -341,8 +484,12 @@ import Testing
         }
         let failingSteadily = sums[0].filter { place, failures in
             failures / (sums[1][place] ?? 0) > 0.05 && failures >= 20 && (sums[2][place] ?? 0) > 0
+                && (sums[3][place] ?? 0) >= 3
         }
-        #expect(Set(failingSteadily.keys) == ["api.maps.example BR", "api.tiny.example US"], "\(sums)")
+        #expect(
+            Set(failingSteadily.keys) == ["api.maps.example BR", "api.tiny.example US", "api.h5.example US"],
+            "\(sums)"
+        )
         #expect(failingSteadily["api.tiny.example US"] == 108, "30 % of the last 6 hours' 360 requests")
     }
 
@@ -394,9 +541,10 @@ import Testing
         #expect(reply.status == 204, "\(reply.text)")
         #expect(try await influx.waitUntilQueryable(lines), "the history's points answer queries")
         let queries = try Self.grafanaQueries("influxql")
-        // Per burn-rate rule: two windows for each of two arms, and 30 days for the budget; then the two agent rules,
-        // the two reachability rules' four sums and the failing-steadily rule's three.
-        let expectedQueries = 4 * 5 + 2 + 2 * 4 + 3
+        // Per burn-rate rule: two windows for each of two arms (and a page's failures in its short window), and 30
+        // days for the budget; then the two agent rules, the two reachability rules' four sums and failing sources,
+        // and the failing-steadily rule's four.
+        let expectedQueries = 2 * 7 + 2 * 5 + 2 + 2 * 5 + 4
         #expect(queries.count == expectedQueries)
         let byLabels = Dictionary(uniqueKeysWithValues: AlertHistory.endpoints.map { ($0.labels, $0.name) })
         for (query, seconds) in queries where query.contains("\"burn_rate\"") {
@@ -430,6 +578,7 @@ import Testing
                 .replacingOccurrences(of: "$timeFilter", with: "time > \(end - seconds)s AND time <= \(end)s")
                 .replacingOccurrences(of: "$__interval", with: "\(seconds)s")
                 .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$env", with: ".*")
+                .replacingOccurrences(of: "$country", with: ".*").replacingOccurrences(of: "$host", with: ".*")
                 .replacingOccurrences(of: "$group_by", with: "service")
             var measured: [String: [Double]] = [:]
             for entry in try await influx.query(query) {
@@ -501,7 +650,7 @@ import Testing
             "burn_over_limit", "unreachable_over_limit", "failing_over_limit",
         ])
         let flux = try Self.grafanaQueries("flux")
-        let expectedQueries = 4 * 5 + 2 + 2 * 4 + 3
+        let expectedQueries = 2 * 7 + 2 * 5 + 2 + 2 * 5 + 4
         #expect(flux.count == expectedQueries)
         let template = try #require(try DashboardFiles.json("influxdb/apihealth-template.json") as? [[String: Any]])
         let allChecks = template.filter { $0["kind"] as? String == "CheckThreshold" }
@@ -518,11 +667,13 @@ import Testing
             if query.contains("apihealth_request_interval") && !query.hasPrefix("// Reachability")
                 && !query.hasPrefix("// Failing steadily")
             {
-                // Summed over instances and status classes, every other tag (global ones included) kept.
+                // Per endpoint, env and place: instances, status classes and app versions summed, as the vmalert and
+                // InfluxQL rules do.
                 #expect(
                     query.contains(
-                        #"group(columns: ["instance", "status_class", "_time", "_value", "_start", "_stop"], mode: "except")"#
-                    )
+                        #"group(columns: ["host", "method", "path", "module", "service", "env", "country", "region", "_measurement", "_field"])"#
+                    ),
+                    "\(query)"
                 )
             }
         }
@@ -565,7 +716,9 @@ import Testing
             #expect(windows == [name == "apihealth-failing-steadily" ? "6h" : "10m"], "\(name): \(windows)")
             if field == "unreachable_over_limit" {
                 #expect(query.contains("r.requests >= 100.0"), "\(name): the minimum-traffic guard")
-                #expect(query.contains(#"group(columns: ["host"])"#), "\(name): the host's share from everywhere")
+                #expect(query.contains("r.sources >= 3.0"), "\(name): failures from k installs")
+                #expect(query.contains(#"group(columns: ["host_key"])"#), "\(name): the host's share from everywhere")
+                #expect(query.contains("elsewhere_requests <= 0.0 or"), "\(name): a host with one place")
             }
         }
         let endpoint = try #require(template.first { $0["kind"] as? String == "NotificationEndpointHTTP" })
@@ -578,6 +731,14 @@ import Testing
         for rule in rules {
             let spec = rule["spec"] as! [String: Any]
             #expect(spec["endpointName"] as? String == endpointName)
+            // A notice on the change to the severity's level and one on the recovery: not one a minute while it lasts.
+            let level = (spec["statusRules"] as? [[String: String]])?.first?["currentLevel"] ?? ""
+            #expect(
+                spec["statusRules"] as? [[String: String]] == [
+                    ["currentLevel": level, "previousLevel": "OK"], ["currentLevel": "OK", "previousLevel": level],
+                ],
+                "\(spec)"
+            )
             #expect((spec["messageTemplate"] as? String)?.contains("exists r.country") == true)
             let tag = try #require((spec["tagRules"] as? [[String: String]])?.first)
             #expect(severities.contains(tag["value"] ?? ""))
@@ -629,7 +790,10 @@ import Testing
                 $0["name"] as? String == "APIHealthAvailabilityBurnPage"
                     && ($0["labels"] as? [String: String])?["host"] == AlertHistory.burning.host
             }
-            unreachable = alerts.first { $0["name"] as? String == "APIHealthReachabilityTransportErrors" }
+            unreachable = alerts.first {
+                $0["name"] as? String == "APIHealthReachabilityTransportErrors"
+                    && ($0["labels"] as? [String: String])?["host"] == "api.maps.example"
+            }
             return page != nil && unreachable != nil
         }
         #expect(appeared && vmalert.process.isRunning, "\(vmalert.stderr)")
@@ -668,14 +832,18 @@ import Testing
         #expect(told["share_here"] == "100%" && told["share_elsewhere"] == "0%", "\(told)")
         // 60 connect errors a minute over the 10-minute window.
         #expect(told["failing_kind"] == "connect (600 in the last 10m)", "\(told)")
+        #expect(told["counts"] == "600 failed of 600 requests", "\(told)")
+        #expect(told["places_failing"] == "country BR (100%); ", "\(told)")
         #expect(
             told["summary"]
-                == "api.maps.example unreachable from country=BR: 100% of requests end in a transport error (checkout)",
+                == "checkout cannot reach api.maps.example from country BR: 100% of requests get no response",
             "\(told)"
         )
         for phrase in [
-            "Requests from checkout to https://api.maps.example made from country=BR end in a transport error",
+            "Requests from checkout to https://api.maps.example made from country BR end in a transport error",
+            "100% of them (600 failed of 600 requests) over the last 10m",
             "against 0% of the host's requests from everywhere else", "Most of them: connect (600 in the last 10m).",
+            "Failing from this host: country BR (100%); No objective",
         ] {
             #expect(told["description"]?.contains(phrase) == true, "\(phrase) in \(told)")
         }

@@ -13,12 +13,12 @@ private typealias Files = DashboardFiles
         PointSchema.Measurement.request, PointSchema.Measurement.parseFailure, PointSchema.Measurement.agent,
         PointSchema.Measurement.requestInterval,
     ])
-    /// The global tag the dashboards filter and group by (`APIHEALTH_TAGS=env=prod`): the agent writes it when
-    /// the service sets it, and a query that reads it must work without it.
+    /// The global tag the dashboards filter and group by (`APIHEALTH_TAGS=env=prod`), beside `country`: the agent
+    /// writes them when the service sets them, and a query that reads them must work without them.
     static let environmentTag = "env"
     static let tags = Set(
         PointSchema.requestTags + PointSchema.parseFailureTags + PointSchema.agentTags + PointSchema.intervalTags
-            + MetricsSchema.tags + [environmentTag]
+            + MetricsSchema.tags + [environmentTag, PointSchema.Tag.country]
     )
     /// The duration histogram of interval points and of swift-metrics timers, with the default bounds.
     static let bucketFields = Set(
@@ -44,17 +44,19 @@ private typealias Files = DashboardFiles
         // What to cache: the advised lifetime's record, and the waiting it saves, computed by the query.
         "advice", "saved_ms",
     ]
-    /// The variables the Flux files read: InfluxDB's own, and the dashboards' (bucket, instance, env, group_by).
+    /// The variables the Flux files read: InfluxDB's own, and the dashboards' (bucket, instance, env, country, host,
+    /// group_by).
     static let fluxVariables: Set<String> = [
-        "timeRangeStart", "timeRangeStop", "windowPeriod", "bucket", "instance", "env", "group_by",
+        "timeRangeStart", "timeRangeStop", "windowPeriod", "bucket", "instance", "env", "country", "host", "group_by",
     ]
     static let influxQLVariables: Set<String> = [
-        "timeFilter", "__interval", "__interval_ms", "instance", "env", "group_by",
+        "timeFilter", "__interval", "__interval_ms", "instance", "env", "country", "host", "group_by",
     ]
-    /// The values of `group_by`: tags every point carries (env where the service sets it).
-    static let groupByValues = ["service", "instance", "env"]
+    /// The values of `group_by`: tags every point carries (env and country where the service sets them): a
+    /// per-country split.
+    static let groupByValues = ["service", "instance", "env", "country"]
 
-    static let panelCount = 17
+    static let panelCount = 18
 
     @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
         let influxQL = try Files.files("influxql", ".influxql")
@@ -268,7 +270,7 @@ private typealias Files = DashboardFiles
         var grafanaQueries = Set<String>()
         for panel in panels {
             var query = (panel["targets"] as! [[String: Any]]).first!["query"] as! String
-            for name in ["bucket", "instance", "env", "group_by"] {
+            for name in ["bucket", "instance", "env", "country", "host", "group_by"] {
                 query = query.replacingOccurrences(of: "\"${\(name)}\"", with: "v.\(name)")
             }
             grafanaQueries.insert(query)
@@ -279,8 +281,8 @@ private typealias Files = DashboardFiles
         // Grafana's variables: instance and env single-valued with "*" for all (the files compare
         // `v.instance == "*"`), group_by one of the tags every point carries.
         let variables = try Self.grafanaVariables(grafana)
-        #expect(Set(variables.keys) == ["bucket", "instance", "env", "group_by"])
-        for name in ["instance", "env"] {
+        #expect(Set(variables.keys) == ["bucket", "instance", "env", "country", "host", "group_by"])
+        for name in ["instance", "env", "country", "host"] {
             #expect(variables[name]?["allValue"] as? String == "*" && variables[name]?["multi"] as? Bool == false)
             #expect((variables[name]?["query"] as? String)?.contains("tag: \"\(name)\"") == true)
         }
@@ -295,8 +297,8 @@ private typealias Files = DashboardFiles
                 return (spec["name"] as! String, spec)
             }
         )
-        #expect(Set(templateVariables.keys) == ["bucket", "instance", "env", "group_by"])
-        for name in ["instance", "env"] {
+        #expect(Set(templateVariables.keys) == ["bucket", "instance", "env", "country", "host", "group_by"])
+        for name in ["instance", "env", "country", "host"] {
             let query = templateVariables[name]?["query"] as? String ?? ""
             #expect(query.contains(#"{_value: "*"}"#) && query.contains("tag: \"\(name)\""), "\(name): \(query)")
             #expect(templateVariables[name]?["selected"] as? [String] == ["*"])
@@ -317,8 +319,8 @@ private typealias Files = DashboardFiles
         // Several instances or environments at once: Grafana writes them as a regular expression, and All as `.*`,
         // which also matches a point without the tag.
         let variables = try Self.grafanaVariables(grafana)
-        #expect(Set(variables.keys) == ["instance", "env", "group_by"])
-        for name in ["instance", "env"] {
+        #expect(Set(variables.keys) == ["instance", "env", "country", "host", "group_by"])
+        for name in ["instance", "env", "country", "host"] {
             #expect(variables[name]?["allValue"] as? String == ".*" && variables[name]?["multi"] as? Bool == true)
             #expect(
                 variables[name]?["query"] as? String
@@ -327,7 +329,10 @@ private typealias Files = DashboardFiles
         }
         #expect(Self.customValues(variables["group_by"]) == Self.groupByValues)
         for query in influxQL where query.contains("$instance") || query.contains("$env") {
-            #expect(query.contains(#""instance" =~ /^$instance$/ AND "env" =~ /^$env$/"#), "\(query)")
+            #expect(
+                query.contains(#""instance" =~ /^$instance$/ AND "env" =~ /^$env$/ AND "country" =~ /^$country$/"#),
+                "\(query)"
+            )
         }
         let provisioning = try String(
             contentsOf: Files.folder.appendingPathComponent("grafana/provisioning/datasources/influxdb.yml"),

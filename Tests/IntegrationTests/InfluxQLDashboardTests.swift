@@ -29,6 +29,7 @@ import Testing
         interval: Int = intervalSeconds,
         instance: String = ".*",
         env: String = ".*",
+        country: String = ".*",
         groupBy: String = "service"
     ) throws -> String {
         try DashboardFiles.influxQL(name)
@@ -37,6 +38,8 @@ import Testing
             .replacingOccurrences(of: "$__interval", with: "\(interval)s")
             .replacingOccurrences(of: "$instance", with: instance)
             .replacingOccurrences(of: "$env", with: env)
+            .replacingOccurrences(of: "$country", with: country)
+            .replacingOccurrences(of: "$host", with: ".*")
             .replacingOccurrences(of: "$group_by", with: groupBy)
     }
 

@@ -217,6 +217,35 @@ private func problems(applyArguments arguments: [String], influxdb: [String: Any
         )
     }
 
+    /// Each condition is sent once: Grafana loads one alert rule set for the stack's one InfluxDB (the Flux rules
+    /// and the delivery policy, not the InfluxQL rules on the same bucket), and the InfluxDB template is applied
+    /// without its notification endpoint and rules (its checks still show their statuses in InfluxDB's UI).
+    @Test func theStackSendsEachConditionOnce() throws {
+        let compose = try resolvedCompose()
+        let services = try #require(compose["services"] as? [String: Any])
+        let grafana = try #require(services["grafana"] as? [String: Any])
+        let mounts = (grafana["volumes"] as? [String] ?? []).map { $0.split(separator: ":").map(String.init) }
+        let alerting = mounts.filter { $0.count >= 2 && $0[1].hasPrefix("/etc/grafana/provisioning/alerting") }
+        #expect(
+            Set(alerting.map { URL(fileURLWithPath: $0[0]).lastPathComponent })
+                == ["apihealth-flux.yml", "apihealth-delivery.yml"],
+            "\(mounts)"
+        )
+        #expect(!mounts.contains { $0.count >= 2 && $0[1] == "/etc/grafana/provisioning" }, "not the whole folder")
+        for mount in alerting { #expect(FileManager.default.fileExists(atPath: mount[0]), "\(mount[0])") }
+        let script = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("compose/influxdb-init/apply-apihealth-template.sh"),
+            encoding: .utf8
+        )
+        let arguments = try #require(influxApplyArguments(in: script))
+        for kind in ["NotificationRuleHTTP", "NotificationEndpointHTTP"] {
+            #expect(
+                zip(arguments, arguments.dropFirst()).contains { $0 == "--filter" && $1 == "kind=\(kind)" },
+                "\(arguments)"
+            )
+        }
+    }
+
     @Test func theCheckFindsArgumentsThatWouldNotApplyTheTemplate() throws {
         let compose = try resolvedCompose()
         let services = try #require(compose["services"] as? [String: Any])

@@ -34,6 +34,7 @@ import Testing
         range: String = "1h",
         instance: String = ".*",
         env: String = ".*",
+        country: String = ".*",
         groupBy: String = "service"
     ) throws -> String {
         statements(try file(name))
@@ -42,6 +43,8 @@ import Testing
             .replacingOccurrences(of: "$__range", with: range)
             .replacingOccurrences(of: "$instance", with: instance)
             .replacingOccurrences(of: "$env", with: env)
+            .replacingOccurrences(of: "$country", with: country)
+            .replacingOccurrences(of: "$host", with: ".*")
             .replacingOccurrences(of: "$group_by", with: groupBy)
     }
 
@@ -60,7 +63,7 @@ import Testing
             #expect((panel["description"] as? String)?.isEmpty == false)
         }
         let variables = try DashboardContractTests.grafanaVariables(grafana)
-        #expect(Set(variables.keys) == ["instance", "env", "group_by"])
+        #expect(Set(variables.keys) == ["instance", "env", "country", "host", "group_by"])
         let provisioning = try String(
             contentsOf: DashboardFiles.folder.appendingPathComponent("grafana/provisioning/datasources/influxdb.yml"),
             encoding: .utf8

@@ -4,7 +4,7 @@
 data = from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "apihealth_request" and r._field == "duration_ms")
-    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env))
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env) and (v.country == "*" or r.country == v.country) and (v.host == "*" or r.host == v.host))
     |> group(columns: ["host", "path"])
 
 percentile = (q, name) => data

@@ -15,7 +15,7 @@ advised = (r) =>
 from(bucket: v.bucket)
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "apihealth_request_interval" and (r._field == "count" or r._field == "cache_judged" or r._field == "cache_private_only" or r._field == "cache_coalescable" or r._field == "cache_no_store" or r._field == "cache_storable" or r._field == "cache_hits_le_1" or r._field == "cache_stale_le_1" or r._field == "cache_hits_ms_le_1" or r._field == "cache_hits_le_10" or r._field == "cache_stale_le_10" or r._field == "cache_hits_ms_le_10" or r._field == "cache_hits_le_60" or r._field == "cache_stale_le_60" or r._field == "cache_hits_ms_le_60" or r._field == "cache_hits_le_300" or r._field == "cache_stale_le_300" or r._field == "cache_hits_ms_le_300" or r._field == "cache_hits_le_3600" or r._field == "cache_stale_le_3600" or r._field == "cache_hits_ms_le_3600"))
-    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env))
+    |> filter(fn: (r) => (v.instance == "*" or r.instance == v.instance) and (v.env == "*" or r.env == v.env) and (v.country == "*" or r.country == v.country) and (v.host == "*" or r.host == v.host))
     |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")
     |> filter(fn: (r) => exists r.cache_storable)
     |> group(columns: ["host", "method", "path"])

@@ -47,7 +47,11 @@ struct IntervalCounts: Sendable {
     /// Requests at or below the endpoint's latency objective's threshold.
     var withinLatencyObjective: UInt64 = 0
     /// Transport errors by ``TransportErrorKind`` (its raw value is the index).
-    var transportErrors: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    var transportErrors: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+
+    /// Whether anything was counted: a request, or a failure on the device or a cancellation (which ``count``
+    /// leaves out).
+    var isEmpty: Bool { count == 0 && transportErrors.4 == 0 && transportErrors.5 == 0 }
     /// Requests per bucket (not cumulative), one more than there are bounds.
     var buckets: [UInt64]
     /// What the cache advisor made of the interval's responses; `nil` until it judged one (and always
@@ -215,6 +219,17 @@ final class EndpointInterval: @unchecked Sendable {
     ) -> Added {
         if state.isClosed { return .closed }
         if state.isEvicted { return .evicted }
+        if case .transport(let kind) = failure, !kind.isTheAPIs {
+            // The device's own failure or a cancellation: counted apart, in no other field.
+            state.total &+= 1
+            if kind == .device { state.counts.transportErrors.4 &+= 1 } else { state.counts.transportErrors.5 &+= 1 }
+            if policy.mode == .all || (policy.mode == .errorsAndSlow && state.rawLeft > 0) {
+                if policy.mode == .errorsAndSlow { state.rawLeft -= 1 }
+                return .counted
+            }
+            state.onlyAggregated &+= 1
+            return .countedOnly
+        }
         let bucket = histogram.index(of: nanoseconds)
         state.total &+= 1
         state.counts.count &+= 1
@@ -226,6 +241,8 @@ final class EndpointInterval: @unchecked Sendable {
                 case .connect: state.counts.transportErrors.1 &+= 1
                 case .tls: state.counts.transportErrors.2 &+= 1
                 case .timeout: state.counts.transportErrors.3 &+= 1
+                case .device: state.counts.transportErrors.4 &+= 1
+                case .cancelled: state.counts.transportErrors.5 &+= 1
                 }
             }
         }
@@ -301,7 +318,7 @@ final class EndpointInterval: @unchecked Sendable {
     /// calls it under its registry's lock.
     func evictIfIdle(for intervals: Int) -> Bool {
         lock.withLock {
-            guard !state.isEvicted, state.idleIntervals >= intervals, state.counts.count == 0 else { return false }
+            guard !state.isEvicted, state.idleIntervals >= intervals, state.counts.isEmpty else { return false }
             state.isEvicted = true
             return true
         }
@@ -329,7 +346,7 @@ final class EndpointInterval: @unchecked Sendable {
         lock.withLock { () -> IntervalCounts? in
             if closing { state.isClosed = true }
             state.rawLeft = policy.budget
-            guard state.counts.count > 0 else {
+            guard !state.counts.isEmpty else {
                 state.idleIntervals += 1
                 return nil
             }
@@ -346,7 +363,7 @@ final class EndpointInterval: @unchecked Sendable {
             state.counts.requestBytes = 0
             state.counts.responseBytes = 0
             state.counts.withinLatencyObjective = 0
-            state.counts.transportErrors = (0, 0, 0, 0)
+            state.counts.transportErrors = (0, 0, 0, 0, 0, 0)
             for index in state.counts.buckets.indices { state.counts.buckets[index] = 0 }
             if state.counts.cache != nil { state.counts.cache = nil }
             return taken

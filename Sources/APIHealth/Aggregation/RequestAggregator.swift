@@ -193,8 +193,8 @@ final class RequestAggregator: Sendable {
             Point.Field(F.count, .int(Int64(clamping: counts.count))),
             Point.Field(F.errors, .int(Int64(clamping: counts.errors))),
             Point.Field(F.durationSum, .float(Double(counts.durationSum) / 1e6)),
-            Point.Field(F.durationMinimum, .float(Double(counts.minimum) / 1e6)),
-            Point.Field(F.durationMaximum, .float(Double(counts.maximum) / 1e6)),
+            Point.Field(F.durationMinimum, .float(counts.count == 0 ? 0 : Double(counts.minimum) / 1e6)),
+            Point.Field(F.durationMaximum, .float(counts.count == 0 ? 0 : Double(counts.maximum) / 1e6)),
             Point.Field(F.requestBytes, .int(Int64(clamping: counts.requestBytes))),
             Point.Field(F.responseBytes, .int(Int64(clamping: counts.responseBytes))),
         ]
@@ -208,7 +208,10 @@ final class RequestAggregator: Sendable {
         let transportErrors = counts.transportErrors
         for (kind, count) in zip(
             TransportErrorKind.allCases,
-            [transportErrors.0, transportErrors.1, transportErrors.2, transportErrors.3]
+            [
+                transportErrors.0, transportErrors.1, transportErrors.2, transportErrors.3, transportErrors.4,
+                transportErrors.5,
+            ]
         ) where count > 0 {
             fields.append(Point.Field(kind.fieldName, .int(Int64(clamping: count))))
         }

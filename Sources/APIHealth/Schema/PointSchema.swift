@@ -62,9 +62,11 @@ public enum PointSchema {
     /// PointSchema.IntervalField.bucket(milliseconds: 300)  // "le_300"
     /// ```
     public enum IntervalField {
-        /// Requests in the interval.
+        /// Requests in the interval, but for those that failed on the device itself (``deviceErrors``) or were
+        /// cancelled (``cancelled``): those never reached a verdict on the API.
         public static let count = "count"
-        /// Failed requests in the interval (a transport error or a status of 400 or more).
+        /// Failed requests in the interval (a transport error or a status of 400 or more), but for the device's own
+        /// failures and cancellations.
         public static let errors = "errors"
         /// The sum of the durations, in milliseconds.
         public static let durationSum = "duration_ms_sum"
@@ -98,6 +100,13 @@ public enum PointSchema {
         public static let tlsErrors = "errors_tls"
         /// Transport errors of the interval that timed out.
         public static let timeoutErrors = "errors_timeout"
+        /// Requests of the interval that failed on the device: no internet connection, roaming off, data not allowed
+        /// (on `status_class=error` points). Not in ``count`` or ``errors``: the API was never asked, so neither
+        /// availability, burn rates nor reachability count them.
+        public static let deviceErrors = "errors_device"
+        /// Requests of the interval their caller cancelled (on `status_class=error` points). Not in ``count`` or
+        /// ``errors``.
+        public static let cancelled = "cancelled"
         /// Responses of the interval a cache may store: a method and status a cache keeps (GET, 200…), or a
         /// stated lifetime, and no `no-store` (cache advice, ``APIHealthConfiguration/CaptureOptions/cacheAdvice``).
         public static let cacheStorable = "cache_storable"
@@ -305,9 +314,11 @@ public enum PointSchema {
         IntervalField.requestsWithinLatencyObjective,
     ]
     /// Fields an interval point of transport errors (`status_class=error`) carries for the kinds of error
-    /// seen in it (each only when some were): what the reachability alerts name as the failing kind.
+    /// seen in it (each only when some were): what the reachability alerts name as the failing kind, then the
+    /// device's own failures and cancellations, counted apart.
     public static let transportErrorIntervalFields = [
         IntervalField.dnsErrors, IntervalField.connectErrors, IntervalField.tlsErrors, IntervalField.timeoutErrors,
+        IntervalField.deviceErrors, IntervalField.cancelled,
     ]
     /// Fields every interval point carries when the agent gives cache advice
     /// (``APIHealthConfiguration/CaptureOptions/cacheAdvice``), in the order they are written.
