@@ -109,14 +109,9 @@ package struct LineCheck: Sendable {
         for key in PointSchema.transportErrorIntervalFields { types[key] = .int }
         types[F.requestsWithinLatencyObjective] = .int
         for key in [F.objectiveAvailability, F.objectiveLatency, F.objectiveLatencyMilliseconds] { types[key] = .float }
-        for key in [F.cacheStorable, F.cacheNoStore, F.cacheWithLifetime, F.cacheRevalidated, F.cacheServedLocally] {
-            types[key] = .int
-        }
-        types[F.cacheRepeated] = .int
-        types[F.cacheRepeatedMilliseconds] = .float
-        for bound in F.cacheAgeBounds {
-            types[F.cacheRepeated(withinSeconds: bound)] = .int
-            types[F.cacheRepeatedMilliseconds(withinSeconds: bound)] = .float
+        // Counts, but the waiting in milliseconds (`cache_hits_ms_le_60`, `cache_coalescable_ms`).
+        for key in PointSchema.cacheIntervalFields {
+            types[key] = key.hasSuffix("_ms") || key.contains("_ms_") ? .float : .int
         }
         return types
     }()
