@@ -58,6 +58,42 @@ import FoundationNetworking
         #expect(metrics.requestsOnDeviceClock == 2)
     }
 
+    /// A phone two hours fast whose clock the user sets right: the next request's point is in true time,
+    /// though 16 readings of the old clock would have outvoted the new ones for most of an hour.
+    @Test func aWallClockSteppedBackTwoHoursIsFollowedWithinOneReading() async throws {
+        let api = try await LoopbackHTTPServer.start { _ in
+            .text(200, "{}", headers: [("Date", Self.httpDate(secondsFromNow: 0))])
+        }
+        let clock = ShiftedWallClock(ahead: .seconds(7_200))
+        let agent = try APIHealthAgent(
+            configuration: Self.configuration(destination: nil),
+            logger: Logger(label: "device-clock"),
+            clock: clock
+        )
+        agent.start()
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        agent.instrument(sessionConfiguration, module: "shop")
+        let session = URLSession(configuration: sessionConfiguration)
+        for index in 0..<16 {
+            _ = try await session.data(from: URL(string: "\(api.baseURL)/before?i=\(index)")!)
+        }
+        let before = try #require(agent.metrics.clockOffset)
+        #expect(abs(before.secondsDouble + 7_200) < 2, "offset before the step \(before)")
+        clock.step(by: .seconds(-7_200))
+        let sent = Date().timeIntervalSince1970
+        _ = try await session.data(from: URL(string: "\(api.baseURL)/after")!)
+        let after = try #require(agent.metrics.clockOffset)
+        #expect(abs(after.secondsDouble) < 2, "offset after the step \(after)")
+        let point = try #require(
+            agent.pendingPoints().first { $0.tags.contains(Point.Tag("path", "/after")) }
+        )
+        let stamped = Double(try #require(point.timestamp).nanosecondsSinceEpoch) / 1e9
+        #expect(abs(stamped - sent) < 2, "stamped \(stamped), sent \(sent)")
+        #expect(agent.clockCorrection?.wallClockSteps == 1)
+        await agent.shutdown(deadline: .seconds(1))
+        try await api.shutdown()
+    }
+
     /// A destination behind a proxy that answers 503 with its own clock three hours ahead: no answer of
     /// it is a reading, however many agree.
     @Test func aDestinationsServerErrorIsNoReading() async throws {

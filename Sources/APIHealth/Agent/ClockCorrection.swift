@@ -47,6 +47,8 @@ final class ClockCorrection: Sendable {
         /// The device's wall clock minus its monotonic one at the last look, in nanoseconds: a change of
         /// more than ``ClockCorrection/wallStepTolerance`` is a step of the wall clock.
         var wallMinusMonotonic: Int64?
+        /// The monotonic time of that look: a look taken before it (on another thread) is stale.
+        var lastLook: Duration = .zero
         /// How many times the wall clock was seen to step.
         var wallSteps: UInt64 = 0
         /// Captured requests stamped on the device's own clock: recorded before any offset was known.
@@ -75,27 +77,24 @@ final class ClockCorrection: Sendable {
 
     /// The device's wall clock, corrected by the agreed offset.
     var now: Timestamp {
-        let wall = clock.wallNow
-        let monotonic = watchesWallClock ? clock.now : .zero
-        return wall.adding(nanoseconds: state.withLock { lookAtWallClock(&$0, wall: wall, monotonic: monotonic) })
+        let look = readClocks()
+        return look.wall.adding(nanoseconds: state.withLock { lookAtWallClock(&$0, look) })
     }
 
     /// The offset applied, in nanoseconds (true time minus the device's); zero until readings agree.
     var offsetNanoseconds: Int64 {
         guard watchesWallClock else { return state.withLock { $0.estimator.offset ?? 0 } }
-        let wall = clock.wallNow
-        let monotonic = clock.now
-        return state.withLock { lookAtWallClock(&$0, wall: wall, monotonic: monotonic) }
+        let look = readClocks()
+        return state.withLock { lookAtWallClock(&$0, look) }
     }
 
     /// The offset applied, in nanoseconds, `nil` until readings agree (the wall clock looked at first, as
     /// ``offsetNanoseconds`` does).
     var knownOffsetNanoseconds: Int64? {
         guard watchesWallClock else { return state.withLock { $0.estimator.offset } }
-        let wall = clock.wallNow
-        let monotonic = clock.now
+        let look = readClocks()
         return state.withLock { state in
-            _ = Self.wallShift(&state, wall: wall, monotonic: monotonic)
+            _ = Self.wallShift(&state, look)
             return state.estimator.offset
         }
     }
@@ -144,8 +143,7 @@ final class ClockCorrection: Sendable {
         from source: Source
     ) {
         guard let dateHeader else { return }
-        let monotonic = watchesWallClock ? clock.now : .zero
-        let wall = watchesWallClock ? clock.wallNow : Timestamp(seconds: 0)
+        let look = readClocks()
         guard let seconds = HTTPDate.secondsSinceEpoch(dateHeader), let ageSeconds = Self.ageSeconds(age) else {
             state.withLock { $0.ignored += 1 }
             return
@@ -157,7 +155,7 @@ final class ClockCorrection: Sendable {
         )
         state.withLock { state in
             // A reading that may have been taken across a step of the wall clock mixes two clocks.
-            if watchesWallClock, Self.wallShift(&state, wall: wall, monotonic: monotonic) != 0 {
+            if watchesWallClock, Self.wallShift(&state, look) != 0 {
                 state.ignored += 1
                 return
             }
@@ -167,19 +165,34 @@ final class ClockCorrection: Sendable {
         }
     }
 
-    /// Looks at the wall clock against the monotonic one (see ``wallShift(_:wall:monotonic:)``) and
-    /// returns the offset then applied.
-    private func lookAtWallClock(_ state: inout State, wall: Timestamp, monotonic: Duration) -> Int64 {
-        if watchesWallClock { _ = Self.wallShift(&state, wall: wall, monotonic: monotonic) }
+    /// The wall clock, with the monotonic time it was read at; `nil` for the latter when the thread was
+    /// held up between the readings (or the clock's monotonic time is moved by hand), so that the two
+    /// cannot be compared.
+    private func readClocks() -> (wall: Timestamp, monotonic: Duration?) {
+        guard watchesWallClock else { return (clock.wallNow, nil) }
+        let before = clock.now
+        let wall = clock.wallNow
+        let after = clock.now
+        return (wall, after - before < .milliseconds(50) ? before : nil)
+    }
+
+    /// Looks at the wall clock against the monotonic one (see ``wallShift(_:_:)``) and returns the offset
+    /// then applied.
+    private func lookAtWallClock(_ state: inout State, _ look: (wall: Timestamp, monotonic: Duration?)) -> Int64 {
+        if watchesWallClock { _ = Self.wallShift(&state, look) }
         return state.estimator.offset ?? 0
     }
 
     /// How far the wall clock has stepped since the last look (zero within the tolerance); a step starts
     /// the readings afresh and moves the offset by as much the other way, so that the corrected clock runs
-    /// on unmoved.
-    private static func wallShift(_ state: inout State, wall: Timestamp, monotonic: Duration) -> Int64 {
-        let difference = wall.nanosecondsSinceEpoch &- (RequestSchema.wholeNanoseconds(monotonic) ?? 0)
-        defer { state.wallMinusMonotonic = difference }
+    /// on unmoved. A look older than the last one (another thread's, taken earlier) says nothing.
+    private static func wallShift(_ state: inout State, _ look: (wall: Timestamp, monotonic: Duration?)) -> Int64 {
+        guard let monotonic = look.monotonic, monotonic >= state.lastLook else { return 0 }
+        let difference = look.wall.nanosecondsSinceEpoch &- (RequestSchema.wholeNanoseconds(monotonic) ?? 0)
+        defer {
+            state.wallMinusMonotonic = difference
+            state.lastLook = monotonic
+        }
         guard let last = state.wallMinusMonotonic else { return 0 }
         let shift = difference &- last
         guard abs(shift) > wallStepTolerance else { return 0 }
