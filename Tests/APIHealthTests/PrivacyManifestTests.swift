@@ -7,9 +7,11 @@ import Testing
 @Suite struct PrivacyManifestTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
-    /// The targets an app links (the Vapor integration and the executables run on servers only).
+    /// The targets an app links, the C headers among them (the Vapor integration and the executables run
+    /// on servers only).
     static let appTargets = [
         "LineProtocol", "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "APIHealthTracing",
+        "CFutexLock", "CPrefetch", "CZlib",
     ]
     /// The target whose resources carry the manifest.
     static let manifest = root.appendingPathComponent("Sources/APIHealth/PrivacyInfo.xcprivacy")
