@@ -94,6 +94,48 @@ import FoundationNetworking
         try await api.shutdown()
     }
 
+    /// Responses the app's own `URLCache` serves carry the `Date` of their first fetch, 12 hours ago:
+    /// the loading system answers from the cache, and none of them is a reading.
+    @Test func responsesALocalCacheServesAreNoReadings() async throws {
+        let fetched = Locked(0)
+        let api = try await LoopbackHTTPServer.start { _ in
+            fetched.withLock { $0 += 1 }
+            return .text(200, "{}", headers: [("Date", Self.httpDate(secondsFromNow: 0))])
+        }
+        let agent = try APIHealthAgent(
+            configuration: Self.configuration(destination: nil),
+            logger: Logger(label: "device-clock")
+        )
+        agent.start()
+        let cache = URLCache(memoryCapacity: 1 << 20, diskCapacity: 0, diskPath: nil)
+        let url = URL(string: "\(api.baseURL)/catalog")!
+        let stored = try #require(
+            HTTPURLResponse(
+                url: url,
+                statusCode: 200,
+                httpVersion: "HTTP/1.1",
+                headerFields: [
+                    "Date": Self.httpDate(secondsFromNow: -43_200), "Cache-Control": "max-age=604800",
+                    "Content-Type": "application/json",
+                ]
+            )
+        )
+        cache.storeCachedResponse(CachedURLResponse(response: stored, data: Data("{}".utf8)), for: URLRequest(url: url))
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.urlCache = cache
+        sessionConfiguration.requestCachePolicy = .returnCacheDataElseLoad
+        agent.instrument(sessionConfiguration, module: "catalog")
+        let session = URLSession(configuration: sessionConfiguration)
+        for _ in 0..<3 { _ = try await session.data(for: URLRequest(url: url)) }
+        let metrics = agent.metrics
+        await agent.shutdown(deadline: .seconds(1))
+        try await api.shutdown()
+        try #require(fetched.withLock { $0 } == 0, "the cache answered: nothing reached the API")
+        #expect(metrics.clockOffset == nil)
+        #expect(metrics.clockReadingsIgnored == 0)
+        #expect(metrics.requestsOnDeviceClock == 3)
+    }
+
     /// A destination behind a proxy that answers 503 with its own clock three hours ahead: no answer of
     /// it is a reading, however many agree.
     @Test func aDestinationsServerErrorIsNoReading() async throws {
