@@ -58,6 +58,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
+            // Apple's privacy manifest: the required-reason APIs the agent uses (file timestamps, for the
+            // spool) and the data it collects, declared for the app that links it (PrivacyManifestTests).
+            resources: [.process("PrivacyInfo.xcprivacy")],
             swiftSettings: strictSwift6
         ),
         .target(

@@ -63,7 +63,10 @@ import Testing
                 Self.reading(at: Self.trueSeconds * Self.second + Int64(index) * 7 * Self.second, fast: fast),
                 fromDestination: true
             )
-            #expect(estimator.offset == nil, "two readings are below the quorum")
+            // Below the quorum, the first destination readings that all agree set the offset at once,
+            // within the range they allow (a second and the round trip).
+            let offset = try #require(estimator.offset)
+            #expect(abs(offset - -fast) <= ClockOffsetEstimator.maximumUncertainty)
         }
         for index in 2..<16 {
             let phase = Int64.random(in: 0..<Self.second, using: &generator)
@@ -132,30 +135,153 @@ import Testing
     @Test func aWildlyWrongHeaderIsNoReadingAtAll() {
         var estimator = ClockOffsetEstimator()
         let sent = Self.trueSeconds * Self.second
-        // The year 2001 and the year 2100: more than a day from the device's clock.
-        for server in [Int64(978_307_200), 4_102_444_800] {
+        // The year 2001 (before any true time, from any server) and the year 2100 (more than a day from
+        // the device's clock, from an API).
+        for (server, fromDestination) in [(Int64(978_307_200), true), (978_307_200, false), (4_102_444_800, false)] {
             let reading = ClockOffsetEstimator.Reading(
                 serverSeconds: server,
                 sentAt: sent,
                 receivedAt: sent + 10_000_000
             )
             for _ in 0..<3 {
-                let refused = !estimator.add(reading, fromDestination: true)
+                let refused = !estimator.add(reading, fromDestination: fromDestination)
                 #expect(refused)
             }
         }
         #expect(estimator.offset == nil)
         #expect(estimator.readings.isEmpty)
-        // Three servers all a week off agree, and still move nothing: a day is the most a header may say.
+        // Three APIs all a week off agree, and still move nothing: a day is the most an API's header may say.
         for index in 0..<3 {
             let instant = sent + Int64(index) * Self.second
             let refused = !estimator.add(
                 Self.reading(at: instant, fast: -7 * 86_400 * Self.second),
-                fromDestination: true
+                fromDestination: false
             )
             #expect(refused)
         }
         #expect(estimator.offset == nil)
+    }
+
+    @Test func agreeingDestinationReadingsCorrectAClockAWeekOff() throws {
+        let slow = 7 * 86_400 * Self.second
+        var estimator = ClockOffsetEstimator()
+        // One destination header a week off moves nothing on its own: it may be a wrong one.
+        estimator.add(Self.reading(at: Self.trueSeconds * Self.second, fast: -slow), fromDestination: true)
+        estimator.add(Self.reading(at: (Self.trueSeconds + 5) * Self.second, fast: -slow), fromDestination: true)
+        #expect(estimator.offset == nil)
+        // The third agreeing one is the quorum: the device's clock a week slow is corrected.
+        estimator.add(Self.reading(at: (Self.trueSeconds + 9) * Self.second, fast: -slow), fromDestination: true)
+        #expect(abs(try #require(estimator.offset) - slow) < Self.second)
+        // A server whose clock lost its time (before any true time) is never a reading, agreeing or not.
+        var lost = ClockOffsetEstimator()
+        for index in 0..<3 {
+            let refused = !lost.add(
+                ClockOffsetEstimator.Reading(
+                    serverSeconds: 946_684_800 + Int64(index),
+                    sentAt: (Self.trueSeconds + Int64(index)) * Self.second,
+                    receivedAt: (Self.trueSeconds + Int64(index)) * Self.second + 10_000_000
+                ),
+                fromDestination: true
+            )
+            #expect(refused)
+        }
+        #expect(lost.offset == nil)
+    }
+
+    /// A response a CDN or proxy cache kept a day (or an hour) carries its origin's `Date`: with its `Age`
+    /// it is a true reading; without it, three hits of the object would agree on an offset that far off.
+    @Test(arguments: [86_400, 3_600])
+    func cachedObjectsReadWithTheirAgeNeverMoveTheOffset(age: Int64) throws {
+        let clock = ShiftedWallClock(ahead: .seconds(-7_200))
+        let correction = ClockCorrection(clock: clock)
+        for index in 0..<3 {
+            let sent = clock.wallNow.adding(nanoseconds: Int64(index) * 2 * Self.second)
+            let trueSeconds = sent.nanosecondsSinceEpoch / Self.second + 7_200
+            correction.observe(
+                dateHeader: Self.httpDate(trueSeconds - age),
+                age: String(age),
+                sentAt: sent,
+                receivedAt: sent.adding(nanoseconds: 20_000_000),
+                from: .api
+            )
+        }
+        let offset = try #require(correction.offset)
+        #expect(abs(offset.secondsDouble - 7_200) < 2, "offset \(offset)")
+        #expect(correction.ignoredReadings == 0)
+    }
+
+    @Test(arguments: ["-5", "1.5", "abc", "", "99999999999", " 10"])
+    func aMalformedAgeMakesNoReading(age: String) {
+        let correction = ClockCorrection(clock: ManualClock())
+        let sent = Timestamp(seconds: Self.trueSeconds)
+        for _ in 0..<3 {
+            correction.observe(
+                dateHeader: Self.httpDate(Self.trueSeconds),
+                age: age,
+                sentAt: sent,
+                receivedAt: sent.adding(nanoseconds: 20_000_000),
+                from: .api
+            )
+        }
+        #expect(correction.offset == nil)
+        #expect(correction.ignoredReadings == 3)
+    }
+
+    @Test func theFirstDestinationReadingReplacesAnAPIDerivedOffset() throws {
+        let fast = 600 * Self.second
+        var estimator = ClockOffsetEstimator()
+        for index in 0..<5 {
+            estimator.add(
+                Self.reading(at: (Self.trueSeconds + Int64(index)) * Self.second, fast: fast + 40 * Self.second),
+                fromDestination: false
+            )
+        }
+        #expect(abs(try #require(estimator.offset) - -(fast + 40 * Self.second)) < Self.second)
+        // One post: the destination's answer is the offset from now on, within its one reading's range.
+        estimator.add(Self.reading(at: (Self.trueSeconds + 60) * Self.second, fast: fast), fromDestination: true)
+        let offset = try #require(estimator.offset)
+        #expect(abs(offset - -fast) < Self.second)
+        #expect(try #require(estimator.uncertainty) <= ClockOffsetEstimator.maximumUncertainty)
+        // Two posts that disagree by more than their ranges leave it where it was until a majority agrees.
+        estimator.add(
+            Self.reading(at: (Self.trueSeconds + 90) * Self.second, fast: fast + 30 * Self.second),
+            fromDestination: true
+        )
+        #expect(estimator.offset == offset)
+    }
+
+    @Test func aWallClockSetRightIsFollowedAtOnce() throws {
+        let clock = ShiftedWallClock(ahead: .seconds(7_200))
+        let correction = ClockCorrection(clock: clock)
+        func observeTrueDate() {
+            let sent = clock.wallNow
+            let trueNow = Date().timeIntervalSince1970
+            correction.observe(
+                dateHeader: Self.httpDate(Int64(trueNow)),
+                sentAt: sent,
+                receivedAt: clock.wallNow.adding(nanoseconds: 1_000_000),
+                from: .destination
+            )
+        }
+        for _ in 0..<3 { observeTrueDate() }
+        #expect(abs(try #require(correction.offset).secondsDouble + 7_200) < 2)
+        // The user sets the phone's clock right: the corrected clock runs on unmoved, with no new reading.
+        clock.step(by: .seconds(-7_200))
+        let corrected = Double(correction.now.nanosecondsSinceEpoch) / 1e9
+        #expect(abs(corrected - Date().timeIntervalSince1970) < 2, "corrected \(corrected)")
+        #expect(correction.wallClockSteps == 1)
+        #expect(abs(try #require(correction.offset).secondsDouble) < 2)
+        // The readings start afresh: the old clock's readings never outvote the new ones.
+        observeTrueDate()
+        #expect(abs(try #require(correction.offset).secondsDouble) < 2)
+        // A step with no offset learned yet: the readings restart, and no offset is guessed from the step.
+        let unset = ShiftedWallClock(ahead: .seconds(7_200))
+        let fresh = ClockCorrection(clock: unset)
+        #expect(fresh.offsetNanoseconds == 0)
+        unset.step(by: .seconds(-7_200))
+        #expect(fresh.offsetNanoseconds == 0)
+        #expect(fresh.offset == nil)
+        #expect(fresh.wallClockSteps == 1)
     }
 
     @Test func aSlowRoundTripSaysTooLittle() {

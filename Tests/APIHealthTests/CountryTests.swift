@@ -30,6 +30,24 @@ import FoundationNetworking
         #expect(CountryCode(regionIdentifier: nil) == nil)
     }
 
+    /// The App Store storefront names its country in three letters: each assigned one maps to its two.
+    @Test func aStorefrontsAlpha3CountrySetsTheCountry() {
+        #expect(CountryCode(alpha3: "BRA")?.code == "BR")
+        #expect(CountryCode(alpha3: "deu")?.code == "DE")
+        #expect(CountryCode(alpha3: "GBR")?.code == "GB")
+        #expect(CountryCode(alpha3: "XKX")?.code == "XK")
+        for refused in ["", "BR", "BRAZ", "XXX", "EUR", "B A", "ÜSA"] {
+            #expect(CountryCode(alpha3: refused) == nil, "\(refused)")
+        }
+        // Every assigned alpha-2 code has its alpha-3 one, and no two share one.
+        #expect(Set(CountryCode.alpha3.values) == CountryCode.assigned)
+        var configuration = APIHealthConfiguration(serviceName: "storefront")
+        configuration.setCountry(fromStorefront: "JPN")
+        #expect(configuration.country == "JP")
+        configuration.setCountry(fromStorefront: "ZZZ")
+        #expect(configuration.country == "JP")
+    }
+
     @Test func aConfiguredCountryIsAGlobalTagCheckedAtStart() throws {
         var configuration = APIHealthConfiguration(serviceName: "country")
         configuration.spool = nil
@@ -152,6 +170,93 @@ import FoundationNetworking
         #expect(health.fields.contains(Point.Field("country_values_ignored", .uint(1))))
         await agent.shutdown(deadline: .seconds(5))
         try await server.shutdown()
+    }
+
+    /// The country the CDN saw is kept in the spool directory: a launch with no network (every request
+    /// failing before any response) still tags its points with it, until a response says another.
+    @Test func aRestartWithNoNetworkStillTagsTheLearnedCountry() async throws {
+        let directory = temporaryDirectory("country-kept")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await LoopbackHTTPServer.start { _ in
+            .text(200, "ok", headers: [("CloudFront-Viewer-Country", "BR")])
+        }
+        func makeAgent() throws -> APIHealthAgent {
+            var configuration = APIHealthConfiguration(serviceName: "country")
+            configuration.spool = SpoolOptions(directory: directory)
+            configuration.capture.countryHeader = "CloudFront-Viewer-Country"
+            configuration.capture.rawPoints = .all
+            configuration.selfMetricsInterval = noPeriodicHealthPoint
+            return try APIHealthAgent(configuration: configuration, logger: Logger(label: "country"))
+        }
+        // The first launch learns BR; its agent is let go (and the spool with it) as an app that exits.
+        func firstLaunch() async throws {
+            let first = try makeAgent()
+            first.start()
+            let online = URLSessionConfiguration.ephemeral
+            first.instrument(online, module: "api")
+            _ = try await URLSession(configuration: online).data(from: URL(string: "\(server.baseURL)/items")!)
+            _ = first.metrics
+            #expect(first.schema.everyPointTags.contains(Point.Tag("country", "BR")))
+            await first.shutdown(deadline: .seconds(5))
+        }
+        try await firstLaunch()
+        let port = server.port
+        try await server.shutdown()
+        let kept = try String(contentsOf: directory.appendingPathComponent(".country"), encoding: .utf8)
+        #expect(kept == "BR")
+
+        // The next launch, offline: the API's port refuses every connection.
+        let second = try makeAgent()
+        second.start()
+        let offline = URLSessionConfiguration.ephemeral
+        second.instrument(offline, module: "api")
+        for _ in 0..<2 {
+            _ = try? await URLSession(configuration: offline).data(
+                from: URL(string: "http://127.0.0.1:\(port)/offline")!
+            )
+        }
+        _ = second.metrics
+        // The first launch's point, unsent, is in the spool too: the offline requests are the ones to read.
+        let tagged = second.pendingPoints().filter {
+            $0.measurement == PointSchema.Measurement.request && $0.tags.contains(Point.Tag("path", "/offline"))
+        }
+        #expect(tagged.count == 2)
+        #expect(tagged.allSatisfy { $0.tags.contains(Point.Tag("country", "BR")) }, "\(tagged)")
+        await second.shutdown(deadline: .seconds(1))
+    }
+
+    /// The kept country is a file the agent names, read as the spool's files are: a link, a file of
+    /// another kind, a long file or one that is no country code is never a country.
+    @Test func aKeptCountryThatIsNoCountryCodeIsIgnored() async throws {
+        for (index, plant) in ["XX", "BRAZIL-AND-MORE", "link", "directory"].enumerated() {
+            let directory = temporaryDirectory("country-planted-\(index)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let options = SpoolOptions(directory: directory)
+            _ = try SpoolDirectory(options: options, precision: .ns)
+            let file = directory.appendingPathComponent(".country")
+            switch plant {
+            case "link":
+                let target = directory.appendingPathComponent("elsewhere")
+                try Data("BR".utf8).write(to: target)
+                try FileManager.default.createSymbolicLink(at: file, withDestinationURL: target)
+            case "directory":
+                try FileManager.default.createDirectory(at: file, withIntermediateDirectories: false)
+            default:
+                try Data(plant.utf8).write(to: file)
+            }
+            var configuration = APIHealthConfiguration(serviceName: "country")
+            configuration.spool = options
+            configuration.capture.countryHeader = "CloudFront-Viewer-Country"
+            let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "country"))
+            #expect(!agent.schema.everyPointTags.contains { $0.key == "country" }, "\(plant)")
+            // A new country replaces a link by a file of its own, never writing through the link.
+            if plant == "link" {
+                #expect(agent.spoolWorker.countryFile?.keepLearnedCountry("DE") == true)
+                #expect(try String(contentsOf: directory.appendingPathComponent("elsewhere"), encoding: .utf8) == "BR")
+                #expect(agent.spoolWorker.countryFile?.learnedCountry() == "DE")
+            }
+            await agent.shutdown(deadline: .seconds(1))
+        }
     }
 
     static func int(_ point: Point, _ field: String) -> Int64? {

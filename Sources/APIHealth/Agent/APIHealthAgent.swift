@@ -152,12 +152,17 @@ public final class APIHealthAgent: Sendable, Service {
         self.propagatesTraces = traceInjection != nil && configuration.isEnabled
         let digestsBodies = configuration.capture.cacheAdvice && configuration.isEnabled
         self.digestsBodies = digestsBodies
-        let schema = RequestSchema(configuration: configuration, logger: logger)
-        self.schema = schema
         var spool: SpoolDirectory?
         if configuration.isEnabled, let options = configuration.spool {
             spool = try SpoolDirectory(options: options, precision: configuration.precision)
         }
+        let learnsCountry = configuration.capture.countryHeader != nil
+        let schema = RequestSchema(
+            configuration: configuration,
+            logger: logger,
+            learnedCountry: learnsCountry ? spool?.learnedCountry() : nil
+        )
+        self.schema = schema
         var encoder = LineEncoder(precision: configuration.precision)
         // InfluxDB 1.x refuses unsigned fields: with a v1 destination among them, every destination gets integers.
         if configuration.writesUnsignedAsSigned {
@@ -213,7 +218,8 @@ public final class APIHealthAgent: Sendable, Service {
             recorder: recorder,
             compressesBatches: !configuration.destinations.isEmpty,
             lossReporter: lossReporter,
-            writeThroughInterval: configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval
+            writeThroughInterval: configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval,
+            countryFile: learnsCountry ? spool : nil
         )
         self.intervalClock = IntervalClock(clock: clock, correction: clockCorrection)
         scheduleIntervalWork()
@@ -337,6 +343,7 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.clockOffset = clockCorrection?.offset
         metrics.clockOffsetUncertainty = clockCorrection?.uncertainty
         metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0
+        metrics.requestsOnDeviceClock = clockCorrection?.stampedOnDeviceClock ?? 0
         if let aggregator = schema.aggregator {
             metrics.endpointLimit = aggregator.options.maximumEndpoints
             metrics.endpoints = aggregator.count

@@ -35,8 +35,9 @@ public struct APIHealthConfiguration: Sendable {
     /// The `country` global tag: the ISO 3166-1 alpha-2 code of the country the requests are made from
     /// (`APIHEALTH_COUNTRY=BR`), so alerts can say an API cannot be reached from one country. Set as
     /// given, upper-cased; a value that is not a ``CountryCode`` fails ``validate()``. Learned at run time
-    /// instead with ``CaptureOptions/countryHeader`` (this value then stands until a response says
-    /// otherwise), or taken from the device's region on Apple platforms (`useDeviceRegionAsCountry()`).
+    /// instead with ``CaptureOptions/countryHeader`` (this value, or the country an earlier launch learned
+    /// and kept in the spool directory, then stands until a response says otherwise), or on Apple platforms taken from the user's region setting (`useRegionSettingAsCountry()`) or
+    /// the App Store storefront's country (`useStorefrontAsCountry()`).
     ///
     /// ```swift
     /// configuration.country = "BR"    // the same as globalTags["country"] = "BR"
@@ -181,7 +182,7 @@ public struct APIHealthConfiguration: Sendable {
     ///
     /// ```swift
     /// var configuration = APIHealthConfiguration.app("shop-ios", destination: relay)
-    /// configuration.useDeviceRegionAsCountry()
+    /// configuration.capture.countryHeader = "CloudFront-Viewer-Country"
     /// ```
     ///
     /// - Parameters:
@@ -329,19 +330,41 @@ public struct APIHealthConfiguration: Sendable {
     }
 
     #if canImport(Darwin)
-    /// Sets ``country`` from the device's region setting (Settings › General › Language & Region), the
-    /// opt-in an app makes to tell where its installs are; a region that names no single country (Latin
-    /// America, `419`) sets nothing.
+    /// Sets ``country`` from the user's region setting (Settings › General › Language & Region,
+    /// `Locale.current.region`): a preference for formats, which says where the user is from or likes
+    /// dates written, not where the device is. A traveller, an expatriate or a user who picked another
+    /// region is tagged with it. Where the device is, is what the API's CDN sees
+    /// (``CaptureOptions/countryHeader``, kept across launches) or, for the account's country,
+    /// `useStorefrontAsCountry()`. A region that names no single country (Latin America, `419`) sets nothing.
     ///
     /// ```swift
-    /// configuration.useDeviceRegionAsCountry()
+    /// configuration.useRegionSettingAsCountry()
     /// ```
-    public mutating func useDeviceRegionAsCountry() {
+    public mutating func useRegionSettingAsCountry() {
         if let country = CountryCode(regionIdentifier: Locale.current.region?.identifier) {
             self.country = country.code
         }
     }
+
+    /// The former name of ``useRegionSettingAsCountry()``, which reads the region setting, not where the
+    /// device is.
+    ///
+    /// ```swift
+    /// configuration.useRegionSettingAsCountry()
+    /// ```
+    @available(*, deprecated, renamed: "useRegionSettingAsCountry()")
+    public mutating func useDeviceRegionAsCountry() { useRegionSettingAsCountry() }
     #endif
+
+    /// Sets ``country`` from an App Store storefront's country (ISO 3166-1 alpha-3, as StoreKit gives
+    /// it); an unknown code sets nothing. `useStorefrontAsCountry()` calls it on Apple platforms.
+    ///
+    /// ```swift
+    /// configuration.setCountry(fromStorefront: "BRA")   // country == "BR"
+    /// ```
+    package mutating func setCountry(fromStorefront alpha3: String) {
+        if let country = CountryCode(alpha3: alpha3) { self.country = country.code }
+    }
 
     /// This machine's host name (`gethostname`, no name lookup), or `unknown`.
     static func hostName() -> String {

@@ -5,15 +5,25 @@ import LineProtocol
 ///
 /// Each header is one reading: the server wrote `Date: D` (true time, whole seconds) while the request was
 /// between its start `s` and its response `r` on the device's clock, so the offset (true time minus the
-/// device's) lies in `[D - r, D + 1 s - s]`. The offset applied is the middle of the range that most of the
-/// last ``ClockOffsetEstimator/window`` readings agree on (Marzullo's algorithm), once at least
+/// device's) lies in `[D - r, D + 1 s - s]`. A response a cache kept says how old it is with `Age`: the
+/// reading is `D + Age`. The offset applied is the middle of the range that most of the last
+/// ``ClockOffsetEstimator/window`` readings agree on (Marzullo's algorithm), once at least
 /// ``ClockOffsetEstimator/quorum`` of them and more than half of them do: one wrong or lying header never
 /// moves it, and as readings with different sub-second phases arrive the range narrows well below a second.
 ///
-/// Readings come first from the destinations' responses (the clock the data is queried against); until a
-/// destination has answered, from the API responses the agent captures. A missing or malformed header, one
-/// more than ``ClockOffsetEstimator/maximumOffset`` from the device's clock, or a round trip longer than
-/// ``ClockOffsetEstimator/maximumRoundTrip`` is no reading: it is ignored and counted
+/// What is a reading (the trust rules, <doc:APIHealthInAnApp>):
+/// - only a response that came over the network: one a local cache served (`URLCache`) is no reading;
+/// - a destination's response only with a success status (a proxy's 5xx is no reading); an API's with a
+///   status below 500;
+/// - the destinations' readings first (the clock the data is queried against): the first one replaces the
+///   API-derived offset at once, and from then on the API's no longer count;
+/// - a header more than ``ClockOffsetEstimator/maximumOffset`` from the device's clock moves nothing on its
+///   own, but destination readings that agree correct a clock however far off;
+/// - a step of the device's wall clock against its monotonic clock (the user or the network set the
+///   time) starts the readings afresh, the offset moved by the step at once.
+///
+/// A missing or malformed header, one from before ``ClockOffsetEstimator/earliestTrueTime``, or a round
+/// trip longer than ``ClockOffsetEstimator/maximumRoundTrip`` is no reading: it is ignored and counted
 /// (``AgentMetrics/clockReadingsIgnored``).
 ///
 /// ```swift
@@ -34,26 +44,69 @@ final class ClockCorrection: Sendable {
         var estimator = ClockOffsetEstimator()
         var ignored: UInt64 = 0
         var steps: UInt64 = 0
+        /// The device's wall clock minus its monotonic one at the last look, in nanoseconds: a change of
+        /// more than ``ClockCorrection/wallStepTolerance`` is a step of the wall clock.
+        var wallMinusMonotonic: Int64?
+        /// The monotonic time of that look: a look taken before it (on another thread) is stale.
+        var lastLook: Duration = .zero
+        /// How many times the wall clock was seen to step.
+        var wallSteps: UInt64 = 0
+        /// Captured requests stamped on the device's own clock: recorded before any offset was known.
+        var stampedOnDeviceClock: UInt64 = 0
     }
 
     /// A change of the offset by more than this is a step: the interval clock sets its ends again.
     static let step: Int64 = 500_000_000
+    /// How far the wall clock may move against the monotonic one between two looks without being a step:
+    /// NTP slews a clock by at most 0.5 ms a second, and the looks come with every drain and reading.
+    static let wallStepTolerance: Int64 = 1_000_000_000
 
     private let clock: any AgentClock
-    /// Guards the readings and the offset: readings come from the shippers and the capture drain, the
-    /// offset is read by every stamp the agent makes. A leaf of the lock order.
+    /// Whether `clock`'s wall and monotonic readings run together, so that a change of their difference
+    /// is a step of the wall clock (a test's manual clock moves its monotonic time by hand).
+    private let watchesWallClock: Bool
+    /// Guards the readings, the offset and the wall clock's last look: readings come from the shippers
+    /// and the capture drain, the offset is read by every stamp the agent makes. A leaf of the lock order.
     private let state = Locked(State())
 
     /// A correction of `clock`'s wall time, with no reading yet (the offset is zero).
     init(clock: any AgentClock) {
         self.clock = clock
+        self.watchesWallClock = clock.wallRunsWithMonotonic
     }
 
     /// The device's wall clock, corrected by the agreed offset.
-    var now: Timestamp { clock.wallNow.adding(nanoseconds: offsetNanoseconds) }
+    var now: Timestamp {
+        let look = readClocks()
+        return look.wall.adding(nanoseconds: state.withLock { lookAtWallClock(&$0, look) })
+    }
 
     /// The offset applied, in nanoseconds (true time minus the device's); zero until readings agree.
-    var offsetNanoseconds: Int64 { state.withLock { $0.estimator.offset ?? 0 } }
+    var offsetNanoseconds: Int64 {
+        guard watchesWallClock else { return state.withLock { $0.estimator.offset ?? 0 } }
+        let look = readClocks()
+        return state.withLock { lookAtWallClock(&$0, look) }
+    }
+
+    /// The offset applied, in nanoseconds, `nil` until readings agree (the wall clock looked at first, as
+    /// ``offsetNanoseconds`` does).
+    var knownOffsetNanoseconds: Int64? {
+        guard watchesWallClock else { return state.withLock { $0.estimator.offset } }
+        let look = readClocks()
+        return state.withLock { state in
+            _ = Self.wallShift(&state, look)
+            return state.estimator.offset
+        }
+    }
+
+    /// Captured requests stamped on the device's own clock, recorded before readings agreed on an offset
+    /// (``AgentMetrics/requestsOnDeviceClock``).
+    var stampedOnDeviceClock: UInt64 { state.withLock { $0.stampedOnDeviceClock } }
+
+    /// Counts `count` more requests stamped on the device's own clock.
+    func countStampedOnDeviceClock(_ count: UInt64) {
+        state.withLock { $0.stampedOnDeviceClock &+= count }
+    }
 
     /// The offset, `nil` until readings agree.
     var offset: Duration? { state.withLock { $0.estimator.offset.map { .nanoseconds($0) } } }
@@ -68,32 +121,96 @@ final class ClockCorrection: Sendable {
     /// How many times the offset has moved by more than ``step``.
     var steps: UInt64 { state.withLock { $0.steps } }
 
+    /// How many times the device's wall clock was seen to step against its monotonic clock.
+    var wallClockSteps: UInt64 { state.withLock { $0.wallSteps } }
+
     /// Whether readings from captured API responses still count: until a destination has answered.
     var wantsAPIReadings: Bool { state.withLock { !$0.estimator.hasDestinationReadings } }
 
-    /// Takes one response's `Date` header as a reading of the offset.
+    /// Takes one response's `Date` header (plus its `Age`) as a reading of the offset.
     ///
     /// - Parameters:
     ///   - dateHeader: The header's value; `nil` when the response had none (then nothing happens).
+    ///   - age: The response's `Age` header: how long a cache on the way kept it, in seconds.
     ///   - sentAt: When the request started, on the device's clock (``AgentClock/wallNow``).
     ///   - receivedAt: When its response came, on the same clock.
     ///   - source: Whose response it was.
-    func observe(dateHeader: String?, sentAt: Timestamp, receivedAt: Timestamp, from source: Source) {
+    func observe(
+        dateHeader: String?,
+        age: String? = nil,
+        sentAt: Timestamp,
+        receivedAt: Timestamp,
+        from source: Source
+    ) {
         guard let dateHeader else { return }
-        guard let seconds = HTTPDate.secondsSinceEpoch(dateHeader) else {
+        let look = readClocks()
+        guard let seconds = HTTPDate.secondsSinceEpoch(dateHeader), let ageSeconds = Self.ageSeconds(age) else {
             state.withLock { $0.ignored += 1 }
             return
         }
         let reading = ClockOffsetEstimator.Reading(
-            serverSeconds: seconds,
+            serverSeconds: seconds &+ ageSeconds,
             sentAt: sentAt.nanosecondsSinceEpoch,
             receivedAt: receivedAt.nanosecondsSinceEpoch
         )
         state.withLock { state in
+            // A reading that may have been taken across a step of the wall clock mixes two clocks.
+            if watchesWallClock, Self.wallShift(&state, look) != 0 {
+                state.ignored += 1
+                return
+            }
             let before = state.estimator.offset ?? 0
             if !state.estimator.add(reading, fromDestination: source == .destination) { state.ignored += 1 }
             if abs((state.estimator.offset ?? 0) - before) > Self.step { state.steps += 1 }
         }
+    }
+
+    /// The wall clock, with the monotonic time it was read at; `nil` for the latter when the thread was
+    /// held up between the readings (or the clock's monotonic time is moved by hand), so that the two
+    /// cannot be compared.
+    private func readClocks() -> (wall: Timestamp, monotonic: Duration?) {
+        guard watchesWallClock else { return (clock.wallNow, nil) }
+        let before = clock.now
+        let wall = clock.wallNow
+        let after = clock.now
+        return (wall, after - before < .milliseconds(50) ? before : nil)
+    }
+
+    /// Looks at the wall clock against the monotonic one (see ``wallShift(_:_:)``) and returns the offset
+    /// then applied.
+    private func lookAtWallClock(_ state: inout State, _ look: (wall: Timestamp, monotonic: Duration?)) -> Int64 {
+        if watchesWallClock { _ = Self.wallShift(&state, look) }
+        return state.estimator.offset ?? 0
+    }
+
+    /// How far the wall clock has stepped since the last look (zero within the tolerance); a step starts
+    /// the readings afresh and moves the offset by as much the other way, so that the corrected clock runs
+    /// on unmoved. A look older than the last one (another thread's, taken earlier) says nothing.
+    private static func wallShift(_ state: inout State, _ look: (wall: Timestamp, monotonic: Duration?)) -> Int64 {
+        guard let monotonic = look.monotonic, monotonic >= state.lastLook else { return 0 }
+        let difference = look.wall.nanosecondsSinceEpoch &- (RequestSchema.wholeNanoseconds(monotonic) ?? 0)
+        defer {
+            state.wallMinusMonotonic = difference
+            state.lastLook = monotonic
+        }
+        guard let last = state.wallMinusMonotonic else { return 0 }
+        let shift = difference &- last
+        guard abs(shift) > wallStepTolerance else { return 0 }
+        state.wallSteps += 1
+        state.estimator.wallClockStepped(by: shift)
+        return shift
+    }
+
+    /// The seconds an `Age` header says (RFC 9111 section 5.1: a non-negative integer); zero without
+    /// one, `nil` for one that is malformed or longer than ``ClockOffsetEstimator/maximumOffset``.
+    static func ageSeconds(_ header: String?) -> Int64? {
+        guard let header else { return 0 }
+        let digits = header.utf8
+        guard !digits.isEmpty, digits.count <= 10,
+            digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let seconds = Int64(header), seconds <= ClockOffsetEstimator.maximumOffset / 1_000_000_000
+        else { return nil }
+        return seconds
     }
 }
 
@@ -103,19 +220,24 @@ struct ClockOffsetEstimator: Sendable {
     static let window = 16
     /// How many readings must agree before an offset is applied.
     static let quorum = 3
-    /// A reading further from the device's clock than this is taken as a wrong header: a device whose
-    /// clock is more than a day off has it set by hand, and correcting it by a server's say would be a
-    /// guess.
+    /// A single reading further from the device's clock than this moves nothing: a device whose clock is
+    /// more than a day off has it set by hand, and correcting it by one server's say would be a guess. The
+    /// destinations' readings that agree (``quorum``, a majority) correct it however far off.
     static let maximumOffset: Int64 = 86_400 * 1_000_000_000
     /// A reading from a round trip longer than this says too little to use.
     static let maximumRoundTrip: Int64 = 5 * 1_000_000_000
     /// The most ``uncertainty`` can be: half the widest reading taken (a second plus the longest round trip).
     static let maximumUncertainty: Int64 = (1_000_000_000 + maximumRoundTrip + 1) / 2
+    /// No true time is earlier than this (2025-01-01T00:00:00Z, before this code was written): a server
+    /// date before it is a server's clock that lost its time, never a reading.
+    static let earliestTrueTime: Int64 = 1_735_689_600
 
     /// The offset range one header allows, in nanoseconds.
     struct Reading: Sendable, Equatable {
         var lower: Int64
         var upper: Int64
+        /// The server's time, in seconds since the epoch.
+        var serverSeconds: Int64 = .max
 
         init(lower: Int64, upper: Int64) {
             self.lower = lower
@@ -128,7 +250,11 @@ struct ClockOffsetEstimator: Sendable {
             let server = serverSeconds &* 1_000_000_000
             self.lower = server &- receivedAt
             self.upper = server &+ 1_000_000_000 &- sentAt
+            self.serverSeconds = serverSeconds
         }
+
+        /// Whether it lies within ``ClockOffsetEstimator/maximumOffset`` of the device's clock.
+        var isNear: Bool { lower > -ClockOffsetEstimator.maximumOffset && upper < ClockOffsetEstimator.maximumOffset }
     }
 
     private(set) var readings: [Reading] = []
@@ -140,12 +266,13 @@ struct ClockOffsetEstimator: Sendable {
     /// Whether a destination has answered: from then on, only destinations' readings count.
     private(set) var hasDestinationReadings = false
 
-    /// Adds `reading`; returns `false` when it is no reading (too slow, too far off, or from the API once
-    /// a destination has answered) and was left out.
+    /// Adds `reading`; returns `false` when it is no reading (too slow, from before
+    /// ``earliestTrueTime``, too far off from an API, or from the API once a destination has answered)
+    /// and was left out.
     @discardableResult
     mutating func add(_ reading: Reading, fromDestination: Bool) -> Bool {
         guard reading.lower <= reading.upper, reading.upper &- reading.lower <= Self.maximumRoundTrip + 1_000_000_000,
-            reading.lower > -Self.maximumOffset, reading.upper < Self.maximumOffset
+            reading.serverSeconds >= Self.earliestTrueTime, reading.isNear || fromDestination
         else { return false }
         if fromDestination && !hasDestinationReadings {
             hasDestinationReadings = true
@@ -155,12 +282,30 @@ struct ClockOffsetEstimator: Sendable {
         }
         readings.append(reading)
         if readings.count > Self.window { readings.removeFirst(readings.count - Self.window) }
-        if let agreed = Self.agreement(of: readings), agreed.count >= Self.quorum, agreed.count * 2 > readings.count {
-            let middle = agreed.lower + (agreed.upper - agreed.lower) / 2
-            offset = middle
-            uncertainty = agreed.upper - middle
+        guard let agreed = Self.agreement(of: readings) else { return true }
+        if agreed.count >= Self.quorum, agreed.count * 2 > readings.count {
+            apply(agreed)
+        } else if fromDestination, readings.count < Self.quorum, agreed.count == readings.count,
+            readings.allSatisfy(\.isNear)
+        {
+            // The first destination readings, all agreeing and each within a day: they replace an offset
+            // the API's readings set at once, rather than after the quorum.
+            apply(agreed)
         }
         return true
+    }
+
+    /// The wall clock stepped by `shift` nanoseconds: the readings so far are of the old clock and start
+    /// afresh; an offset already agreed moves by as much the other way (true time did not step).
+    mutating func wallClockStepped(by shift: Int64) {
+        readings.removeAll()
+        if let offset { self.offset = offset &- shift }
+    }
+
+    private mutating func apply(_ agreed: (lower: Int64, upper: Int64, count: Int)) {
+        let middle = agreed.lower + (agreed.upper - agreed.lower) / 2
+        offset = middle
+        uncertainty = agreed.upper - middle
     }
 
     /// The range contained in the most readings (Marzullo's algorithm), and how many contain it.

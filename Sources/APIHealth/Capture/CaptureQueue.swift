@@ -34,6 +34,15 @@ struct DeferredSample {
         }
     }
 
+    /// Whether a local cache served the response rather than the network (see
+    /// ``EndedRequestSource/servedLocally``).
+    var servedLocally: Bool {
+        switch source {
+        case .sample(_, _, let evidence): evidence?.servedLocally ?? false
+        case .request(let request): request.servedLocally
+        }
+    }
+
     /// What the cache advisor reads of the response (see ``EndedRequestSource/cacheEvidence()``).
     func cacheEvidence() -> CacheEvidence? {
         switch source {
@@ -69,12 +78,16 @@ package protocol EndedRequestSource: AnyObject, Sendable {
     /// (``APIHealthConfiguration/CaptureOptions/cacheAdvice``), of a source that digested the body as it
     /// streamed (``APIHealthAgent/digestsBodies``); `nil` (the default) without a response.
     func cacheEvidence() -> CacheEvidence?
+    /// Whether a local cache (`URLCache`) served the response rather than the network: its `Date` is then
+    /// no reading of the clock; `false` (the default) where no local cache answers.
+    var servedLocally: Bool { get }
 }
 
 extension EndedRequestSource {
     package var urlRequest: URLRequest? { nil }
     package func responseHeader(_ name: String) -> String? { nil }
     package func cacheEvidence() -> CacheEvidence? { nil }
+    package var servedLocally: Bool { false }
 }
 
 /// The capture queue: ended requests wait here, off the request's own path, until they are recorded.

@@ -50,6 +50,8 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         var recorded = false
         /// How the request ended, once it has: the agent builds its sample from it when it records it.
         var ending: Ending?
+        /// Whether the loading system answered from its cache (`URLCache`) rather than the network.
+        var servedLocally = false
     }
 
     /// What the request's sample needs of its end, read as it ends.
@@ -91,6 +93,16 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
             state.response = response as? HTTPURLResponse
         }
     }
+
+    /// The loading system found its cached response valid and answers with it: no network answer.
+    func answeredFromCache(leg: Int) {
+        state.withLock { state in
+            guard state.leg == leg else { return }
+            state.servedLocally = true
+        }
+    }
+
+    var servedLocally: Bool { state.withLock { $0.servedLocally } }
 
     /// Part of the body arrived: counted, and with cache advice digested as it passes (never kept).
     func loaded(_ data: Data, leg: Int) {

@@ -56,6 +56,7 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
     }
 
     func urlProtocol(_ protocol: URLProtocol, cachedResponseIsValid cachedResponse: CachedURLResponse) {
+        request.answeredFromCache(leg: leg)
         forward.urlProtocol(`protocol`, cachedResponseIsValid: cachedResponse)
     }
 

@@ -9,7 +9,8 @@
 ///
 /// The `country` tag is set by ``APIHealthConfiguration/country`` (or `APIHEALTH_COUNTRY`), learned from a
 /// response header (``APIHealthConfiguration/CaptureOptions/countryHeader``) or, on Apple platforms, taken
-/// from the device's region (`APIHealthConfiguration.useDeviceRegionAsCountry()`).
+/// from the user's region setting or the App Store storefront (`APIHealthConfiguration.useRegionSettingAsCountry()`,
+/// `useStorefrontAsCountry()`).
 public struct CountryCode: Sendable, Hashable, CustomStringConvertible {
     /// The two upper-case letters.
     public let code: String
@@ -64,5 +65,40 @@ public struct CountryCode: Sendable, Hashable, CustomStringConvertible {
         PW PY QA RE RO RS RU RW SA SB SC SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL
         TM TN TO TR TT TV TW TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW XK
         """.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+    )
+    /// The country of an ISO 3166-1 alpha-3 code (`BRA`, `deu`), as the App Store's storefront gives it;
+    /// `nil` for anything else.
+    ///
+    /// - Parameter alpha3: Three letters.
+    init?(alpha3: some StringProtocol) {
+        let letters = alpha3.uppercased()
+        guard letters.utf8.count == 3, let code = Self.alpha3[letters], let country = CountryCode(code) else {
+            return nil
+        }
+        self = country
+    }
+
+    /// Alpha-3 to alpha-2 for every assigned code (Debian's iso-codes, ISO 3166-1), and `XKX` for `XK`.
+    static let alpha3: [String: String] = Dictionary(
+        uniqueKeysWithValues: """
+            ABWAW AFGAF AGOAO AIAAI ALAAX ALBAL ANDAD AREAE ARGAR ARMAM ASMAS ATAAQ ATFTF ATGAG AUSAU AUTAT AZEAZ
+            BDIBI BELBE BENBJ BESBQ BFABF BGDBD BGRBG BHRBH BHSBS BIHBA BLMBL BLRBY BLZBZ BMUBM BOLBO BRABR BRBBB
+            BRNBN BTNBT BVTBV BWABW CAFCF CANCA CCKCC CHECH CHLCL CHNCN CIVCI CMRCM CODCD COGCG COKCK COLCO COMKM
+            CPVCV CRICR CUBCU CUWCW CXRCX CYMKY CYPCY CZECZ DEUDE DJIDJ DMADM DNKDK DOMDO DZADZ ECUEC EGYEG ERIER
+            ESHEH ESPES ESTEE ETHET FINFI FJIFJ FLKFK FRAFR FROFO FSMFM GABGA GBRGB GEOGE GGYGG GHAGH GIBGI GINGN
+            GLPGP GMBGM GNBGW GNQGQ GRCGR GRDGD GRLGL GTMGT GUFGF GUMGU GUYGY HKGHK HMDHM HNDHN HRVHR HTIHT HUNHU
+            IDNID IMNIM INDIN IOTIO IRLIE IRNIR IRQIQ ISLIS ISRIL ITAIT JAMJM JEYJE JORJO JPNJP KAZKZ KENKE KGZKG
+            KHMKH KIRKI KNAKN KORKR KWTKW LAOLA LBNLB LBRLR LBYLY LCALC LIELI LKALK LSOLS LTULT LUXLU LVALV MACMO
+            MAFMF MARMA MCOMC MDAMD MDGMG MDVMV MEXMX MHLMH MKDMK MLIML MLTMT MMRMM MNEME MNGMN MNPMP MOZMZ MRTMR
+            MSRMS MTQMQ MUSMU MWIMW MYSMY MYTYT NAMNA NCLNC NERNE NFKNF NGANG NICNI NIUNU NLDNL NORNO NPLNP NRUNR
+            NZLNZ OMNOM PAKPK PANPA PCNPN PERPE PHLPH PLWPW PNGPG POLPL PRIPR PRKKP PRTPT PRYPY PSEPS PYFPF QATQA
+            REURE ROURO RUSRU RWARW SAUSA SDNSD SENSN SGPSG SGSGS SHNSH SJMSJ SLBSB SLESL SLVSV SMRSM SOMSO SPMPM
+            SRBRS SSDSS STPST SURSR SVKSK SVNSI SWESE SWZSZ SXMSX SYCSC SYRSY TCATC TCDTD TGOTG THATH TJKTJ TKLTK
+            TKMTM TLSTL TONTO TTOTT TUNTN TURTR TUVTV TWNTW TZATZ UGAUG UKRUA UMIUM URYUY USAUS UZBUZ VATVA VCTVC
+            VENVE VGBVG VIRVI VNMVN VUTVU WLFWF WSMWS YEMYE ZAFZA ZMBZM ZWEZW
+            XKXXK
+            """.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { entry in
+                (String(entry.prefix(3)), String(entry.dropFirst(3)))
+            }
     )
 }

@@ -7,6 +7,10 @@ import LineProtocol
 /// A value that is no ``CountryCode`` (`XX`, `T1`, a typo) is ignored and counted
 /// (``AgentMetrics/countryValuesIgnored``); the caller says it once at `warning`.
 ///
+/// A country learned is kept across launches: the spool worker writes it to the spool directory
+/// (``takeUnkept()``), and the next launch starts from it (`learned`), so installs that cannot reach the
+/// API, the outage the tag exists for, are still tagged with where they are.
+///
 /// ```swift
 /// let learner = CountryLearner(header: "CloudFront-Viewer-Country", everyPointTags: configuration.everyPointTags)
 /// if case .changed(let tags) = learner.observe("BR") { /* render new series with `tags` */ }
@@ -21,9 +25,11 @@ final class CountryLearner: Sendable {
         /// `service`, `instance`, the global tags and the learned country, sorted by key.
         var everyPointTags: [Point.Tag]
         var ignored: UInt64 = 0
+        /// A country learned that is not yet kept in the spool directory.
+        var unkept: String?
     }
 
-    /// Guards the learned tags, the last value seen and the count of ignored values.
+    /// Guards the learned tags, the last value seen, the count of ignored values and the country to keep.
     private let state: Locked<State>
 
     /// What a value seen did.
@@ -36,9 +42,31 @@ final class CountryLearner: Sendable {
         case ignored(value: String, first: Bool)
     }
 
-    init(header: String, everyPointTags: [Point.Tag]) {
+    /// A learner of the country in `header`, starting from `learned` (a country code kept by an earlier
+    /// launch) when there is one: it stands for the configured country until the header says another.
+    init(header: String, everyPointTags: [Point.Tag], learned: String? = nil) {
         self.header = header
-        self.state = Locked(State(everyPointTags: everyPointTags))
+        var tags = everyPointTags
+        if let learned = learned.flatMap({ CountryCode($0)?.code }) {
+            tags = Self.tags(tags, country: learned)
+        }
+        self.state = Locked(State(everyPointTags: tags))
+    }
+
+    /// The country learned since the last call that is not yet kept, if any (see the type's summary).
+    func takeUnkept() -> String? {
+        state.withLock { state in
+            defer { state.unkept = nil }
+            return state.unkept
+        }
+    }
+
+    private static func tags(_ tags: [Point.Tag], country: String) -> [Point.Tag] {
+        let key = PointSchema.Tag.country
+        var tags = tags.filter { $0.key != key }
+        tags.append(Point.Tag(key, country))
+        tags.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        return tags
     }
 
     /// The tags every point carries now.
@@ -58,10 +86,9 @@ final class CountryLearner: Sendable {
             }
             let key = PointSchema.Tag.country
             if state.everyPointTags.contains(where: { $0.key == key && $0.value == country.code }) { return .unchanged }
-            var tags = state.everyPointTags.filter { $0.key != key }
-            tags.append(Point.Tag(key, country.code))
-            tags.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            let tags = Self.tags(state.everyPointTags, country: country.code)
             state.everyPointTags = tags
+            state.unkept = country.code
             return .changed(country: country.code, everyPointTags: tags)
         }
     }

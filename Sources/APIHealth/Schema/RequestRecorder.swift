@@ -127,10 +127,12 @@ final class RequestRecorder: Sendable {
         let correlationHeaders = schema.correlationHeaders
         let countryHeader = schema.countryLearner?.header
         let restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
+        var onDeviceClock: UInt64 = 0
+        defer { if onDeviceClock > 0 { clockCorrection?.countStampedOnDeviceClock(onDeviceClock) } }
         queue.drain(waitingForOneUnderWay: waitingForOneUnderWay) { deferred in
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
             if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
-                if let restamping { restamping.apply(to: &sample, dateHeader: deferred.responseHeader("Date")) }
+                if let restamping, !restamping.apply(to: &sample, of: deferred) { onDeviceClock &+= 1 }
                 if let cacheAdvisor, let judged = judge(deferred, sample: sample, advisor: cacheAdvisor) {
                     record(sample, request: deferred.request, now: deferred.now, cache: judged)
                 } else {
@@ -164,7 +166,7 @@ final class RequestRecorder: Sendable {
 
 
     /// Moves captured samples, stamped on the system's clock, to the agent's corrected time; each
-    /// response's `Date` header is a reading of the offset until a destination has answered.
+    /// network response's `Date` (plus `Age`) is a reading of the offset until a destination has answered.
     private struct Restamping {
         let correction: ClockCorrection
         /// The device's clock minus the system's, in nanoseconds: zero but in tests that give the agent a
@@ -172,30 +174,45 @@ final class RequestRecorder: Sendable {
         let deviceShift: Int64
         /// What moves a sample to corrected time: the device's shift and the offset.
         let shift: Int64
+        /// Whether readings had agreed on an offset when the drain began.
+        let knowsOffset: Bool
         let readsAPIDates: Bool
 
         init(correction: ClockCorrection, clock: any AgentClock) {
             self.correction = correction
             deviceShift = clock.wallNow.nanosecondsSinceEpoch &- Timestamp.systemNow().nanosecondsSinceEpoch
-            shift = deviceShift &+ correction.offsetNanoseconds
+            let offset = correction.knownOffsetNanoseconds
+            shift = deviceShift &+ (offset ?? 0)
+            knowsOffset = offset != nil
             readsAPIDates = correction.wantsAPIReadings
         }
 
-        func apply(to sample: inout RequestSample, dateHeader: @autoclosure () -> String?) {
+        /// Stamps `sample` in corrected time; returns `false` when no offset was known yet (the sample
+        /// keeps the device's own clock).
+        func apply(to sample: inout RequestSample, of deferred: DeferredSample) -> Bool {
             var shift = shift
-            if readsAPIDates, let dateHeader = dateHeader() {
+            var knowsOffset = knowsOffset
+            // A reading only from an answer that came over the network, from the API's server or a cache
+            // on the way (which says how long it kept it in `Age`), not from a gateway's 5xx.
+            if readsAPIDates, let status = sample.statusCode, status < 500, !deferred.servedLocally,
+                let dateHeader = deferred.responseHeader("Date")
+            {
                 let sentAt = Timestamp(date: sample.startedAt).adding(nanoseconds: deviceShift)
                 let untilHead = sample.timeToFirstByte ?? sample.duration
                 correction.observe(
                     dateHeader: dateHeader,
+                    age: deferred.responseHeader("Age"),
                     sentAt: sentAt,
                     receivedAt: sentAt.adding(nanoseconds: RequestSchema.wholeNanoseconds(untilHead) ?? .max / 2),
                     from: .api
                 )
                 // The reading may have settled the offset: this sample is stamped with it already.
-                shift = deviceShift &+ correction.offsetNanoseconds
+                let offset = correction.knownOffsetNanoseconds
+                shift = deviceShift &+ (offset ?? 0)
+                knowsOffset = offset != nil
             }
             if shift != 0 { sample.startedAt.addTimeInterval(Double(shift) / 1e9) }
+            return knowsOffset
         }
     }
 

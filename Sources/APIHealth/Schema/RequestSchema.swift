@@ -42,7 +42,9 @@ final class RequestSchema: Sendable {
         "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT",
     ]
 
-    init(configuration: APIHealthConfiguration, logger: Logger? = nil) {
+    /// The schema of `configuration`'s points; `learnedCountry` is the country an earlier launch learned
+    /// from the country header (kept in the spool directory), the tag until the header says another.
+    init(configuration: APIHealthConfiguration, logger: Logger? = nil, learnedCountry: String? = nil) {
         self.configuration = configuration
         self.logger = logger
         self.templater = PathTemplater(rules: configuration.capture.pathRules)
@@ -75,7 +77,7 @@ final class RequestSchema: Sendable {
         self.filter = configuration.capture.filter
         self.configuredEveryPointTags = configuration.everyPointTags
         self.countryLearner = configuration.capture.countryHeader.map {
-            CountryLearner(header: $0, everyPointTags: configuration.everyPointTags)
+            CountryLearner(header: $0, everyPointTags: configuration.everyPointTags, learned: learnedCountry)
         }
         self.correlationHeaders = configuration.capture.correlationHeadersInOrder
         let rendered = self.rendered

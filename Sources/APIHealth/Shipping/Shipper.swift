@@ -165,12 +165,16 @@ final class Shipper: Sendable {
             for (name, value) in http.allHeaderFields {
                 headers[String(describing: name).lowercased()] = String(describing: value)
             }
-            clockCorrection?.observe(
-                dateHeader: headers["date"],
-                sentAt: sentAt,
-                receivedAt: clock.wallNow,
-                from: .destination
-            )
+            // Only a success is the destination's own answer: a 5xx may be a proxy's, with a clock of its own.
+            if (200..<300).contains(http.statusCode) {
+                clockCorrection?.observe(
+                    dateHeader: headers["date"],
+                    age: headers["age"],
+                    sentAt: sentAt,
+                    receivedAt: clock.wallNow,
+                    from: .destination
+                )
+            }
             outcome = WriteOutcome.classify(status: http.statusCode, headers: headers, body: data)
         } catch {
             if Task.isCancelled { return }

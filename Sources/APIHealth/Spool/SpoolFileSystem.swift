@@ -161,7 +161,7 @@ func directoryEntries(_ directory: Int32) -> [String]? {
 }
 
 /// Reads a whole regular file of `directory` from `offset`, refusing links and anything that is not a
-/// regular file owned by `owner` (nil: anyone). Never blocks on a FIFO.
+/// regular file owned by `owner` (nil: anyone), or larger than `limit` bytes. Never blocks on a FIFO.
 enum SafeRead {
     enum Outcome {
         case bytes([UInt8], EntryStatus)
@@ -170,7 +170,13 @@ enum SafeRead {
         case failed(String)
     }
 
-    static func read(_ name: String, in directory: Int32, from offset: Int = 0, owner: uid_t?) -> Outcome {
+    static func read(
+        _ name: String,
+        in directory: Int32,
+        from offset: Int = 0,
+        owner: uid_t?,
+        atMost limit: Int = .max
+    ) -> Outcome {
         let descriptor = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
@@ -185,6 +191,7 @@ enum SafeRead {
         if let owner, status.owner != owner {
             return .skipped("owned by uid \(status.owner), not by the spool's owner")
         }
+        guard status.size <= limit else { return .skipped("larger than \(limit) bytes") }
         guard offset < status.size else { return .bytes([], status) }
         var bytes = [UInt8](repeating: 0, count: status.size - offset)
         var filled = 0

@@ -1,7 +1,7 @@
 /// The spool worker: every ``SpoolOptions/writeThroughInterval`` (at once for a full batch) it records
 /// the captured requests waiting in the queue, writes what was recorded through to the spool, removes
-/// the files of batches that are gone, and has the batches waiting to be sent compressed. Recording
-/// never touches a file; this loop does it all.
+/// the files of batches that are gone, keeps a newly learned country in the spool directory, and has the
+/// batches waiting to be sent compressed. Recording never touches a file; this loop does it all.
 ///
 /// Its round waits on real time, not the agent's clock: the interval bounds how long a recorded line
 /// stays only in memory, which a crash measures in real time. A test that drives batching with a manual
@@ -20,12 +20,15 @@ struct SpoolWorker: Sendable {
     let compressesBatches: Bool
     let lossReporter: LossReporter
     let writeThroughInterval: Duration
+    /// Where a learned country is kept for the next launch (``CountryLearner``), when one is learned.
+    var countryFile: SpoolDirectory? = nil
 
     /// Runs rounds until intake has closed, then one last write-through keeps the rest.
     func run() async {
         while !Task.isCancelled {
             recorder.drain()
             pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
+            keepLearnedCountry()
             if compressesBatches { pending.makeWaitingBodies() }
             lossReporter.reportDroppedAtCap(pending)
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
@@ -34,5 +37,13 @@ struct SpoolWorker: Sendable {
         }
         recorder.drain()
         pending.writeThrough { _ in }
+        keepLearnedCountry()
+    }
+
+    /// Writes the country learned since the last round, if any, for the next launch; a failure leaves the
+    /// file as it was (the next launch starts from the country kept before).
+    private func keepLearnedCountry() {
+        guard let countryFile, let country = recorder.schema.countryLearner?.takeUnkept() else { return }
+        countryFile.keepLearnedCountry(country)
     }
 }

@@ -23,6 +23,10 @@ package protocol AgentClock: Sendable {
     /// The device's wall clock (`CLOCK_REALTIME`), to the nanosecond: what the agent stamps points with,
     /// before ``ClockCorrection`` corrects it.
     var wallNow: Timestamp { get }
+    /// Whether ``wallNow`` and ``now`` run together, so that a change of their difference is a step of
+    /// the wall clock (``ClockCorrection`` watches for it); `false` (the default) for a clock whose
+    /// monotonic time is moved by hand.
+    var wallRunsWithMonotonic: Bool { get }
     /// Suspends until ``now`` reaches `deadline`.
     ///
     /// - Parameter deadline: The reading of ``now`` to wait for.
@@ -36,6 +40,9 @@ extension AgentClock {
 
     /// The system's wall clock.
     package var wallNow: Timestamp { Timestamp.systemNow() }
+
+    /// `false`: see the requirement.
+    package var wallRunsWithMonotonic: Bool { false }
 }
 
 extension Timestamp {
@@ -70,6 +77,9 @@ package struct SystemAgentClock: AgentClock {
 
     /// A clock whose origin is now.
     package init() {}
+
+    /// `true`: the system's wall and monotonic clocks run together but when the wall clock is set.
+    package var wallRunsWithMonotonic: Bool { true }
 
     /// Time since the clock was made, from `ContinuousClock`.
     package var now: Duration { ContinuousClock.now - origin }
