@@ -38,19 +38,24 @@ package final class CacheAdvisor: @unchecked Sendable {
         /// The key of a request to `url` (its whole text) with `method`, `vary` the digest of the request
         /// header values the response's `Vary` names (``CachePolicy/varyDigest``).
         package init(method: String, url: String, vary: UInt64) {
-            var first = KeyHash(seed: 0x243F_6A88_85A3_08D3)
-            var second = KeyHash(seed: 0x1319_8A2E_0370_7344)
-            for part in [method, url] {
-                var text = part
-                text.withUTF8 { bytes in
-                    first.update(bytes)
-                    second.update(bytes)
-                }
-                first.take(0xFF)
-                second.take(0xFF)
+            var first = BodyDigest(seed: 0x243F_6A88_85A3_08D3)
+            var second = BodyDigest(seed: 0x1319_8A2E_0370_7344)
+            // The method's length first: "GET" and a URL never read as another method and URL.
+            var separated = (vary, UInt64(method.utf8.count))
+            withUnsafeBytes(of: &separated) { bytes in
+                first.update(bytes)
+                second.update(bytes)
             }
-            first.take(vary)
-            second.take(vary)
+            var method = method
+            var url = url
+            method.withUTF8 { bytes in
+                first.update(UnsafeRawBufferPointer(bytes))
+                second.update(UnsafeRawBufferPointer(bytes))
+            }
+            url.withUTF8 { bytes in
+                first.update(UnsafeRawBufferPointer(bytes))
+                second.update(UnsafeRawBufferPointer(bytes))
+            }
             high = first.value
             low = second.value
         }
@@ -184,7 +189,6 @@ package final class CacheAdvisor: @unchecked Sendable {
         return verdict
     }
 
-
     private static func forEachCopy(
         _ copies: inout (Copy, Copy, Copy, Copy, Copy),
         _ body: (Int, inout Copy) -> Void
@@ -245,38 +249,6 @@ package final class CacheAdvisor: @unchecked Sendable {
         newest = slot
         if oldest < 0 { oldest = slot }
     }
-}
-
-/// 64 bits of a multiply-and-rotate over bytes, seeded: two seeds make a key's 128 bits.
-private struct KeyHash {
-    private static let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
-    private var state: UInt64
-    private var length: UInt64 = 0
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func update(_ bytes: UnsafeBufferPointer<UInt8>) {
-        length &+= UInt64(bytes.count)
-        var word: UInt64 = 0
-        var filled = 0
-        for byte in bytes {
-            word |= UInt64(byte) << UInt64(filled * 8)
-            filled += 1
-            if filled == 8 {
-                take(word)
-                word = 0
-                filled = 0
-            }
-        }
-        if filled > 0 { take(word ^ (UInt64(filled) << 60)) }
-    }
-
-    mutating func take(_ word: UInt64) {
-        let mixed = (state ^ word) &* Self.multiplier
-        state = (mixed << 29) | (mixed >> 35)
-    }
-
-    var value: UInt64 { mix64(state ^ (length &* 0xC2B2_AE3D_27D4_EB4F)) }
 }
 
 /// One captured response as the cache advisor judged it, on its way to its endpoint's interval counts.

@@ -23,6 +23,10 @@ package struct BodyDigest: Sendable, Hashable {
     /// A digest of no bytes yet.
     package init() {}
 
+    /// A digest of no bytes yet, started from `seed`: digests with different seeds are independent hashes
+    /// of the same bytes (the cache advisor's 128-bit keys are two).
+    package init(seed: UInt64) { state = seed }
+
     /// Takes `bytes`, the next part of the body.
     package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }

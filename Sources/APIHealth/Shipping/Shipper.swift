@@ -156,7 +156,7 @@ final class Shipper: Sendable {
         let outcome: WriteOutcome
         do {
             let sentAt = clock.wallNow
-            let (data, response) = try await session.data(for: request)
+            let (data, response) = try await Self.send(request, through: session)
             guard let http = response as? HTTPURLResponse else {
                 outcome = .retry(reason: "not an HTTP response", retryAfter: nil)
                 return await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
@@ -181,6 +181,30 @@ final class Shipper: Sendable {
             outcome = .retry(reason: Self.describe(error), retryAfter: nil, unreachable: Self.isUnreachable(error))
         }
         await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
+    }
+
+    /// Sends `request` and returns the answer, as `URLSession.data(for:)` does, but cancels the task off the
+    /// cancelling thread. swift-corelibs-foundation's `data(for:)` cancels from its task cancellation handler,
+    /// under the Swift task's status lock, with a `sync` on the task's work queue; when that queue is at that
+    /// moment resuming the awaiting task (the answer came), it waits for the same lock, and both threads
+    /// stop for good: a shutdown whose deadline passed while a post was answered hung the process.
+    private static func send(_ request: URLRequest, through session: URLSession) async throws -> (Data, URLResponse) {
+        let (answers, answer) = AsyncThrowingStream<(Data, URLResponse), any Error>.makeStream()
+        let task = session.dataTask(with: request) { data, response, error in
+            if let response, error == nil {
+                answer.yield((data ?? Data(), response))
+                answer.finish()
+            } else {
+                answer.finish(throwing: error ?? URLError(.badServerResponse))
+            }
+        }
+        return try await withTaskCancellationHandler {
+            task.resume()
+            for try await received in answers { return received }
+            throw CancellationError()
+        } onCancel: {
+            DispatchQueue.global().async { task.cancel() }
+        }
     }
 
     /// Whether no server could be reached at all (refused, no route, no such host): such a URL is
