@@ -164,7 +164,6 @@ final class RequestRecorder: Sendable {
         return JudgedResponse(verdict: verdict, policy: evidence.policy, servedLocally: false)
     }
 
-
     /// Moves captured samples, stamped on the system's clock, to the agent's corrected time; each
     /// network response's `Date` (plus `Age`) is a reading of the offset until a destination has answered.
     private struct Restamping {
