@@ -1,3 +1,5 @@
+import Foundation
+
 /// The relay's answer to a write: what InfluxDB would answer, so that the agent on the other side
 /// does what it does with InfluxDB (204 done; 400 the named lines set aside, the rest taken; 401 kept and
 /// retried; 413 split; 429 retried after `Retry-After`).
@@ -19,47 +21,58 @@ package struct IntakeAnswer: Sendable, Hashable {
     package static func error(_ status: Int, code: String, message: String, headers: [String: String] = [:]) -> Self {
         var fields = headers
         fields["Content-Type"] = "application/json"
-        let body = "{\"code\":\(jsonString(code)),\"message\":\(jsonString(message))}"
-        return IntakeAnswer(status: status, headers: fields, body: Array(body.utf8))
+        return IntakeAnswer(status: status, headers: fields, body: json(ErrorBody(code: code, message: message)))
     }
 
     /// A partial write, as InfluxDB 3 answers one: a 400 listing the refused lines by number (from 1, in
     /// the body after gzip) with their reasons, the rest taken. The message also says `dropped=N`, as
     /// InfluxDB 1.x's does.
     package static func partial(_ refused: [RefusedLine], of lines: Int) -> Self {
-        let listed = refused.prefix(maximumListed)
-        var body = "{\"error\":\"partial write of line protocol occurred: dropped=\(refused.count) of \(lines) lines\""
-        body += ",\"data\":["
-        for (position, line) in listed.enumerated() {
-            if position > 0 { body += "," }
-            body += "{\"original_line\":\(jsonString(line.text)),\"line_number\":\(line.number)"
-            body += ",\"error_message\":\(jsonString("\(line.reason.rawValue): \(line.detail)"))}"
-        }
-        body += "]}"
-        return IntakeAnswer(status: 400, headers: ["Content-Type": "application/json"], body: Array(body.utf8))
+        let body = PartialBody(
+            error: "partial write of line protocol occurred: dropped=\(refused.count) of \(lines) lines",
+            data: refused.prefix(maximumListed).map { line in
+                PartialBody.Line(
+                    originalLine: line.text,
+                    lineNumber: line.number,
+                    errorMessage: "\(line.reason.rawValue): \(line.detail)"
+                )
+            }
+        )
+        return IntakeAnswer(status: 400, headers: ["Content-Type": "application/json"], body: json(body))
     }
 
     /// The most refused lines a partial write's answer lists (its `dropped=N` counts them all).
     package static let maximumListed = 1_000
 
-    /// `text` as a JSON string.
-    static func jsonString(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case _ where scalar.value < 0x20:
-                result +=
-                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: result.unicodeScalars.append(scalar)
+    /// `value` as JSON (slashes as they are, as InfluxDB writes them).
+    private static func json(_ value: some Encodable) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map(Array.init) ?? Array(#"{"code":"internal error"}"#.utf8)
+    }
+
+    /// An error's body, as InfluxDB's v2 API writes one.
+    private struct ErrorBody: Encodable {
+        var code: String
+        var message: String
+    }
+
+    /// A partial write's body, as InfluxDB 3 writes one.
+    private struct PartialBody: Encodable {
+        struct Line: Encodable {
+            var originalLine: String
+            var lineNumber: Int
+            var errorMessage: String
+
+            enum CodingKeys: String, CodingKey {
+                case originalLine = "original_line"
+                case lineNumber = "line_number"
+                case errorMessage = "error_message"
             }
         }
-        return result + "\""
+
+        var error: String
+        var data: [Line]
     }
 }
 
