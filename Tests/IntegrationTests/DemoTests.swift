@@ -457,14 +457,15 @@ import Testing
         let requests = try #require(number("requests", in: demo.stdout), "\(demo.stdout)")
         let failures = number("parse failures", in: demo.stdout) ?? 0
         #expect(number("points pending", in: demo.stdout) == 0, "\(demo.stdout)")
-        // Its requests, parse failures, interval points, and per report of the periodic points (one at
-        // shutdown, one more for each 10 s the run took on a loaded machine) the health point and swift-metrics
-        // (a counter, a meter and a timer per module).
+        // Its requests, parse failures, interval points, and the periodic points: at shutdown the health point
+        // and swift-metrics (a counter, a meter and a timer per module); for each 10 s interval end the run
+        // crossed on a loaded machine, one more health point and the metrics that changed since the last
+        // report. A one-second run crosses at most two ends unless it takes over 20 s.
         let intervals = try #require(number("interval points", in: demo.stdout), "\(demo.stdout)")
         #expect(intervals > 0)
         let lost = try #require(number("points lost", in: demo.stdout), "\(demo.stdout)")
         let periodic = lost - (requests + failures + intervals)
-        #expect(periodic > 0 && periodic % (1 + 3 * 3) == 0, "\(demo.stdout)")
+        #expect(periodic >= 1 + 3 * 3 && periodic <= 3 * (1 + 3 * 3), "\(demo.stdout)")
     }
 
     @Test func aDestinationThatCannotBeReachedIsWarnedOnceWithTheReason() async throws {
