@@ -24,22 +24,33 @@ and cancellations are not in count or errors (the agent counts them apart), so n
 """
 import json
 
-INTERVAL = "apihealth_request_interval"
-AGENT = "apihealth_agent"
-PARSE_FAILURE = "apihealth_parse_failure"
+from apihealth_schema import AGENT_FIELD, FIELD, INTERVAL_FIELD, MEASUREMENT, TAG
+
+# Every measurement, tag and field name the agent writes comes from the Swift schema (scripts/apihealth_schema.py).
+INTERVAL = MEASUREMENT["requestInterval"]
+AGENT = MEASUREMENT["agent"]
+PARSE_FAILURE = MEASUREMENT["parseFailure"]
+COUNT = INTERVAL_FIELD["count"]
+ERRORS = INTERVAL_FIELD["errors"]
+WITHIN_LATENCY = INTERVAL_FIELD["requestsWithinLatencyObjective"]
+LATENCY_THRESHOLD = INTERVAL_FIELD["objectiveLatencyMilliseconds"]
+PARSE_FAILURE_COUNT = FIELD["count"]
+POINTS_RECORDED = AGENT_FIELD["pointsRecorded"]
+STATUS_CLASS = TAG["statusClass"]
+SERVICE, INSTANCE, HOST = TAG["service"], TAG["instance"], TAG["host"]
 # Places: the global tags that say where requests were made from. Reachability compares a place with the rest of the
 # host's traffic; every other global tag (app_version, instance, and any tag not named here) is summed, so an app
 # fleet's versions or a service's replicas never split a place. Name your own place tags here (a datacenter, a cell).
-PLACE_TAGS = ["country", "region"]
+PLACE_TAGS = [TAG["country"], "region"]
 # Kept apart, never summed across: staging is not production, one service's calls are not another's.
-APART_TAGS = ["env", "service"]
-ENDPOINT_TAGS = ["host", "method", "path", "module", "service"]
+APART_TAGS = ["env", TAG["service"]]
+ENDPOINT_TAGS = [TAG[name] for name in ("host", "method", "path", "module", "service")]
 # What an endpoint alert is per: the endpoint, its env and its place. Everything else is summed.
 ENDPOINT_KEPT = ENDPOINT_TAGS + ["env"] + PLACE_TAGS
 # What a reachability alert is per: the host, its service and env, and the place.
-PLACE_KEPT = ["host"] + APART_TAGS + PLACE_TAGS
+PLACE_KEPT = [TAG["host"]] + APART_TAGS + PLACE_TAGS
 # The host's traffic from everywhere, that a place is compared with.
-HOST_KEPT = ["host"] + APART_TAGS
+HOST_KEPT = [TAG["host"]] + APART_TAGS
 # The global tags the InfluxQL flavour keeps (InfluxQL cannot group by "every tag but these").
 INFLUXQL_GLOBAL_TAGS = PLACE_TAGS + ["env"]
 
@@ -61,7 +72,7 @@ LOSS_WINDOW = "10m"
 # health points come every 15 minutes: those series are left out (the relay, or the app's own crash reporting, tells an
 # install that stopped).
 AGENT_SELECTOR = 'instance!=""'
-LOSS_FIELDS = ["points_dropped", "points_lost", "points_rejected", "points_expired"]
+LOSS_FIELDS = [AGENT_FIELD[name] for name in ("pointsDropped", "pointsLost", "pointsRejected", "pointsExpired")]
 PARSE_FAILURE_WINDOW = "15m"
 PARSE_FAILURE_SHARE = 0.01
 
@@ -111,17 +122,17 @@ APP_DELAY = "5m"
 APP_SELECTOR = 'instance=""'
 # Notifications: grouped by alert, host and country (one outage, one notice), in Alertmanager
 # (dashboards/alerts/alertmanager.yml) and Grafana's notification policy alike.
-GROUP_BY = ["alertname", "env", "service", "host", "country", "region"]
+GROUP_BY = ["alertname", "env", SERVICE, HOST, TAG["country"], "region"]
 # The reachability pages are grouped per host: one place down is one notice, a host down from several places or
 # everywhere is one notice listing them.
-REACHABILITY_GROUP_BY = ["alertname", "env", "service", "host"]
+REACHABILITY_GROUP_BY = ["alertname", "env", SERVICE, HOST]
 # The example webhook receiver the shipped delivery files name: change it to yours.
 WEBHOOK = "http://alert-receiver:9000/apihealth"
 # Flux: " from country BR" where the row has a country (a Flux string interpolation of a missing column fails).
-FLUX_COUNTRY = '${ if exists r.country then " from country " + r.country else "" }'
+FLUX_COUNTRY = f'${{ if exists r.{TAG["country"]} then " from country " + r.{TAG["country"]} else "" }}'
 # Transport error kinds the interval points count (status_class="error" points), and how an annotation names each.
-TRANSPORT_ERROR_KINDS = [("errors_dns", "DNS"), ("errors_connect", "connect"), ("errors_tls", "TLS"),
-                         ("errors_timeout", "timeout")]
+TRANSPORT_ERROR_KINDS = [(INTERVAL_FIELD["dnsErrors"], "DNS"), (INTERVAL_FIELD["connectErrors"], "connect"),
+                         (INTERVAL_FIELD["tlsErrors"], "TLS"), (INTERVAL_FIELD["timeoutErrors"], "timeout")]
 # Recording: (group interval, windows recorded at it), each window summed from the raw points at its resolution. The
 # windows up to an hour every minute; 2 h and 6 h (the long window of the slow page, the short ones of the tickets)
 # every 5 minutes; 1 d and 3 d (the tickets' long windows, which move by a fraction of a percent a minute) every 15.
@@ -132,12 +143,12 @@ SECONDS["10m"] = 600
 OBJECTIVES = {
     "availability": {
         "name": "Availability",
-        "objective": "objective_availability",
+        "objective": INTERVAL_FIELD["objectiveAvailability"],
         "what": "fail (a transport error or a status of 400 or more)",
     },
     "latency": {
         "name": "Latency",
-        "objective": "objective_latency",
+        "objective": INTERVAL_FIELD["objectiveLatency"],
         "what": "take longer than the latency threshold",
     },
 }
@@ -156,10 +167,10 @@ def promql_sum(field, window, selector=""):
 
 
 def promql_bad_share(objective, window, selector=""):
-    total = promql_sum("count", window, selector)
+    total = promql_sum(COUNT, window, selector)
     if objective == "availability":
-        return f"{promql_sum('errors', window, selector)} / {total}"
-    return f"(1 - {promql_sum('requests_within_latency_objective', window, selector)} / {total})"
+        return f"{promql_sum(ERRORS, window, selector)} / {total}"
+    return f"(1 - {promql_sum(WITHIN_LATENCY, window, selector)} / {total})"
 
 
 def promql_burn(objective, window, selector=""):
@@ -172,8 +183,7 @@ def promql_burn(objective, window, selector=""):
 # Recorded series: apihealth_endpoint:<what>:sum<window> per endpoint and global tag (the interval points summed over
 # instances and status classes), apihealth_endpoint:<objective>:last<window>, and per host
 # apihealth_host:<what>:sum<REACHABILITY_WINDOW>.
-RECORDED_SUMS = [("requests", "count"), ("errors", "errors"),
-                 ("requests_within_latency_objective", "requests_within_latency_objective")]
+RECORDED_SUMS = [("requests", COUNT), ("errors", ERRORS), ("requests_within_latency_objective", WITHIN_LATENCY)]
 
 
 def recorded_name(what, window):
@@ -195,13 +205,13 @@ def sources_recorded_name(what):
 
 
 # What fails for each reachability alert: (name, field, status class of the points that hold it).
-REACHABILITY_FAILURES = [("transport_errors", "errors", "error"), ("server_errors", "count", "5xx")]
+REACHABILITY_FAILURES = [("transport_errors", ERRORS, "error"), ("server_errors", COUNT, "5xx")]
 
 
 def failing_points_per_interval(field, status_class, by):
     """Per `by`, the interval points with `field` above 0 stamped within one INSTALL_INTERVAL: each is one install (or
     instance) failing in that interval, whatever tags it shares with others."""
-    return (f"sum by ({', '.join(by)}) (count_gt_over_time({INTERVAL}_{field}{{status_class=\"{status_class}\"}}"
+    return (f"sum by ({', '.join(by)}) (count_gt_over_time({INTERVAL}_{field}{{{STATUS_CLASS}=\"{status_class}\"}}"
             f"[{INSTALL_INTERVAL}], 0))").replace('\\"', '"')
 
 
@@ -210,10 +220,10 @@ def place_recording_rules():
     window, every other global tag (app_version, instance...) summed."""
     by = ", ".join(PLACE_KEPT)
     rules = [{"record": host_recorded_name("requests"),
-              "expr": f"sum by ({by}) (sum_over_time({INTERVAL}_count[{REACHABILITY_WINDOW}]))"}]
+              "expr": f"sum by ({by}) (sum_over_time({INTERVAL}_{COUNT}[{REACHABILITY_WINDOW}]))"}]
     for what, field, status_class in REACHABILITY_FAILURES:
         rules.append({"record": host_recorded_name(what),
-                      "expr": (f'sum by ({by}) (sum_over_time({INTERVAL}_{field}{{status_class="{status_class}"}}'
+                      "expr": (f'sum by ({by}) (sum_over_time({INTERVAL}_{field}{{{STATUS_CLASS}="{status_class}"}}'
                                f'[{REACHABILITY_WINDOW}]))')})
         rules.append({"record": sources_recorded_name(what),
                       "expr": failing_points_per_interval(field, status_class, PLACE_KEPT)})
@@ -428,7 +438,7 @@ def reachability_rules():
                   '{{ end }} ({{ . | value | humanizePercentage }}); {{ end }}')
         if what == "transport_errors":
             kinds = " or ".join(
-                f'label_set(sum(sum_over_time({INTERVAL}_{field}{{%[1]sstatus_class="error"}}[{REACHABILITY_WINDOW}])), '
+                f'label_set(sum(sum_over_time({INTERVAL}_{field}{{%[1]s{STATUS_CLASS}="error"}}[{REACHABILITY_WINDOW}])), '
                 f'"kind", "{name}")' for field, name in TRANSPORT_ERROR_KINDS)
             kinds_query = f"sort_desc(({kinds}) > 0)".replace('"', '\\"')
             failing_kind = (f'{{{{ with printf "{kinds_query}" $selector | query }}}}{{{{ $top := . | first }}}}'
@@ -469,7 +479,7 @@ def steady_failure_rule():
         "alert": "APIHealthEndpointFailingSteadily",
         "expr": (f"{errors} / {requests} > {STEADY_MIN_SHARE}\nand\n{errors} >= {STEADY_MIN_FAILURES}\nand\n"
                  f"{recorded('errors', '1h')} > 0\nand\n"
-                 f"sum by ({', '.join(ENDPOINT_KEPT)}) (count_gt_over_time({INTERVAL}_errors[{STEADY_WINDOW}], 0))"
+                 f"sum by ({', '.join(ENDPOINT_KEPT)}) (count_gt_over_time({INTERVAL}_{ERRORS}[{STEADY_WINDOW}], 0))"
                  f" >= {MIN_FAILING_SOURCES}\n"),
         "for": "15m",
         "labels": {"severity": "ticket"},
@@ -494,7 +504,7 @@ def vmalert_annotations(objective, severity, arms):
     selector = "{%[1]s}"
     budget_left = f"1 - {promql_burn(objective, '30d', selector)}"
     target = f"max({INTERVAL}_{OBJECTIVES[objective]['objective']}{selector})"
-    threshold = f"max({INTERVAL}_objective_latency_ms{selector})"
+    threshold = f"max({INTERVAL}_{LATENCY_THRESHOLD}{selector})"
     windows = " or ".join(f"{long} (confirmed over {short}) above {factor}" for factor, long, short in arms)
     milliseconds = query_template(threshold, 'printf "%.0f"')
     latency = f" within {milliseconds} ms" if objective == "latency" else ""
@@ -536,7 +546,7 @@ def vmalert_rules():
     agents = [
         {
             "alert": "APIHealthAgentStoppedReporting",
-            "expr": f"lag({AGENT}_points_recorded{{{AGENT_SELECTOR}}}[{DEADMAN_LOOKBACK}]) > {silence}\n",
+            "expr": f"lag({AGENT}_{POINTS_RECORDED}{{{AGENT_SELECTOR}}}[{DEADMAN_LOOKBACK}]) > {silence}\n",
             "labels": {"severity": "ticket"},
             "annotations": {
                 "summary": "APIHealth in {{ $labels.service }} {{ $labels.instance }} stopped reporting",
@@ -566,9 +576,9 @@ def vmalert_rules():
         },
         {
             "alert": "APIHealthResponsesNotParsing",
-            "expr": (f"sum by ({', '.join(ENDPOINT_KEPT)}) (sum_over_time({PARSE_FAILURE}_count"
-                     f"[{PARSE_FAILURE_WINDOW}]))\n/\n{promql_sum('count', PARSE_FAILURE_WINDOW)}\n"
-                     f"> {PARSE_FAILURE_SHARE}\nand\n{promql_sum('count', PARSE_FAILURE_WINDOW)} >= {MIN_REQUESTS}\n"),
+            "expr": (f"sum by ({', '.join(ENDPOINT_KEPT)}) (sum_over_time({PARSE_FAILURE}_{PARSE_FAILURE_COUNT}"
+                     f"[{PARSE_FAILURE_WINDOW}]))\n/\n{promql_sum(COUNT, PARSE_FAILURE_WINDOW)}\n"
+                     f"> {PARSE_FAILURE_SHARE}\nand\n{promql_sum(COUNT, PARSE_FAILURE_WINDOW)} >= {MIN_REQUESTS}\n"),
             "for": "5m",
             "labels": {"severity": "page"},
             "annotations": {
@@ -646,11 +656,11 @@ def influxql_burn(objective, guarded=False):
     """The burn rate of `objective` over Grafana's time range ($timeFilter), per endpoint and global tag; `guarded`:
     only where the range holds MIN_REQUESTS requests (a subquery: InfluxQL has no HAVING)."""
     if objective == "availability":
-        bad = 'sum("errors") / sum("count")'
+        bad = f'sum("{ERRORS}") / sum("{COUNT}")'
     else:
-        bad = '(1 - sum("requests_within_latency_objective") / sum("count"))'
+        bad = f'(1 - sum("{WITHIN_LATENCY}") / sum("{COUNT}"))'
     group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
-    requests = ', sum("count") AS "requests"' if guarded else ""
+    requests = f', sum("{COUNT}") AS "requests"' if guarded else ""
     burn = (f'SELECT {bad} / (1 - max("{OBJECTIVES[objective]["objective"]}")) AS "burn_rate"{requests} '
             f'FROM "{INTERVAL}" WHERE $timeFilter GROUP BY {group}')
     if not guarded:
@@ -662,27 +672,27 @@ def influxql_burn(objective, guarded=False):
 # Per instance seen in the time range: its health points per interval (fill(0) makes the empty ones), averaged over
 # the last MISSED_HEALTH_POINTS + 1 intervals (the last may be still filling). 0 when the agent went silent.
 INFLUXQL_AGENT_SILENCE = (f'SELECT moving_average("points", {MISSED_HEALTH_POINTS + 1}) AS "points" FROM '
-                          f'(SELECT count("points_recorded") AS "points" FROM "{AGENT}" WHERE $timeFilter GROUP BY '
-                          f'time({SELF_METRICS_INTERVAL_SECONDS}s), "service", "instance" fill(0)) '
-                          f'GROUP BY "service", "instance"')
+                          f'(SELECT count("{POINTS_RECORDED}") AS "points" FROM "{AGENT}" WHERE $timeFilter GROUP BY '
+                          f'time({SELF_METRICS_INTERVAL_SECONDS}s), "{SERVICE}", "{INSTANCE}" fill(0)) '
+                          f'GROUP BY "{SERVICE}", "{INSTANCE}"')
 INFLUXQL_AGENT_LOSS = ("SELECT " + " + ".join(f'spread("{field}")' for field in LOSS_FIELDS)
-                       + f' AS "points_lost" FROM "{AGENT}" WHERE $timeFilter GROUP BY "service", "instance"')
+                       + f' AS "points_lost" FROM "{AGENT}" WHERE $timeFilter GROUP BY "{SERVICE}", "{INSTANCE}"')
 
 
 def flux_burn(objective, bucket="apihealth", guarded=False):
     """The burn rate of `objective` over the query's range, per endpoint, env and place (ENDPOINT_KEPT);
     `guarded`: only where the range holds MIN_REQUESTS requests."""
-    good_or_bad = "errors" if objective == "availability" else "requests_within_latency_objective"
+    good_or_bad = ERRORS if objective == "availability" else WITHIN_LATENCY
     target = OBJECTIVES[objective]["objective"]
-    share = ("r.errors / r.count" if objective == "availability"
-             else "1.0 - r.requests_within_latency_objective / r.count")
+    share = (f"r.{ERRORS} / r.{COUNT}" if objective == "availability"
+             else f"1.0 - r.{WITHIN_LATENCY} / r.{COUNT}")
     return f"""data = from(bucket: "{bucket}")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "{good_or_bad}" or r._field == "{target}"))
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "{COUNT}" or r._field == "{good_or_bad}" or r._field == "{target}"))
     |> group(columns: {json.dumps(ENDPOINT_KEPT + ["_measurement", "_field"])})
 
 counts = data
-    |> filter(fn: (r) => r._field == "count" or r._field == "{good_or_bad}")
+    |> filter(fn: (r) => r._field == "{COUNT}" or r._field == "{good_or_bad}")
     |> sum()
     |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
 
@@ -694,19 +704,19 @@ objective = data
 union(tables: [counts |> drop(columns: ["_start", "_stop"]), objective])
     |> group(columns: ["_field", "_value"], mode: "except")
     |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
-    |> filter(fn: (r) => exists r.{target} and r.count > {f"{float(MIN_REQUESTS) - 0.5}" if guarded else "0.0"})
+    |> filter(fn: (r) => exists r.{target} and r.{COUNT} > {f"{float(MIN_REQUESTS) - 0.5}" if guarded else "0.0"})
     |> map(fn: (r) => ({{r with _value: ({share}) / (1.0 - r.{target}), _time: now()}}))
-    |> drop(columns: ["count", "{good_or_bad}", "{target}", "_measurement"])
+    |> drop(columns: ["{COUNT}", "{good_or_bad}", "{target}", "_measurement"])
 """
 
 
 def flux_agent_silence(bucket="apihealth"):
     return f"""from(bucket: "{bucket}")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "{AGENT}" and r._field == "points_recorded")
-    |> group(columns: ["service", "instance"])
+    |> filter(fn: (r) => r._measurement == "{AGENT}" and r._field == "{POINTS_RECORDED}")
+    |> group(columns: ["{SERVICE}", "{INSTANCE}"])
     |> last()
-    |> map(fn: (r) => ({{_time: r._time, service: r.service, instance: r.instance, _value: float(v: int(v: now()) - int(v: r._time)) / 1000000000.0}}))
+    |> map(fn: (r) => ({{_time: r._time, {SERVICE}: r.{SERVICE}, {INSTANCE}: r.{INSTANCE}, _value: float(v: int(v: now()) - int(v: r._time)) / 1000000000.0}}))
 """
 
 
@@ -715,9 +725,9 @@ def flux_agent_loss(bucket="apihealth"):
     return f"""from(bucket: "{bucket}")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
     |> filter(fn: (r) => r._measurement == "{AGENT}" and ({fields}))
-    |> group(columns: ["service", "instance", "_field"])
+    |> group(columns: ["{SERVICE}", "{INSTANCE}", "_field"])
     |> spread()
-    |> group(columns: ["service", "instance"])
+    |> group(columns: ["{SERVICE}", "{INSTANCE}"])
     |> sum()
     |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
 """
@@ -750,14 +760,14 @@ def grafana_reduce(ref, source):
 def reachability_query(language, what, by_host):
     """Grafana's query of one reachability sum over its time range: the place's or the host's failures (`what`:
     transport_errors, server_errors) or requests, per host, service, env and place (every other tag summed)."""
-    field, status_class = {"requests": ("count", None), "transport_errors": ("errors", "error"),
-                           "server_errors": ("count", "5xx")}[what]
+    field, status_class = {"requests": (COUNT, None), "transport_errors": (ERRORS, "error"),
+                           "server_errors": (COUNT, "5xx")}[what]
     if language == "influxql":
-        tags = HOST_KEPT if by_host else ["host", "service"] + INFLUXQL_GLOBAL_TAGS
-        where = f""""status_class" = '{status_class}' AND """ if status_class else ""
+        tags = HOST_KEPT if by_host else [HOST, SERVICE] + INFLUXQL_GLOBAL_TAGS
+        where = f""""{STATUS_CLASS}" = '{status_class}' AND """ if status_class else ""
         return (f'SELECT sum("{field}") AS "{what}" FROM "{INTERVAL}" WHERE {where}$timeFilter '
                 f'GROUP BY {", ".join(f"{chr(34)}{tag}{chr(34)}" for tag in tags)}')
-    status = f' and r.status_class == "{status_class}"' if status_class else ""
+    status = f' and r.{STATUS_CLASS} == "{status_class}"' if status_class else ""
     group = f'group(columns: {json.dumps(HOST_KEPT if by_host else PLACE_KEPT)})'
     return f"""// Reachability: {what} {"per host" if by_host else "per host and place"}
 from(bucket: "apihealth")
@@ -773,16 +783,16 @@ def sources_query(language, what):
     """Grafana's query of a place's failing sources over its time range: the most interval points with failures
     (`what`) in one INSTALL_INTERVAL. InfluxDB keeps one point per series and timestamp: installs that share every tag
     and stamp the same second count once."""
-    field, status_class = {"transport_errors": ("errors", "error"), "server_errors": ("count", "5xx")}[what]
+    field, status_class = {"transport_errors": (ERRORS, "error"), "server_errors": (COUNT, "5xx")}[what]
     if language == "influxql":
-        tags = ", ".join(f'"{tag}"' for tag in ["host", "service"] + INFLUXQL_GLOBAL_TAGS)
+        tags = ", ".join(f'"{tag}"' for tag in [HOST, SERVICE] + INFLUXQL_GLOBAL_TAGS)
         return (f'SELECT max("points") AS "{what}_sources" FROM (SELECT count("{field}") AS "points" FROM "{INTERVAL}" '
-                f"""WHERE "status_class" = '{status_class}' AND "{field}" > 0 AND $timeFilter """
+                f"""WHERE "{STATUS_CLASS}" = '{status_class}' AND "{field}" > 0 AND $timeFilter """
                 f'GROUP BY time({INSTALL_INTERVAL}), {tags}) GROUP BY {tags}')
     return f"""// Reachability: {what} sources per host and place
 from(bucket: "apihealth")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{field}" and r.status_class == "{status_class}" and r._value > 0)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{field}" and r.{STATUS_CLASS} == "{status_class}" and r._value > 0)
     |> group(columns: {json.dumps(PLACE_KEPT)})
     |> aggregateWindow(every: {INSTALL_INTERVAL}, fn: count, createEmpty: false)
     |> max()
@@ -860,12 +870,12 @@ def failing_points_query(language):
     """Grafana's query of the interval points with failures over its time range, per endpoint and global tag."""
     if language == "influxql":
         group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
-        return (f'SELECT count("errors") AS "failing_points" FROM "{INTERVAL}" WHERE "errors" > 0 AND $timeFilter '
+        return (f'SELECT count("{ERRORS}") AS "failing_points" FROM "{INTERVAL}" WHERE "{ERRORS}" > 0 AND $timeFilter '
                 f'GROUP BY {group}')
     return f"""// Failing steadily: failing_points
 from(bucket: "apihealth")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "errors" and r._value > 0)
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{ERRORS}" and r._value > 0)
     |> group(columns: {json.dumps(ENDPOINT_KEPT)})
     |> count()
     |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
@@ -876,9 +886,9 @@ def grafana_steady_failure_rule(language, datasource):
     """APIHealthEndpointFailingSteadily in Grafana: failures and requests over STEADY_WINDOW, failures over the last
     hour."""
     data = []
-    for ref, reduced, field, alias, window in (("A", "D", "errors", "failures", STEADY_WINDOW),
-                                               ("B", "E", "count", "requests", STEADY_WINDOW),
-                                               ("C", "F", "errors", "failures_last_hour", "1h")):
+    for ref, reduced, field, alias, window in (("A", "D", ERRORS, "failures", STEADY_WINDOW),
+                                               ("B", "E", COUNT, "requests", STEADY_WINDOW),
+                                               ("C", "F", ERRORS, "failures_last_hour", "1h")):
         data.append(grafana_query(ref, datasource, language, endpoint_sum_query(language, field, alias),
                                   SECONDS[window]))
         data.append(grafana_reduce(reduced, ref))
@@ -916,27 +926,27 @@ def grafana_failures_query(language, objective):
     """Grafana's query of the requests that failed `objective` over its time range, per endpoint, env and place."""
     if language == "influxql":
         group = ", ".join(f'"{tag}"' for tag in ENDPOINT_TAGS + INFLUXQL_GLOBAL_TAGS)
-        failed = ('sum("errors")' if objective == "availability"
-                  else 'sum("count") - sum("requests_within_latency_objective")')
+        failed = (f'sum("{ERRORS}")' if objective == "availability"
+                  else f'sum("{COUNT}") - sum("{WITHIN_LATENCY}")')
         return f'SELECT {failed} AS "failures" FROM "{INTERVAL}" WHERE $timeFilter GROUP BY {group}'
     group = f'group(columns: {json.dumps(ENDPOINT_KEPT + ["_measurement", "_field"])})'
     if objective == "availability":
         return f"""from(bucket: "apihealth")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "errors")
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and r._field == "{ERRORS}")
     |> {group}
     |> sum()
     |> map(fn: (r) => ({{r with _value: float(v: r._value)}}))
 """
     return f"""from(bucket: "apihealth")
     |> range(start: v.timeRangeStart, stop: v.timeRangeStop)
-    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "requests_within_latency_objective"))
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "{COUNT}" or r._field == "{WITHIN_LATENCY}"))
     |> {group}
     |> sum()
     |> pivot(rowKey: ["_measurement"], columnKey: ["_field"], valueColumn: "_value")
-    |> filter(fn: (r) => exists r.requests_within_latency_objective)
-    |> map(fn: (r) => ({{r with _value: float(v: r.count - r.requests_within_latency_objective)}}))
-    |> drop(columns: ["count", "requests_within_latency_objective", "_measurement"])
+    |> filter(fn: (r) => exists r.{WITHIN_LATENCY})
+    |> map(fn: (r) => ({{r with _value: float(v: r.{COUNT} - r.{WITHIN_LATENCY})}}))
+    |> drop(columns: ["{COUNT}", "{WITHIN_LATENCY}", "_measurement"])
 """
 
 
@@ -1123,14 +1133,14 @@ def influxdb_reachability_query(what):
     REACHABILITY_OUTAGE_SHARE; that alone where the host has no other place), for places with at least MIN_REQUESTS
     requests and failures from MIN_FAILING_SOURCES installs within one INSTALL_INTERVAL (above 1: the alert's
     condition)."""
-    field, status_class = {"transport_errors": ("errors", "error"), "server_errors": ("count", "5xx")}[what]
-    failed = f'r._field == "{field}" and r.status_class == "{status_class}"'
+    field, status_class = {"transport_errors": (ERRORS, "error"), "server_errors": (COUNT, "5xx")}[what]
+    failed = f'r._field == "{field}" and r.{STATUS_CLASS} == "{status_class}"'
     return f"""// Reachability: {what} per host and place, against the rest of the host's traffic
 import "join"
 
 rows = from(bucket: "apihealth")
     |> range(start: -{REACHABILITY_WINDOW})
-    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "errors"))
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "{COUNT}" or r._field == "{ERRORS}"))
     |> map(fn: (r) => ({{r with {flux_key(PLACE_KEPT, "place")}, {flux_key(HOST_KEPT, "host_key")}}}))
 
 sources = rows
@@ -1142,7 +1152,7 @@ sources = rows
     |> group()
 
 place = rows
-    |> map(fn: (r) => ({{r with requests: if r._field == "count" then float(v: r._value) else 0.0, failed: if {failed} then float(v: r._value) else 0.0}}))
+    |> map(fn: (r) => ({{r with requests: if r._field == "{COUNT}" then float(v: r._value) else 0.0, failed: if {failed} then float(v: r._value) else 0.0}}))
     |> group(columns: {json.dumps(PLACE_KEPT + ["place", "host_key"])})
     |> reduce(identity: {{requests: 0.0, failed: 0.0}}, fn: (r, accumulator) => ({{requests: accumulator.requests + r.requests, failed: accumulator.failed + r.failed}}))
     |> group()
@@ -1177,8 +1187,8 @@ import "join"
 
 from(bucket: "apihealth")
     |> range(start: -{STEADY_WINDOW})
-    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "count" or r._field == "errors"))
-    |> map(fn: (r) => ({{r with requests: if r._field == "count" then float(v: r._value) else 0.0, failed: if r._field == "errors" then float(v: r._value) else 0.0, failing_points: if r._field == "errors" and r._value > 0 then 1.0 else 0.0, last_hour: if r._field == "errors" and r._time > date.sub(d: 1h, from: now()) then float(v: r._value) else 0.0}}))
+    |> filter(fn: (r) => r._measurement == "{INTERVAL}" and (r._field == "{COUNT}" or r._field == "{ERRORS}"))
+    |> map(fn: (r) => ({{r with requests: if r._field == "{COUNT}" then float(v: r._value) else 0.0, failed: if r._field == "{ERRORS}" then float(v: r._value) else 0.0, failing_points: if r._field == "{ERRORS}" and r._value > 0 then 1.0 else 0.0, last_hour: if r._field == "{ERRORS}" and r._time > date.sub(d: 1h, from: now()) then float(v: r._value) else 0.0}}))
     |> group(columns: {json.dumps(ENDPOINT_KEPT)})
     |> reduce(identity: {{requests: 0.0, failed: 0.0, failing_points: 0.0, last_hour: 0.0}}, fn: (r, accumulator) => ({{requests: accumulator.requests + r.requests, failed: accumulator.failed + r.failed, failing_points: accumulator.failing_points + r.failing_points, last_hour: accumulator.last_hour + r.last_hour}}))
     |> filter(fn: (r) => r.requests > 0.0 and r.last_hour > 0.0 and r.failing_points >= {float(MIN_FAILING_SOURCES)})

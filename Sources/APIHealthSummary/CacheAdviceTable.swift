@@ -389,40 +389,38 @@ package struct CacheAdviceTable: Sendable {
     /// (`ttl_saved_ms`, `ttl_saved_ms_per_minute`), `observed_seconds`, the header sums and `headers`, the
     /// phrases of the table's last column.
     package static func json(_ rows: [CacheAdviceRow]) -> String {
-        typealias J = SummaryTable
         var out = ""
         for row in rows {
             let figures = row.figures
-            var object =
-                "{\"host\":\(J.string(row.endpoint.host)),\"path\":\(J.string(row.endpoint.path)),"
-                + "\"method\":\(J.string(row.endpoint.method)),\"module\":\(row.endpoint.module.map(J.string) ?? "null"),"
-                + "\"requests\":\(figures.requests),\"judged\":\(figures.judged),"
+            var object = JSONObject()
+                .adding("host", row.endpoint.host).adding("path", row.endpoint.path)
+                .adding("method", row.endpoint.method).adding("module", row.endpoint.module)
+                .adding("requests", figures.requests).adding("judged", figures.judged)
             for (index, bound) in PointSchema.IntervalField.cacheAgeBounds.enumerated() {
-                object += "\"hits_le_\(bound)\":\(figures.hits[index]),"
-                object += "\"hits_ms_le_\(bound)\":\(number(figures.hitsMilliseconds[index])),"
-                object += "\"stale_le_\(bound)\":\(figures.stale[index]),"
+                object = object.adding("hits_le_\(bound)", figures.hits[index])
+                    .adding("hits_ms_le_\(bound)", number(figures.hitsMilliseconds[index]))
+                    .adding("stale_le_\(bound)", figures.stale[index])
             }
-            let ttlSeconds: String
-            if case .seconds(let bound) = row.lifetime { ttlSeconds = String(bound) } else { ttlSeconds = "null" }
-            let ttl = row.lifetime == .nothingServed ? "null" : J.string(lifetime(row))
-            object +=
-                "\"ttl_seconds\":\(ttlSeconds),\"ttl\":\(ttl),\"shared_cache\":\(row.sharedCacheAllowed),"
-                + "\"hit_share\":\(row.hitShare.map(J.share) ?? "null"),"
-                + "\"stale_share\":\(row.staleShare.map(J.share) ?? "null"),"
-                + "\"ttl_saved_ms\":\(row.lifetimeSavedMilliseconds.map(number) ?? "null"),"
-                + "\"ttl_saved_ms_per_minute\":\(row.savedPerMinute.map(number) ?? "null"),"
-                + "\"observed_seconds\":\(row.observedNanoseconds.map { number(Double($0) / 1e9) } ?? "null"),"
-                + "\"private_only\":\(figures.privateOnly),\"coalescable\":\(figures.coalescable),"
-                + "\"coalescable_ms\":\(number(figures.coalescableMilliseconds)),"
-                + "\"storable\":\(figures.storable),\"no_store\":\(figures.noStore),"
-                + "\"with_lifetime\":\(figures.withLifetime),\"revalidated\":\(figures.revalidated),"
-                + "\"served_locally\":\(figures.servedLocally),"
-                + "\"headers\":[\(headerNotes(row).map(J.string).joined(separator: ","))]}\n"
-            out += object
+            var ttlSeconds: Int64?
+            if case .seconds(let bound) = row.lifetime { ttlSeconds = bound }
+            object = object.adding("ttl_seconds", ttlSeconds)
+                .adding("ttl", row.lifetime == .nothingServed ? nil : lifetime(row))
+                .adding("shared_cache", row.sharedCacheAllowed)
+                .adding("hit_share", number(row.hitShare)).adding("stale_share", number(row.staleShare))
+                .adding("ttl_saved_ms", number(row.lifetimeSavedMilliseconds))
+                .adding("ttl_saved_ms_per_minute", number(row.savedPerMinute))
+                .adding("observed_seconds", number(row.observedNanoseconds.map { Double($0) / 1e9 }))
+                .adding("private_only", figures.privateOnly).adding("coalescable", figures.coalescable)
+                .adding("coalescable_ms", number(figures.coalescableMilliseconds))
+                .adding("storable", figures.storable).adding("no_store", figures.noStore)
+                .adding("with_lifetime", figures.withLifetime).adding("revalidated", figures.revalidated)
+                .adding("served_locally", figures.servedLocally)
+                .adding("headers", headerNotes(row))
+            out += JSONLines.line(object)
         }
         return out
     }
 
     /// A number to at most nine decimals (sums of float milliseconds).
-    private static func number(_ value: Double) -> String { SummaryTable.share(value) }
+    private static func number(_ value: Double?) -> JSONNumber { JSONNumber(value.map(SummaryTable.rounded)) }
 }

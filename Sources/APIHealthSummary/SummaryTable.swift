@@ -409,48 +409,51 @@ package struct SummaryTable: Sendable {
 
     // MARK: - JSON
 
-    /// One JSON object per row, one per line.
+    /// One JSON object per row, one per line (``JSONLines``).
     package static func json(_ rows: [SummaryRow], slotWidth: Int64?) -> String {
         var out = ""
         for row in rows {
-            let series = row.p95OverTime.map { $0.map(number) ?? "null" }.joined(separator: ",")
-            out +=
-                "{\"host\":\(string(row.host)),\"path\":\(string(row.path)),\"method\":\(string(row.method)),"
-                + (row.country.map { "\"country\":\(string($0))," } ?? "")
-                + "\"requests\":\(row.requests),\"errors\":\(row.errors),\"error_percent\":\(number(row.errorPercent)),"
-                + "\"p50_ms\":\(row.p50.map(number) ?? "null"),\"p95_ms\":\(row.p95.map(number) ?? "null"),"
-                + "\"p99_ms\":\(row.p99.map(number) ?? "null"),\"percentiles\":\(row.source == .intervalPoints ? "\"bucket_bounds\"" : row.percentilesExact ? "\"exact\"" : "\"sketch\""),"
-                + "\"source\":\"\(row.source.rawValue)\","
-                + "\"last_status\":\(row.lastStatus.map(string) ?? "null"),\"parse_failures\":\(row.parseFailures),"
-                + "\"p95_over_time_ms\":[\(series)],\"slot_seconds\":\(slotWidth.map { number(Double($0) / 1e9) } ?? "null")"
-                + objectiveFields(row) + "}\n"
+            var object = JSONObject()
+                .adding("host", row.host).adding("path", row.path).adding("method", row.method)
+            if let country = row.country { object = object.adding("country", country) }
+            let percentiles =
+                row.source == .intervalPoints ? "bucket_bounds" : row.percentilesExact ? "exact" : "sketch"
+            object = object.adding("requests", row.requests).adding("errors", row.errors)
+                .adding("error_percent", JSONNumber(row.errorPercent))
+                .adding("p50_ms", JSONNumber(row.p50)).adding("p95_ms", JSONNumber(row.p95))
+                .adding("p99_ms", JSONNumber(row.p99)).adding("percentiles", percentiles)
+                .adding("source", row.source.rawValue).adding("last_status", row.lastStatus)
+                .adding("parse_failures", row.parseFailures)
+                .adding("p95_over_time_ms", row.p95OverTime.map(JSONNumber.init))
+                .adding("slot_seconds", JSONNumber(slotWidth.map { Double($0) / 1e9 }))
+            out += JSONLines.line(objectiveFields(row, in: object))
         }
         return out
     }
 
-    /// The row's objectives as JSON members (each with a leading comma), none without an objective.
-    static func objectiveFields(_ row: SummaryRow) -> String {
-        var out = ""
+    /// `object` with the row's objectives added, nothing without an objective.
+    static func objectiveFields(_ row: SummaryRow, in object: JSONObject) -> JSONObject {
+        var object = object
+        var any = false
         for (name, objective) in [("availability", row.availability), ("latency", row.latency)] {
             guard let objective else { continue }
-            out += ",\"\(name)_objective\":\(number(objective.objective))"
+            any = true
+            object = object.adding("\(name)_objective", JSONNumber(objective.objective))
             if let threshold = objective.thresholdMilliseconds {
-                out += ",\"\(name)_objective_ms\":\(number(threshold))"
+                object = object.adding("\(name)_objective_ms", JSONNumber(threshold))
             }
-            out += ",\"\(name)_budget_used\":\(objective.budgetUsed.map(share) ?? "null")"
-            out += ",\"\(name)_burn_rate\":\(objective.burnRate.map(share) ?? "null")"
+            object = object.adding("\(name)_budget_used", JSONNumber(objective.budgetUsed.map(rounded)))
+                .adding("\(name)_burn_rate", JSONNumber(objective.burnRate.map(rounded)))
         }
-        if !out.isEmpty {
-            out += ",\"burn_window_seconds\":\(SummaryAggregator.burnWindow / 1_000_000_000)"
-            out += ",\"burn_mark\":\(row.burnMark.map { string($0.rawValue) } ?? "null")"
-        }
-        return out
+        guard any else { return object }
+        return object.adding("burn_window_seconds", SummaryAggregator.burnWindow / 1_000_000_000)
+            .adding("burn_mark", row.burnMark?.rawValue)
     }
 
     /// A budget share or burn rate to nine decimals: `1 - 0.999` is not exactly 0.001 in binary, and
     /// 20 failed of 1,000 should read 20, not 19.999999999999982.
-    static func share(_ value: Double) -> String {
-        number(abs(value) < 1e9 ? (value * 1e9).rounded() / 1e9 : value)
+    static func rounded(_ value: Double) -> Double {
+        abs(value) < 1e9 ? (value * 1e9).rounded() / 1e9 : value
     }
 
     static func number(_ value: Double) -> String {
@@ -459,8 +462,8 @@ package struct SummaryTable: Sendable {
         return String(value)
     }
 
-    /// `text` as a JSON string: quotes, backslashes and control characters escaped (so a spool line can
-    /// never drive a terminal through JSON output either).
+    /// `text` quoted as the tables and `influx-tail`'s line format show a string: quotes, backslashes and control
+    /// characters escaped, C1 controls too, so a spool line can never drive a terminal.
     package static func string(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {

@@ -79,6 +79,7 @@ struct InfluxTail: ParsableCommand {
               influx-tail --service checkout --summary -f
               influx-tail --service checkout --summary --format json | jq .p99_ms
               influx-tail --service checkout --summary --sort burn
+              influx-tail --schema | jq .intervalFields
               influx-tail --service checkout --cache -n 10
               influx-tail --service checkout --stats
               influx-tail --service checkout --rejected
@@ -155,6 +156,9 @@ struct InfluxTail: ParsableCommand {
     @Option(help: "Colours: auto (only on a terminal), always or never.")
     var color: ColorChoice = .auto
 
+    @Flag(help: "Print every measurement, tag and field name the agent writes, as JSON, and exit (reads no spool).")
+    var schema = false
+
     func validate() throws {
         if let last, last < 0 { throw ValidationError("-n takes a number of lines, 0 or more") }
         for filter in filters where !filter.contains("=") || filter.hasPrefix("=") {
@@ -172,6 +176,9 @@ struct InfluxTail: ParsableCommand {
         }
         if cache && sort != nil {
             throw ValidationError("--sort orders --summary; --cache ranks by the waiting a cache would have saved")
+        }
+        if schema && (summary || cache || stats || rejected || follow) {
+            throw ValidationError("--schema prints the names the agent writes; it takes no other mode")
         }
         if let width, width < SummaryTable.minimumWidth {
             throw ValidationError("--width takes \(SummaryTable.minimumWidth) columns or more")
@@ -212,6 +219,10 @@ struct InfluxTail: ParsableCommand {
     }
 
     func run() throws {
+        if schema {
+            print(try PointSchemaDescription.current.json(), terminator: "")
+            return
+        }
         let directory = try spoolDirectory()
         if summary || cache {
             try SummaryCommand(

@@ -118,53 +118,65 @@ struct LinePrinter {
             case .int(let value): return "\(key)=\(value)i"
             case .uint(let value): return "\(key)=\(value)u"
             case .bool(let value): return "\(key)=\(value)"
-            case .string(let value): return "\(key)=\(Terminal.visible(jsonString(value)))"
+            case .string(let value): return "\(key)=\(Terminal.visible(quoted(value)))"
             }
         }.joined(separator: " ")
     }
 
+    /// The point as one JSON object (without its line end): `time`, `timestamp_ns`, `measurement`, `tags`,
+    /// `fields` and each field's type in `types`.
     static func json(_ point: Point, precision: Precision) -> String {
-        var fields: [String] = []
-        var types: [String] = []
+        var fields = JSONObject()
+        var types = JSONObject()
         for field in point.fields {
-            let key = jsonString(field.key)
             switch field.value {
             case .float(let value):
-                fields.append("\(key):\(value)")
-                types.append("\(key):\"float\"")
+                fields = fields.adding(field.key, JSONNumber(value))
+                types = types.adding(field.key, "float")
             case .int(let value):
-                fields.append("\(key):\(value)")
-                types.append("\(key):\"integer\"")
+                fields = fields.adding(field.key, value)
+                types = types.adding(field.key, "integer")
             case .uint(let value):
-                fields.append("\(key):\(value)")
-                types.append("\(key):\"unsigned\"")
+                fields = fields.adding(field.key, value)
+                types = types.adding(field.key, "unsigned")
             case .bool(let value):
-                fields.append("\(key):\(value)")
-                types.append("\(key):\"boolean\"")
+                fields = fields.adding(field.key, value)
+                types = types.adding(field.key, "boolean")
             case .string(let value):
-                fields.append("\(key):\(jsonString(value))")
-                types.append("\(key):\"string\"")
+                fields = fields.adding(field.key, value)
+                types = types.adding(field.key, "string")
             }
         }
-        let tags = point.tags.map { "\(jsonString($0.key)):\(jsonString($0.value))" }.joined(separator: ",")
-        let timestamp = point.timestamp.flatMap { $0.value(in: .ns) }.map(String.init) ?? "null"
-        return
-            "{\"time\":\(point.timestamp == nil ? "null" : jsonString(time(point.timestamp))),\"timestamp_ns\":\(timestamp),"
-            + "\"measurement\":\(jsonString(point.measurement)),\"tags\":{\(tags)},\"fields\":{\(fields.joined(separator: ","))},"
-            + "\"types\":{\(types.joined(separator: ","))}}"
+        var tags = JSONObject()
+        for tag in point.tags { tags = tags.adding(tag.key, tag.value) }
+        let object = JSONObject()
+            .adding("time", point.timestamp == nil ? nil : time(point.timestamp))
+            .adding("timestamp_ns", point.timestamp.flatMap { $0.value(in: .ns) })
+            .adding("measurement", point.measurement).adding("tags", tags).adding("fields", fields)
+            .adding("types", types)
+        return String(JSONLines.line(object).dropLast())
     }
 
-    static func jsonString(_ text: String) -> String { SummaryTable.string(text) }
+    /// A string field as the line and table formats show it: quoted, its quotes, backslashes and controls escaped.
+    static func quoted(_ text: String) -> String { SummaryTable.string(text) }
 
     mutating func printStats(_ stats: SpoolStats) {
         if format == .json {
-            let hosts = stats.perHost.map { "\(Self.jsonString($0.key)):\($0.value)" }.joined(separator: ",")
-            let statuses = stats.perStatus.map { "\(Self.jsonString($0.key)):\($0.value)" }.joined(separator: ",")
+            var hosts = JSONObject()
+            for (host, count) in stats.perHost { hosts = hosts.adding(host, count) }
+            var statuses = JSONObject()
+            for (status, count) in stats.perStatus { statuses = statuses.adding(status, count) }
             write(
-                "{\"pending_lines\":\(stats.lines),\"pending_bytes\":\(stats.bytes),\"segments\":\(stats.segments),"
-                    + "\"oldest_pending_age_seconds\":\(stats.oldestAge.map { String(format: "%.3f", $0) } ?? "null"),"
-                    + "\"per_host\":{\(hosts)},\"per_status\":{\(statuses)},\"rejected_batches\":\(stats.rejectedBatches),"
-                    + "\"rejected_lines\":\(stats.rejectedLines)}\n"
+                JSONLines.line(
+                    JSONObject().adding("pending_lines", stats.lines).adding("pending_bytes", stats.bytes)
+                        .adding("segments", stats.segments)
+                        .adding(
+                            "oldest_pending_age_seconds",
+                            JSONNumber(stats.oldestAge.map { ($0 * 1e3).rounded() / 1e3 })
+                        )
+                        .adding("per_host", hosts).adding("per_status", statuses)
+                        .adding("rejected_batches", stats.rejectedBatches).adding("rejected_lines", stats.rejectedLines)
+                )
             )
             return
         }
@@ -192,7 +204,10 @@ struct LinePrinter {
             let reason = Terminal.visible(batch.reason.replacingOccurrences(of: "\n", with: " "))
             if format == .json {
                 write(
-                    "{\"batch\":\(Self.jsonString(batch.name)),\"rejected_at\":\(Self.jsonString(when)),\"reason\":\(Self.jsonString(reason)),\"lines\":\(batch.lines.count)}\n"
+                    JSONLines.line(
+                        JSONObject().adding("batch", batch.name).adding("rejected_at", when).adding("reason", reason)
+                            .adding("lines", batch.lines.count)
+                    )
                 )
                 continue
             }

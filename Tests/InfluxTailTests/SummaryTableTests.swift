@@ -135,3 +135,25 @@ import Testing
         #expect(!table.contains("127.0.…"), "\(table)")
     }
 }
+
+/// The JSON lines the summary and `influx-tail --format json` print, through JSONEncoder.
+@Suite struct JSONLinesTests {
+    @Test func controlCharactersOfASpoolLineCannotReachTheTerminal() throws {
+        let hostile = "a\u{1B}[31mred\u{9B}2J\u{7F}\"\\\n"
+        let line = JSONLines.line(JSONObject().adding("host", hostile))
+        #expect(line.hasSuffix("}\n") && line.filter { $0 == "\n" }.count == 1)
+        #expect(!line.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7F...0x9F).contains($0.value) })
+        let decoded = try #require(
+            try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        )
+        #expect(decoded["host"] as? String == hostile)
+    }
+
+    @Test func wholeNumbersHaveNoFractionAndNonFiniteOnesAreNull() {
+        let line = JSONLines.line(
+            JSONObject().adding("whole", JSONNumber(20)).adding("half", JSONNumber(0.5))
+                .adding("nan", JSONNumber(.nan)).adding("none", JSONNumber(nil)).adding("absent", nil as String?)
+        )
+        #expect(line == #"{"absent":null,"half":0.5,"nan":null,"none":null,"whole":20}"# + "\n")
+    }
+}

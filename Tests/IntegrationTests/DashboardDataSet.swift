@@ -45,6 +45,16 @@ enum DashboardFiles {
             Range($0.range(at: 1), in: text).map { String(text[$0]) }
         }
     }
+
+    /// The first two capture groups of every match of `pattern` in `text`.
+    static func pairs(_ pattern: String, in text: String) -> [(String, String)] {
+        let regex = try! NSRegularExpression(pattern: pattern)
+        return regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { match in
+            guard let first = Range(match.range(at: 1), in: text), let second = Range(match.range(at: 2), in: text)
+            else { return nil }
+            return (String(text[first]), String(text[second]))
+        }
+    }
 }
 
 /// A known set of requests made by a fleet of three replicas over six 10 s intervals, recorded through real
