@@ -59,7 +59,7 @@ import Testing
         pending.makeWaitingBodies()
         #expect(pending.currentMetrics.pendingBytes == lines.count, "the cap and the metrics count lines, not bodies")
         #expect(pending.pendingBytes() == lines)
-        let spareBuffers = BatchingState.spareBufferLimit * (16 + 64) * 1_024
+        let spareBuffers = BufferPool.spareLimit * (16 + 64) * 1_024
         #expect(
             pending.reservedBytes < lines.count / 4 + spareBuffers,
             "held \(pending.reservedBytes) bytes for \(lines.count) bytes of lines (\(held) before)"

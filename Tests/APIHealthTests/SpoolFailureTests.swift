@@ -241,7 +241,7 @@ private func spoolText(_ directory: URL) throws -> String {
         for index in 0..<200 { pending.record(point(index), now: .zero) }
         let content = pending.pendingBytes().count
         // A whole batch's buffer is 1 MiB + 64 KiB: one for the open batch and the spare ones kept for reuse.
-        let buffers = (1 + BatchingState.spareBufferLimit) * 1_120_000
+        let buffers = (1 + BufferPool.spareLimit) * 1_120_000
         #expect(
             pending.reservedBytes < content + 4 * 1_024 + buffers,
             "only the open batch and the spare buffers keep room to grow"

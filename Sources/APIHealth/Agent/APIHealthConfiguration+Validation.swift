@@ -121,8 +121,8 @@ extension APIHealthConfiguration {
         for rule in capture.successRules {
             if let problem = rule.problem() { throw .invalidSetting(name: "capture.successRules", reason: problem) }
         }
-        if destinations.count > BatchingState.maximumDestinations {
-            throw .invalidSetting(name: "destinations", reason: "at most \(BatchingState.maximumDestinations)")
+        if destinations.count > DestinationCursors.maximum {
+            throw .invalidSetting(name: "destinations", reason: "at most \(DestinationCursors.maximum)")
         }
         for destination in destinations {
             try destination.validate()

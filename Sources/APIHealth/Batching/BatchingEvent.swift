@@ -103,6 +103,27 @@ enum RefusedLines {
     case numbered([Int: String])
     /// Every line, because the batch kept failing past the retry limit.
     case expired
+
+    /// How many of a batch's `total` lines were refused (never more than `total`).
+    func count(of total: Int) -> Int {
+        switch self {
+        case .all, .expired: total
+        case .count(let count): min(count, total)
+        case .numbered(let numbered): min(numbered.count, total)
+        }
+    }
+
+    /// The refused lines by number, when the server named them.
+    var numbered: [Int: String]? {
+        if case .numbered(let numbered) = self { return numbered }
+        return nil
+    }
+
+    /// Whether they were given up on, not refused.
+    var isExpired: Bool {
+        if case .expired = self { return true }
+        return false
+    }
 }
 
 /// What an event asks to be done outside the lock: at most one piece of work, and the loops to wake.
