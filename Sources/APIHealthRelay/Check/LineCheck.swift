@@ -13,10 +13,8 @@ import LineProtocol
 /// if let refusal = check.check(&point, app: app, now: now) { /* refused: count it, name the line */ }
 /// ```
 package struct LineCheck: Sendable {
-    /// The type a field is written with.
-    package enum FieldType: Sendable, Hashable {
-        case float, int, uint, bool, string
-    }
+    /// The type a field is written with: the schema's.
+    package typealias FieldType = PointSchema.FieldType
 
     /// The longest tag value taken, in bytes: a templated path or a host name fits.
     package static let maximumTagValueBytes = 256
@@ -63,14 +61,13 @@ package struct LineCheck: Sendable {
                 hasBuckets: buckets
             )
         }
+        // Every measurement an install's agent writes, with the field types the schema gives it: not the
+        // relay's own health point, which only the relay writes.
         measurements = NameTable([
-            M.request: measurement(S.requestTags, Self.requestFieldTypes),
-            M.parseFailure: measurement(
-                S.parseFailureTags,
-                [S.Field.count: .int, S.Field.codingPath: .string, S.Field.statusCode: .int]
-            ),
-            M.agent: measurement(S.agentTags, Self.agentFieldTypes),
-            M.requestInterval: measurement(S.intervalTags, Self.intervalFieldTypes, buckets: true),
+            M.request: measurement(S.requestTags, S.fieldTypes(of: M.request)!),
+            M.parseFailure: measurement(S.parseFailureTags, S.fieldTypes(of: M.parseFailure)!),
+            M.agent: measurement(S.agentTags, S.fieldTypes(of: M.agent)!),
+            M.requestInterval: measurement(S.intervalTags, S.fieldTypes(of: M.requestInterval)!, buckets: true),
         ])
         let letters = (UInt8(ascii: "A")...UInt8(ascii: "Z")).map { Character(Unicode.Scalar($0)) }
         countries = letters.flatMap { first in
@@ -80,52 +77,6 @@ package struct LineCheck: Sendable {
             }
         }
     }
-
-    /// The types of request points' fields, as the agent writes them.
-    static let requestFieldTypes: [String: FieldType] = {
-        typealias F = PointSchema.Field
-        var types: [String: FieldType] = [:]
-        for key in [
-            F.durationMilliseconds, F.timeToFirstByteMilliseconds, F.domainLookupMilliseconds,
-            F.connectMilliseconds, F.secureConnectionMilliseconds,
-        ] {
-            types[key] = .float
-        }
-        types[F.requestBytes] = .uint
-        types[F.responseBytes] = .uint
-        for key in [F.statusCode, F.errors, F.redirects] { types[key] = .int }
-        types[F.success] = .bool
-        types[F.reusedConnection] = .bool
-        for key in [F.error, F.correlationID, F.networkProtocol] { types[key] = .string }
-        return types
-    }()
-
-    /// The types of interval points' fields (beside the `le_` buckets, integers).
-    static let intervalFieldTypes: [String: FieldType] = {
-        typealias F = PointSchema.IntervalField
-        var types: [String: FieldType] = [:]
-        for key in [F.count, F.errors, F.requestBytes, F.responseBytes, F.bucketInfinity] { types[key] = .int }
-        for key in [F.durationSum, F.durationMinimum, F.durationMaximum] { types[key] = .float }
-        for key in PointSchema.transportErrorIntervalFields { types[key] = .int }
-        types[F.requestsWithinLatencyObjective] = .int
-        for key in [F.objectiveAvailability, F.objectiveLatency, F.objectiveLatencyMilliseconds] { types[key] = .float }
-        // Counts, but the waiting in milliseconds (`cache_hits_ms_le_60`, `cache_coalescable_ms`).
-        for key in PointSchema.cacheIntervalFields {
-            types[key] = key.hasSuffix("_ms") || key.contains("_ms_") ? .float : .int
-        }
-        return types
-    }()
-
-    /// The types of the agent's health points' fields: counts unsigned, the clock's offsets floats.
-    static let agentFieldTypes: [String: FieldType] = {
-        typealias F = PointSchema.AgentField
-        var types: [String: FieldType] = [:]
-        for key in PointSchema.agentFields { types[key] = .uint }
-        types[F.clockOffset] = .float
-        types[F.clockOffsetUncertainty] = .float
-        types[F.lastError] = .string
-        return types
-    }()
 
     /// Checks `point` as sent with `app`'s key at `now` (the relay's clock) and makes it ready to
     /// forward; returns why it is refused, or `nil` when it passes.
