@@ -142,6 +142,8 @@ public struct LineParser: Sendable {
         cursor.end = end
         if cursor.isAtEnd || line[0] == UInt8(ascii: "#") { return nil }
         if isBlank(line, end: end) { return nil }
+        // One check of the whole line spares each name and string its own (nearly every line is ASCII).
+        cursor.isASCII = isASCII(UnsafeBufferPointer(rebasing: line[..<end]))
 
         let measurement = try cursor.name(
             stoppingAt: .measurementStops,
@@ -366,6 +368,8 @@ private struct Cursor {
     var end: Int
     /// Whether names and values are built; `false` only checks the line.
     let collects: Bool
+    /// Whether the whole line is ASCII, so that no name or string needs its UTF-8 checked.
+    var isASCII = false
 
     init(bytes: UnsafeBufferPointer<UInt8>, lineNumber: Int, collects: Bool = true) {
         self.bytes = bytes
@@ -527,7 +531,7 @@ private struct Cursor {
     static let booleanWords: [[UInt8]] = ["true", "True", "TRUE", "false", "False", "FALSE"].map { Array($0.utf8) }
 
     func checkUTF8(_ range: Range<Int>, what: String) throws(LineParseError) {
-        if isASCII(UnsafeBufferPointer(rebasing: bytes[range])) { return }
+        if isASCII || LineProtocol.isASCII(UnsafeBufferPointer(rebasing: bytes[range])) { return }
         var iterator = UnsafeBufferPointer(rebasing: bytes[range]).makeIterator()
         var decoder = UTF8()
         while true {
