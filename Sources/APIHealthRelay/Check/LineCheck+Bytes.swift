@@ -1,4 +1,5 @@
 @_spi(Package) import APIHealth
+import Foundation
 import LineProtocol
 
 /// The schema check on a line's bytes where they are (``LineParser/scanLine(_:lineNumber:into:)``'s spans):
@@ -94,7 +95,7 @@ extension LineCheck {
             case .plain: break
             case .service:
                 let value = bytes(tag.value)
-                guard value.elementsEqual(forwarding.service) else {
+                guard Self.equal(value, forwarding.service) else {
                     // `String` compares canonical forms: the careful path decides for any other than ASCII.
                     return isASCII(value) ? .refused(.service) : .careful
                 }
@@ -145,7 +146,7 @@ extension LineCheck {
             let written = Timestamp(value, precision: precision)
             let offset = written.nanosecondsSinceEpoch.subtractingReportingOverflow(now.nanosecondsSinceEpoch)
                 .partialValue
-            if offset > Self.nanoseconds(maximumAhead) || offset < -Self.nanoseconds(maximumAge) {
+            if offset > maximumAheadNanoseconds || offset < -maximumAgeNanoseconds {
                 guard restamps else { return .refused(.timestamp) }
             } else {
                 timestamp = written
@@ -241,6 +242,15 @@ extension LineCheck {
         default:
             return .refused
         }
+    }
+
+    /// Whether `bytes` are `other`'s.
+    @inline(__always)
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ other: [UInt8]) -> Bool {
+        bytes.count == other.count
+            && other.withUnsafeBufferPointer { other in
+                bytes.isEmpty || memcmp(bytes.baseAddress!, other.baseAddress!, bytes.count) == 0
+            }
     }
 
     /// `-?[0-9]+(\.[0-9]+)?`: a float every reader reads alike.

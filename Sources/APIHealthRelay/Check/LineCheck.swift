@@ -27,6 +27,9 @@ package struct LineCheck: Sendable {
 
     let maximumAge: Duration
     let maximumAhead: Duration
+    /// The window in nanoseconds, as each line's timestamp is compared with it.
+    let maximumAgeNanoseconds: Int64
+    let maximumAheadNanoseconds: Int64
     let restamps: Bool
     let extraTags: Set<String>
     /// What the check does with a tag key of the schema's beside checking its value's length.
@@ -58,6 +61,8 @@ package struct LineCheck: Sendable {
     ) {
         self.maximumAge = maximumAge
         self.maximumAhead = maximumAhead
+        maximumAgeNanoseconds = Self.nanoseconds(maximumAge)
+        maximumAheadNanoseconds = Self.nanoseconds(maximumAhead)
         self.restamps = restamps
         self.extraTags = extraTags
         typealias S = PointSchema
@@ -137,7 +142,7 @@ package struct LineCheck: Sendable {
         if let timestamp = point.timestamp {
             let offset = timestamp.nanosecondsSinceEpoch.subtractingReportingOverflow(now.nanosecondsSinceEpoch)
                 .partialValue
-            if offset > Self.nanoseconds(maximumAhead) || offset < -Self.nanoseconds(maximumAge) {
+            if offset > maximumAheadNanoseconds || offset < -maximumAgeNanoseconds {
                 guard restamps else { return .timestamp }
                 point.timestamp = now
             }
