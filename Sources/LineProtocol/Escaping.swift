@@ -465,6 +465,11 @@ extension Array where Element == UInt8 {
         append(contentsOf: bytes)
         #endif
     }
+
+    /// Appends `value` in decimal: a `-` and up to 19 digits.
+    package mutating func appendDecimal(_ value: Int64) {
+        ByteWriter.writing(into: &self, bound: 20) { writer in LineProtocol.appendDecimal(value, into: &writer) }
+    }
 }
 
 /// Room a name may take once escaped or repaired: at most 3 bytes per byte.

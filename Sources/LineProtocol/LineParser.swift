@@ -93,7 +93,8 @@ public struct LineParser: Sendable {
     /// - Returns: The point, or `nil` for a blank or comment line.
     /// - Throws: ``LineParseError`` when the line is not valid line protocol.
     public func parseLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int = 1) throws(LineParseError) -> Point? {
-        try parseLine(line, lineNumber: lineNumber, collects: true)
+        var spans = LineSpans(keepingFields: false)
+        return try parseLine(line, lineNumber: lineNumber, collects: true, spans: &spans)
     }
 
     /// Checks one line as strictly as ``parseLine(_:lineNumber:)-(UnsafeBufferPointer<UInt8>,_)``
@@ -105,13 +106,35 @@ public struct LineParser: Sendable {
     /// - Returns: `true` for a valid point, `false` for a blank or comment line.
     /// - Throws: ``LineParseError`` when the line is not valid line protocol.
     public func validateLine(_ line: UnsafeBufferPointer<UInt8>, lineNumber: Int = 1) throws(LineParseError) -> Bool {
-        try parseLine(line, lineNumber: lineNumber, collects: false) != nil
+        var spans = LineSpans(keepingFields: false)
+        return try parseLine(line, lineNumber: lineNumber, collects: false, spans: &spans) != nil
+    }
+
+    /// Checks one line as strictly as ``validateLine(_:lineNumber:)`` and says where its parts stand:
+    /// the measurement, each tag's key and value, each field's key, value and kind, and the timestamp.
+    /// Nothing is built or allocated once `spans` has room for the line's tags and fields: for a caller
+    /// that reads the names where they are and copies the line on (the relay).
+    ///
+    /// - Parameters:
+    ///   - line: The line's bytes, without its line end.
+    ///   - lineNumber: The line number errors report.
+    ///   - spans: Where the parts are written; the last line's are forgotten first.
+    /// - Returns: `true` for a valid point, `false` for a blank or comment line.
+    /// - Throws: ``LineParseError`` when the line is not valid line protocol.
+    package func scanLine(
+        _ line: UnsafeBufferPointer<UInt8>,
+        lineNumber: Int = 1,
+        into spans: inout LineSpans
+    ) throws(LineParseError) -> Bool {
+        spans.reset()
+        return try parseLine(line, lineNumber: lineNumber, collects: false, spans: &spans) != nil
     }
 
     private func parseLine(
         _ line: UnsafeBufferPointer<UInt8>,
         lineNumber: Int,
-        collects: Bool
+        collects: Bool,
+        spans: inout LineSpans
     ) throws(LineParseError) -> Point? {
         var cursor = Cursor(bytes: line, lineNumber: lineNumber, collects: collects)
         var end = line.count
@@ -119,15 +142,17 @@ public struct LineParser: Sendable {
         cursor.end = end
         if cursor.isAtEnd || line[0] == UInt8(ascii: "#") { return nil }
         if isBlank(line, end: end) { return nil }
+        // One check of the whole line spares each name and string its own (nearly every line is ASCII).
+        cursor.isASCII = isASCII(UnsafeBufferPointer(rebasing: line[..<end]))
 
         let measurement = try cursor.name(
             stoppingAt: .measurementStops,
             escapable: .measurementEscapes,
             what: "measurement"
         )
+        spans.measurement = 0..<cursor.index
         var tags: [Point.Tag] = []
         // Keys are compared as written: unescaping maps distinct written keys to distinct keys.
-        var tagKeys: [Range<Int>] = []
         while cursor.peek == .comma {
             cursor.advance()
             let keyStart = cursor.index
@@ -135,14 +160,15 @@ public struct LineParser: Sendable {
             let keyRange = keyStart..<cursor.index
             guard cursor.peek == .equals else { throw cursor.error("expected '=' after tag key") }
             cursor.advance()
+            let valueStart = cursor.index
             let value = try cursor.name(stoppingAt: .keyStops, escapable: .tagEscapes, what: "tag value")
             if cursor.peek == .equals { throw cursor.error("unescaped '=' in tag value") }
-            if tagKeys.contains(where: { line[$0].elementsEqual(line[keyRange]) }) {
+            if spans.tags.contains(where: { equalBytes(line, $0.key, keyRange) }) {
                 throw cursor.error(
                     "duplicate tag key \"\(String(decoding: UnsafeBufferPointer(rebasing: line[keyRange]), as: UTF8.self))\""
                 )
             }
-            tagKeys.append(keyRange)
+            spans.tags.append(LineSpans.Tag(key: keyRange, value: valueStart..<cursor.index))
             if cursor.collects { tags.append(Point.Tag(key, value)) }
         }
         guard cursor.peek == .space else { throw cursor.error("expected a space before the field set") }
@@ -152,12 +178,24 @@ public struct LineParser: Sendable {
         var fieldCount = 0
         repeat {
             if fieldCount > 0 { cursor.advance() }
+            let keyStart = cursor.index
             let key = try cursor.name(stoppingAt: .keyStops, escapable: .fieldKeyEscapes, what: "field key")
+            let keyEnd = cursor.index
             guard cursor.peek == .equals else { throw cursor.error("expected '=' after field key") }
             cursor.advance()
+            let valueStart = cursor.index
             let value = try cursor.fieldValue()
             fieldCount += 1
             if cursor.collects { fields.append(Point.Field(key, value)) }
+            if spans.keepsFields {
+                spans.fields.append(
+                    LineSpans.Field(
+                        key: keyStart..<keyEnd,
+                        value: valueStart..<cursor.index,
+                        kind: Self.kind(ofValue: line[valueStart], last: line[cursor.index - 1])
+                    )
+                )
+            }
         } while cursor.peek == .comma
 
         var timestamp: Timestamp?
@@ -166,10 +204,34 @@ public struct LineParser: Sendable {
             if !cursor.isAtEnd && !cursor.restIsBlank {
                 let value = try cursor.integer(what: "timestamp")
                 timestamp = Timestamp(value, precision: precision)
+                spans.timestamp = value
             }
         }
         if !cursor.restIsBlank { throw cursor.error("unexpected text after the line") }
+        if spans.keepsFields {
+            // Line breaks and carriage returns can only be in string values: names refuse them.
+            spans.hasEscapesOrLineBreaks =
+                firstIndex(in: UnsafeBufferPointer(rebasing: line[..<end]), from: 0) { word in
+                    let low7 = word & repeatedLowBits
+                    let plain =
+                        differs(low7, from: .backslash) & differs(low7, from: UInt8(ascii: "\n"))
+                        & differs(low7, from: UInt8(ascii: "\r"))
+                    return matches(word, plain: plain)
+                } < end
+        }
         return Point(measurement: measurement, tags: tags, fields: fields, timestamp: timestamp)
+    }
+
+    /// The kind of a field value the cursor has read, from its first and last bytes.
+    @inline(__always)
+    private static func kind(ofValue first: UInt8, last: UInt8) -> LineSpans.Kind {
+        if first == .quote { return .string }
+        if last == UInt8(ascii: "i") { return .int }
+        if last == UInt8(ascii: "u") { return .uint }
+        switch first {
+        case UInt8(ascii: "t"), UInt8(ascii: "T"), UInt8(ascii: "f"), UInt8(ascii: "F"): return .bool
+        default: return .float
+        }
     }
 
     private func isBlank(_ line: UnsafeBufferPointer<UInt8>, end: Int) -> Bool {
@@ -306,6 +368,8 @@ private struct Cursor {
     var end: Int
     /// Whether names and values are built; `false` only checks the line.
     let collects: Bool
+    /// Whether the whole line is ASCII, so that no name or string needs its UTF-8 checked.
+    var isASCII = false
 
     init(bytes: UnsafeBufferPointer<UInt8>, lineNumber: Int, collects: Bool = true) {
         self.bytes = bytes
@@ -438,7 +502,11 @@ private struct Cursor {
             {
                 return true
             }
-        case 4, 5: return false
+        case 4, 5:
+            // The boolean words, as the full check reads them.
+            for word in Self.booleanWords where word.count == token.count {
+                if word.withUnsafeBufferPointer({ $0.elementsEqual(token) }) { return true }
+            }
         default: break
         }
         // Plain decimals without an exponent, at most 300 digits: always a finite float.
@@ -459,8 +527,11 @@ private struct Cursor {
         return digits > 0 && digits <= 300
     }
 
+    /// The boolean words beside `t`, `T`, `f` and `F`.
+    static let booleanWords: [[UInt8]] = ["true", "True", "TRUE", "false", "False", "FALSE"].map { Array($0.utf8) }
+
     func checkUTF8(_ range: Range<Int>, what: String) throws(LineParseError) {
-        if isASCII(UnsafeBufferPointer(rebasing: bytes[range])) { return }
+        if isASCII || LineProtocol.isASCII(UnsafeBufferPointer(rebasing: bytes[range])) { return }
         var iterator = UnsafeBufferPointer(rebasing: bytes[range]).makeIterator()
         var decoder = UTF8()
         while true {
@@ -476,6 +547,23 @@ private struct Cursor {
         let text = String(decoding: value, as: UTF8.self)
         guard text.utf8.elementsEqual(value) else { throw error("invalid UTF-8 in \(what)", at: start) }
         return text
+    }
+
+    /// `-?[0-9]{1,19}` within `Int64`, read from its bytes; `nil` for any other token, which the full
+    /// reading takes (and refuses or reads, as `Int64(_:)` does).
+    static func decimal(_ token: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard let first = token.first else { return nil }
+        let negative = first == UInt8(ascii: "-")
+        let start = negative ? 1 : 0
+        guard token.count > start, token.count - start <= 19 else { return nil }
+        var value: UInt64 = 0
+        for position in start..<token.count {
+            let digit = token[position] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            value = value &* 10 &+ UInt64(digit)
+        }
+        if negative { return value <= UInt64(Int64.max) + 1 ? Int64(truncatingIfNeeded: 0 &- value) : nil }
+        return value <= UInt64(Int64.max) ? Int64(value) : nil
     }
 
     mutating func fieldValue() throws(LineParseError) -> FieldValue {
@@ -563,6 +651,10 @@ private struct Cursor {
     mutating func integer(what: String) throws(LineParseError) -> Int64 {
         var tokenEnd = index
         while tokenEnd < end && bytes[tokenEnd] != .space && bytes[tokenEnd] != UInt8(ascii: "\t") { tokenEnd += 1 }
+        if let value = Self.decimal(UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd])) {
+            index = tokenEnd
+            return value
+        }
         let token = String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<tokenEnd]), as: UTF8.self)
         guard isInteger(Substring(token), signed: true), let value = Int64(token) else {
             throw error("invalid \(what) \(token)")
@@ -600,4 +692,14 @@ private func isFloat(_ text: String) -> Bool {
         bytes = bytes.dropFirst(exponentDigits)
     }
     return bytes.isEmpty
+}
+
+/// Whether two ranges of `bytes` hold the same bytes.
+@inline(__always)
+private func equalBytes(_ bytes: UnsafeBufferPointer<UInt8>, _ first: Range<Int>, _ second: Range<Int>) -> Bool {
+    guard first.count == second.count else { return false }
+    for offset in 0..<first.count where bytes[first.lowerBound + offset] != bytes[second.lowerBound + offset] {
+        return false
+    }
+    return true
 }

@@ -11,14 +11,14 @@ private typealias Files = DashboardFiles
 @Suite struct DashboardContractTests {
     static let measurements = Set([
         PointSchema.Measurement.request, PointSchema.Measurement.parseFailure, PointSchema.Measurement.agent,
-        PointSchema.Measurement.requestInterval,
+        PointSchema.Measurement.requestInterval, PointSchema.Measurement.relay,
     ])
     /// The global tag the dashboards filter and group by (`APIHEALTH_TAGS=env=prod`), beside `country`: the agent
     /// writes them when the service sets them, and a query that reads them must work without them.
     static let environmentTag = "env"
     static let tags = Set(
         PointSchema.requestTags + PointSchema.parseFailureTags + PointSchema.agentTags + PointSchema.intervalTags
-            + MetricsSchema.tags + [environmentTag, PointSchema.Tag.country]
+            + PointSchema.relayTags + MetricsSchema.tags + [environmentTag, PointSchema.Tag.country]
     )
     /// The duration histogram of interval points and of swift-metrics timers, with the default bounds.
     static let bucketFields = Set(
@@ -32,7 +32,8 @@ private typealias Files = DashboardFiles
     static let fields = Set(
         PointSchema.requestFields + PointSchema.parseFailureFields + PointSchema.agentFields
             + PointSchema.intervalFields + PointSchema.objectiveIntervalFields
-            + PointSchema.transportErrorIntervalFields + PointSchema.cacheIntervalFields + MetricsSchema.fields
+            + PointSchema.transportErrorIntervalFields + PointSchema.cacheIntervalFields + PointSchema.relayFields
+            + MetricsSchema.fields
     ).union(bucketFields)
     static let metricTypes: Set<String> = [
         MetricsSchema.MetricType.counter, MetricsSchema.MetricType.floatingPointCounter, MetricsSchema.MetricType.meter,
@@ -56,7 +57,7 @@ private typealias Files = DashboardFiles
     /// per-country split.
     static let groupByValues = ["service", "instance", "env", "country"]
 
-    static let panelCount = 18
+    static let panelCount = 22
 
     @Test func everyNameTheQueriesUseIsOneTheSchemaEmits() throws {
         let influxQL = try Files.files("influxql", ".influxql")
@@ -127,6 +128,43 @@ private typealias Files = DashboardFiles
                 file.text.contains("v.timeRangeStart") && file.text.contains("v.timeRangeStop")
                     && file.text.contains("v.bucket")
             )
+        }
+    }
+
+    /// The relay's row (four panels in each flavour) reads only the relay's health point and names only its
+    /// fields, as ``PointSchema/relayFields`` has them; the refusals panel names every reason the relay counts.
+    @Test func theRelayRowNamesTheRelaysFieldsAndEveryRefusalReason() throws {
+        typealias F = PointSchema.RelayField
+        let relayFields = Set(PointSchema.relayFields)
+        let reasons = Set((F.lineRefusalReasons + F.writeRefusalReasons).map(F.refused))
+        for (folder, fieldPattern) in [
+            ("flux", #"r\._field == "([^"]+)""#), ("influxql", #"last\("([^"]+)"\)"#),
+            ("metricsql", #"__name__=~"([^"]+)""#),
+        ] {
+            let files = try Files.files(folder, "." + folder).filter { $0.name.hasPrefix("relay_") }
+            #expect(
+                files.map { $0.name.split(separator: ".")[0] }.sorted() == [
+                    "relay_lines", "relay_pending", "relay_refused", "relay_throttled",
+                ]
+            )
+            for file in files {
+                var names = Files.matches(fieldPattern, in: file.text)
+                if folder == "metricsql" {
+                    // `apihealth_relay_(a|b)`: the series <measurement>_<field> of each field.
+                    names = names.flatMap { pattern -> [String] in
+                        let parts = pattern.split(separator: "(", maxSplits: 1)
+                        let prefix = String(parts[0]).dropFirst(PointSchema.Measurement.relay.count + 1)
+                        return parts[1].dropLast().split(separator: "|").map { String(prefix + $0) }
+                    }
+                }
+                #expect(!names.isEmpty, "\(folder)/\(file.name)")
+                for name in names { #expect(relayFields.contains(name), "\(folder)/\(file.name): \(name)") }
+                #expect(file.text.contains(PointSchema.Measurement.relay), "\(folder)/\(file.name)")
+                #expect(!file.text.contains(PointSchema.Measurement.requestInterval), "\(folder)/\(file.name)")
+                if file.name.hasPrefix("relay_refused") {
+                    #expect(Set(names) == reasons, "\(folder)/\(file.name): every reason, nothing else")
+                }
+            }
         }
     }
 

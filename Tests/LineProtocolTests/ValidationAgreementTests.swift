@@ -8,10 +8,38 @@ import Testing
         let parser = LineParser()
         let validated = line.withUnsafeBufferPointer { buffer in try? parser.validateLine(buffer) }
         let parsed: Bool?
+        var point: Point?
         do {
-            parsed = try parser.parseLine(line) != nil
+            point = try parser.parseLine(line)
+            parsed = point != nil
         } catch {
             parsed = nil
+        }
+        // `scanLine` (the relay's) accepts the same lines, and its spans name the point's parts.
+        var spans = LineSpans()
+        let scanned = line.withUnsafeBufferPointer { buffer in try? parser.scanLine(buffer, into: &spans) }
+        #expect(scanned == validated, "scanLine and validateLine disagree on \(line)")
+        if let point, scanned == true {
+            #expect(spans.tags.count == point.tags.count && spans.fields.count == point.fields.count)
+            #expect(spans.timestamp.map { Timestamp($0, precision: .ns) } == point.timestamp)
+            for (span, field) in zip(spans.fields, point.fields) {
+                let kind: LineSpans.Kind
+                switch field.value {
+                case .float: kind = .float
+                case .int: kind = .int
+                case .uint: kind = .uint
+                case .bool: kind = .bool
+                case .string: kind = .string
+                }
+                #expect(span.kind == kind, "\(field) in \(line)")
+            }
+            if !spans.hasEscapesOrLineBreaks {
+                func text(_ range: Range<Int>) -> String { String(decoding: line[range], as: UTF8.self) }
+                #expect(text(spans.measurement) == point.measurement)
+                #expect(spans.tags.map { text($0.key) } == point.tags.map(\.key))
+                #expect(spans.tags.map { text($0.value) } == point.tags.map(\.value))
+                #expect(spans.fields.map { text($0.key) } == point.fields.map(\.key))
+            }
         }
         return (validated, parsed)
     }

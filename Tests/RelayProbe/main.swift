@@ -1,9 +1,11 @@
 // The relay's cost per line, counted by callgrind (scripts/callgrind-relay runs it):
 //   relay-probe MODE LINES    LINES lines (a multiple of 5,000) through MODE:
-//     relay    the whole intake: gunzip, split, parse, schema check, limits, encode into the agent's batches
-//     parse    LineParser alone
-//     check    parse and the schema check
-//     write    the agent's write of points already parsed and checked (encoding and batching)
+//     relay    the whole intake: gunzip, split, scan, schema check on the bytes, limits, the lines into the
+//              agent's batches
+//     parse    LineParser.scanLine alone (the spans of a line, nothing built)
+//     check    scan and the schema check on the bytes, the line to forward written
+//     write    the agent's write of lines already checked (copied into its batches)
+//     point    the careful path a line with escapes takes: LineParser.parseLine into a Point and its check
 // The body is one gzipped batch of 5,000 interval lines (50 series), as an install's agent writes them, made
 // once and sent LINES / 5,000 times, so the difference of two runs is the cost of the lines alone.
 @_spi(Benchmarking) @_spi(Package) import APIHealth
@@ -14,7 +16,7 @@ import Logging
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count == 2, let lines = Int(arguments[1]), lines % 5_000 == 0 else {
-    print("usage: relay-probe relay|parse|check|write LINES (a multiple of 5,000)")
+    print("usage: relay-probe relay|parse|check|write|point LINES (a multiple of 5,000)")
     exit(2)
 }
 let mode = arguments[0]
@@ -46,10 +48,20 @@ let check = relayConfiguration.check
 let key = relayConfiguration.keys.app(forKey: "k")!
 let wall = Timestamp.systemNow()
 let rows = plain.split(separator: UInt8(ascii: "\n")).map(Array.init)
-let checked: [Point] = rows.map { row in
-    var point = try! parser.parseLine(row)!
-    _ = check.check(&point, app: key, now: wall)
-    return point
+let forwarding = LineCheck.Forwarding(
+    app: key,
+    precision: agentConfiguration.precision,
+    writesUnsignedAsSigned: agentConfiguration.writesUnsignedAsSigned
+)
+var spans = LineSpans()
+var scratch: [UInt8] = []
+let checked: [[UInt8]] = rows.map { row in
+    scratch.removeAll(keepingCapacity: true)
+    row.withUnsafeBufferPointer { line in
+        _ = try! parser.scanLine(line, into: &spans)
+        _ = check.check(line, spans: spans, precision: .ns, forwarding: forwarding, now: wall, into: &scratch)
+    }
+    return scratch
 }
 
 var taken = 0
@@ -61,14 +73,34 @@ for _ in 0..<(lines / 5_000) {
         )
         if answer.status == 204 { taken += 5_000 }
     case "parse":
-        for row in rows where (try? parser.parseLine(row)) != nil { taken += 1 }
+        for row in rows {
+            row.withUnsafeBufferPointer { line in
+                if (try? parser.scanLine(line, into: &spans)) == true { taken += 1 }
+            }
+        }
     case "check":
+        for row in rows {
+            scratch.removeAll(keepingCapacity: true)
+            row.withUnsafeBufferPointer { line in
+                guard (try? parser.scanLine(line, into: &spans)) == true else { return }
+                let outcome = check.check(
+                    line,
+                    spans: spans,
+                    precision: .ns,
+                    forwarding: forwarding,
+                    now: wall,
+                    into: &scratch
+                )
+                if case .forward = outcome { taken += 1 }
+            }
+        }
+    case "write":
+        for line in checked where line.withUnsafeBufferPointer({ agent.write(line: $0) }) { taken += 1 }
+    case "point":
         for row in rows {
             guard var point = try? parser.parseLine(row) else { continue }
             if check.check(&point, app: key, now: wall) == nil { taken += 1 }
         }
-    case "write":
-        for point in checked where agent.write(point, keepingTimestamp: true) { taken += 1 }
     default:
         print("unknown mode \(mode)")
         exit(2)

@@ -313,6 +313,17 @@ public final class APIHealthAgent: Sendable, Service {
         return accepted
     }
 
+    /// Records one line already written as line protocol (`\n` included, in ``APIHealthConfiguration/precision``
+    /// and, for a destination that takes no unsigned values, without them), as it is: for a relay forwarding
+    /// the lines it checked, its timestamp kept as ``write(_:keepingTimestamp:)`` keeps one.
+    @discardableResult
+    package func write(line: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard configuration.isEnabled else { return false }
+        let accepted = pending.record(line: line, now: clock.coarseNow)
+        if !accepted { lossReporter.noticeIfStopped(pending) }
+        return accepted
+    }
+
     /// Writes what was recorded through to the spool now, as the spool worker's next round would: for a
     /// relay that acknowledges a write only once its lines are on disk. Nothing without a spool.
     package func writeThrough() {

@@ -91,7 +91,7 @@ public struct APIHealthConfiguration: Sendable {
     public var destinations: [InfluxDestination] = []
     /// Whether lines carry unsigned values as integers: InfluxDB 1.x refuses `u`, so with a v1 destination
     /// among them every destination gets integers (one body serves them all).
-    var writesUnsignedAsSigned: Bool {
+    package var writesUnsignedAsSigned: Bool {
         destinations.contains { if case .v1 = $0.api { true } else { false } }
     }
     /// The first of ``destinations``; setting it replaces them all (`nil`: none).

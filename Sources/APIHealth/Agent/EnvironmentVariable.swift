@@ -55,7 +55,7 @@ package enum EnvironmentVariable: String, CaseIterable, Sendable {
 }
 
 /// Reads ``EnvironmentVariable``s, with one parser per kind of value.
-struct EnvironmentReader {
+package struct EnvironmentReader {
     private let environment: [String: String]
 
     init(_ environment: [String: String]) {
@@ -67,16 +67,24 @@ struct EnvironmentReader {
     /// A switch: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off` (any case).
     func boolean(_ variable: EnvironmentVariable) throws(APIHealthConfiguration.Error) -> Bool? {
         guard let text = self[variable] else { return nil }
+        guard let value = Self.switchValue(text) else {
+            throw .invalidSetting(name: variable.rawValue, reason: "\"\(text)\" is not one of \(Self.switchForms)")
+        }
+        return value
+    }
+
+    /// A switch's value: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off` (any case); `nil` for anything
+    /// else. The relay's switches read the same forms.
+    package static func switchValue(_ text: String) -> Bool? {
         switch text.lowercased() {
         case "1", "true", "yes", "on": return true
         case "0", "false", "no", "off": return false
-        default:
-            throw .invalidSetting(
-                name: variable.rawValue,
-                reason: "\"\(text)\" is not one of 1, true, yes, on, 0, false, no, off"
-            )
+        default: return nil
         }
     }
+
+    /// The forms ``switchValue(_:)`` reads, as errors name them.
+    package static let switchForms = "1, true, yes, on, 0, false, no, off"
 
     /// A whole number of milliseconds (`positive`: above zero; otherwise zero or more).
     func milliseconds(

@@ -131,6 +131,14 @@ final class PendingBatches: Sendable {
         }
     }
 
+    /// Appends `line` (one line of line protocol, `\n` included, in the encoder's precision and form) to
+    /// the open batch as written, its timestamp kept as ``record(_:now:afterClose:keepsTimestamp:)`` keeps
+    /// one: for a relay forwarding lines it has checked.
+    @discardableResult
+    func record(line: UnsafeBufferPointer<UInt8>, now: Duration) -> Bool {
+        append(EncodedLine(bytes: line, seriesKeyBytes: 0, timestamp: nil), series: 0, now: now)
+    }
+
     /// Encodes one line of a prerendered series with the fields `writeFields` adds (it may be called
     /// twice for a line longer than 1 KiB), with no lock held, on the caller's stack; then appends it
     /// to the open batch as ``record(_:now:)`` does. `writeFields` is the schema's: it never runs

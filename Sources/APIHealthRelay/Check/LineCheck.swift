@@ -13,10 +13,8 @@ import LineProtocol
 /// if let refusal = check.check(&point, app: app, now: now) { /* refused: count it, name the line */ }
 /// ```
 package struct LineCheck: Sendable {
-    /// The type a field is written with.
-    package enum FieldType: Sendable, Hashable {
-        case float, int, uint, bool, string
-    }
+    /// The type a field is written with: the schema's.
+    package typealias FieldType = PointSchema.FieldType
 
     /// The longest tag value taken, in bytes: a templated path or a host name fits.
     package static let maximumTagValueBytes = 256
@@ -29,18 +27,31 @@ package struct LineCheck: Sendable {
 
     let maximumAge: Duration
     let maximumAhead: Duration
+    /// The window in nanoseconds, as each line's timestamp is compared with it.
+    let maximumAgeNanoseconds: Int64
+    let maximumAheadNanoseconds: Int64
     let restamps: Bool
     let extraTags: Set<String>
+    /// What the check does with a tag key of the schema's beside checking its value's length.
+    enum TagRole: Sendable {
+        case plain, service, country, appVersion, environment
+    }
+    /// A field of the schema's: its type, and its bit among the measurement's fields (a line that names
+    /// one twice is left to the careful path).
+    struct FieldEntry: Sendable {
+        var type: FieldType
+        var bit: UInt64
+    }
     /// The schema of each measurement: its tag keys and its fields' types (`le_<bound>` histogram fields
     /// are matched by their form).
-    private struct Measurement: Sendable {
-        var tags: NameTable<Bool>
-        var fields: NameTable<FieldType>
+    struct Measurement: Sendable {
+        var tags: NameTable<TagRole>
+        var fields: NameTable<FieldEntry>
         var hasBuckets: Bool
     }
-    private let measurements: NameTable<Measurement>
+    let measurements: NameTable<Measurement>
     /// Whether each two-letter code (`AA` … `ZZ`, 26 × 26) is a ``CountryCode``.
-    private let countries: [Bool]
+    let countries: [Bool]
 
     package init(
         maximumAge: Duration = .seconds(86_400),
@@ -50,6 +61,8 @@ package struct LineCheck: Sendable {
     ) {
         self.maximumAge = maximumAge
         self.maximumAhead = maximumAhead
+        maximumAgeNanoseconds = Self.nanoseconds(maximumAge)
+        maximumAheadNanoseconds = Self.nanoseconds(maximumAhead)
         self.restamps = restamps
         self.extraTags = extraTags
         typealias S = PointSchema
@@ -57,20 +70,27 @@ package struct LineCheck: Sendable {
         let global: Set<String> = [S.Tag.country, S.Tag.appVersion, Self.environmentTag]
         func measurement(_ tags: [String], _ fields: [String: FieldType], buckets: Bool = false) -> Measurement {
             let keys = Set(tags).union(global).union(extraTags)
+            let roles: [String: TagRole] = [
+                S.Tag.service: .service, S.Tag.country: .country, S.Tag.appVersion: .appVersion,
+                Self.environmentTag: .environment,
+            ]
+            // Every schema measurement has fewer than 64 fields: one bit each.
+            let entries = fields.keys.sorted().enumerated().map { index, key in
+                (key, FieldEntry(type: fields[key]!, bit: 1 << UInt64(index % 64)))
+            }
             return Measurement(
-                tags: NameTable(Dictionary(uniqueKeysWithValues: keys.map { ($0, true) })),
-                fields: NameTable(fields),
+                tags: NameTable(Dictionary(uniqueKeysWithValues: keys.map { ($0, roles[$0] ?? .plain) })),
+                fields: NameTable(Dictionary(uniqueKeysWithValues: entries)),
                 hasBuckets: buckets
             )
         }
+        // Every measurement an install's agent writes, with the field types the schema gives it: not the
+        // relay's own health point, which only the relay writes.
         measurements = NameTable([
-            M.request: measurement(S.requestTags, Self.requestFieldTypes),
-            M.parseFailure: measurement(
-                S.parseFailureTags,
-                [S.Field.count: .int, S.Field.codingPath: .string, S.Field.statusCode: .int]
-            ),
-            M.agent: measurement(S.agentTags, Self.agentFieldTypes),
-            M.requestInterval: measurement(S.intervalTags, Self.intervalFieldTypes, buckets: true),
+            M.request: measurement(S.requestTags, S.fieldTypes(of: M.request)!),
+            M.parseFailure: measurement(S.parseFailureTags, S.fieldTypes(of: M.parseFailure)!),
+            M.agent: measurement(S.agentTags, S.fieldTypes(of: M.agent)!),
+            M.requestInterval: measurement(S.intervalTags, S.fieldTypes(of: M.requestInterval)!, buckets: true),
         ])
         let letters = (UInt8(ascii: "A")...UInt8(ascii: "Z")).map { Character(Unicode.Scalar($0)) }
         countries = letters.flatMap { first in
@@ -80,52 +100,6 @@ package struct LineCheck: Sendable {
             }
         }
     }
-
-    /// The types of request points' fields, as the agent writes them.
-    static let requestFieldTypes: [String: FieldType] = {
-        typealias F = PointSchema.Field
-        var types: [String: FieldType] = [:]
-        for key in [
-            F.durationMilliseconds, F.timeToFirstByteMilliseconds, F.domainLookupMilliseconds,
-            F.connectMilliseconds, F.secureConnectionMilliseconds,
-        ] {
-            types[key] = .float
-        }
-        types[F.requestBytes] = .uint
-        types[F.responseBytes] = .uint
-        for key in [F.statusCode, F.errors, F.redirects] { types[key] = .int }
-        types[F.success] = .bool
-        types[F.reusedConnection] = .bool
-        for key in [F.error, F.correlationID, F.networkProtocol] { types[key] = .string }
-        return types
-    }()
-
-    /// The types of interval points' fields (beside the `le_` buckets, integers).
-    static let intervalFieldTypes: [String: FieldType] = {
-        typealias F = PointSchema.IntervalField
-        var types: [String: FieldType] = [:]
-        for key in [F.count, F.errors, F.requestBytes, F.responseBytes, F.bucketInfinity] { types[key] = .int }
-        for key in [F.durationSum, F.durationMinimum, F.durationMaximum] { types[key] = .float }
-        for key in PointSchema.transportErrorIntervalFields { types[key] = .int }
-        types[F.requestsWithinLatencyObjective] = .int
-        for key in [F.objectiveAvailability, F.objectiveLatency, F.objectiveLatencyMilliseconds] { types[key] = .float }
-        // Counts, but the waiting in milliseconds (`cache_hits_ms_le_60`, `cache_coalescable_ms`).
-        for key in PointSchema.cacheIntervalFields {
-            types[key] = key.hasSuffix("_ms") || key.contains("_ms_") ? .float : .int
-        }
-        return types
-    }()
-
-    /// The types of the agent's health points' fields: counts unsigned, the clock's offsets floats.
-    static let agentFieldTypes: [String: FieldType] = {
-        typealias F = PointSchema.AgentField
-        var types: [String: FieldType] = [:]
-        for key in PointSchema.agentFields { types[key] = .uint }
-        types[F.clockOffset] = .float
-        types[F.clockOffsetUncertainty] = .float
-        types[F.lastError] = .string
-        return types
-    }()
 
     /// Checks `point` as sent with `app`'s key at `now` (the relay's clock) and makes it ready to
     /// forward; returns why it is refused, or `nil` when it passes.
@@ -156,7 +130,7 @@ package struct LineCheck: Sendable {
             let key = point.fields[index].key
             let type: FieldType
             if let known = schema.fields[key] {
-                type = known
+                type = known.type
             } else if schema.hasBuckets, Self.isBucket(key) {
                 type = .int
             } else {
@@ -168,7 +142,7 @@ package struct LineCheck: Sendable {
         if let timestamp = point.timestamp {
             let offset = timestamp.nanosecondsSinceEpoch.subtractingReportingOverflow(now.nanosecondsSinceEpoch)
                 .partialValue
-            if offset > Self.nanoseconds(maximumAhead) || offset < -Self.nanoseconds(maximumAge) {
+            if offset > maximumAheadNanoseconds || offset < -maximumAgeNanoseconds {
                 guard restamps else { return .timestamp }
                 point.timestamp = now
             }
@@ -187,18 +161,31 @@ package struct LineCheck: Sendable {
 
     /// Whether `text` is a ``CountryCode`` as the agent writes one: two capital letters.
     private func isCountry(_ text: String) -> Bool {
-        var utf8 = text.utf8.makeIterator()
-        guard let first = utf8.next(), let second = utf8.next(), utf8.next() == nil,
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first),
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(second)
-        else { return false }
-        return countries[Int(first - UInt8(ascii: "A")) * 26 + Int(second - UInt8(ascii: "A"))]
+        var text = text
+        return text.withUTF8 { isCountry(bytes: $0) }
+    }
+
+    /// Whether `bytes` are a ``CountryCode`` as the agent writes one: two capital letters.
+    @inline(__always)
+    func isCountry(bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == 2 else { return false }
+        let first = bytes[0] &- UInt8(ascii: "A")
+        let second = bytes[1] &- UInt8(ascii: "A")
+        guard first < 26, second < 26 else { return false }
+        return countries[Int(first) * 26 + Int(second)]
     }
 
     /// `le_` and a bound the agent writes: digits, with a fraction if any (`le_300`, `le_2.5`).
     static func isBucket(_ key: String) -> Bool {
-        let bytes = key.utf8
-        guard bytes.count > 3, bytes.count <= 24, key.hasPrefix("le_") else { return false }
+        var key = key
+        return key.withUTF8 { isBucket(bytes: $0) }
+    }
+
+    /// `le_` and a bound the agent writes, from the key's bytes.
+    static func isBucket(bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count > 3, bytes.count <= 24, bytes[0] == UInt8(ascii: "l"), bytes[1] == UInt8(ascii: "e"),
+            bytes[2] == UInt8(ascii: "_")
+        else { return false }
         var dot = false
         var digits = 0
         for byte in bytes.dropFirst(3) {
@@ -216,7 +203,12 @@ package struct LineCheck: Sendable {
     /// A version as apps write them: up to 32 letters, digits, `.`, `-`, `+` and `_`, starting with a
     /// letter or digit.
     static func isVersion(_ text: String) -> Bool {
-        let bytes = text.utf8
+        var text = text
+        return text.withUTF8 { isVersion(bytes: $0) }
+    }
+
+    /// A version as apps write them, from its bytes.
+    static func isVersion(bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let first = bytes.first, bytes.count <= 32, isAlphanumeric(first) else { return false }
         return bytes.allSatisfy {
             isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+")
@@ -224,6 +216,7 @@ package struct LineCheck: Sendable {
         }
     }
 
+    @inline(__always)
     private static func isAlphanumeric(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
             || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))

@@ -1,4 +1,6 @@
-/// Why the relay refused a line or a whole write: the reasons its answers give and its health point counts.
+/// Why the relay refused a line or a whole write: the reasons its answers give and its health point counts
+/// (`refused_<reason>`). The raw values are ``PointSchema/RelayField/lineRefusalReasons`` and
+/// ``PointSchema/RelayField/writeRefusalReasons``, in order (a test checks it).
 package enum Refusal: String, Sendable, CaseIterable, Hashable {
     // A line's reasons: it is named in the 400's list, the other lines are taken.
     /// Not valid line protocol.

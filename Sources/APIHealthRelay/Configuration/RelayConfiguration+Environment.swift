@@ -1,3 +1,4 @@
+@_spi(Package) import APIHealth
 import Foundation
 
 extension RelayConfiguration {
@@ -39,12 +40,11 @@ extension RelayConfiguration {
         if let seconds = try count(.maximumAhead, minimum: 0) { configuration.maximumAhead = .seconds(seconds) }
         if let seconds = try count(.healthInterval) { configuration.healthInterval = .seconds(seconds) }
         if let text = value(.restamp) {
-            switch text.lowercased() {
-            case "1", "true", "yes", "on": configuration.restamps = true
-            case "0", "false", "no", "off": configuration.restamps = false
-            default:
-                throw RelayConfigurationError(.restamp, "\"\(text)\" is not one of 1, true, yes, on, 0, false, no, off")
+            // The agent's switch forms.
+            guard let restamps = EnvironmentReader.switchValue(text) else {
+                throw RelayConfigurationError(.restamp, "\"\(text)\" is not one of \(EnvironmentReader.switchForms)")
             }
+            configuration.restamps = restamps
         }
         if let text = value(.extraTags) {
             configuration.extraTags = Set(

@@ -13,7 +13,9 @@ import LineProtocol
 /// ```
 ///
 /// Parsing and checking run on the caller's thread, without a lock; the limits and counters are one
-/// value behind one lock, taken twice a request.
+/// value behind one lock, taken twice a request. A line is checked where it is, on its bytes
+/// (``LineCheck/check(_:spans:precision:forwarding:now:into:)``), and forwarded as written but for what the
+/// relay changes; only a line with escapes or another form than the agent's goes through a `Point`.
 package final class RelayIntake: Sendable {
     package let configuration: RelayConfiguration
     let check: LineCheck
@@ -111,45 +113,86 @@ package final class RelayIntake: Sendable {
         }
         let parser = LineParser(precision: precision)
         let wall = clock.wallNow
-        var points: [(point: Point, series: UInt64, number: Int, range: Range<Int>)] = []
-        points.reserveCapacity(ranges.count)
+        let forwarding = LineCheck.Forwarding(
+            app: app,
+            precision: agent.configuration.precision,
+            writesUnsignedAsSigned: agent.configuration.writesUnsignedAsSigned
+        )
+        // The lines taken, ready to forward: most as written, one after another in `forwarded` (checked on
+        // their bytes), the few the careful path took as points.
+        var forwarded: [UInt8] = []
+        forwarded.reserveCapacity(bytes.count + ranges.count * (forwarding.environmentTag.count + 24))
+        var taken: [(line: TakenLine, series: UInt64, number: Int, range: Range<Int>)] = []
+        taken.reserveCapacity(ranges.count)
         var refused: [RefusedLine] = []
+        var spans = LineSpans()
         for (number, range) in ranges {
             let line = UnsafeBufferPointer(rebasing: bytes[range])
             do {
-                guard var point = try parser.parseLine(line, lineNumber: number) else { continue }
-                if let reason = check.check(&point, app: app, now: wall) {
-                    refused.append(Self.refusedLine(number, reason, detail: Self.detail(reason), line))
-                    continue
-                }
-                points.append((point, Self.seriesHash(point), number, range))
+                guard try parser.scanLine(line, lineNumber: number, into: &spans) else { continue }
             } catch {
                 refused.append(Self.refusedLine(number, .unparsable, detail: "\(error)", line))
+                continue
+            }
+            let start = forwarded.count
+            switch check.check(
+                line,
+                spans: spans,
+                precision: precision,
+                forwarding: forwarding,
+                now: wall,
+                into: &forwarded
+            ) {
+            case .forward(let series):
+                taken.append((.bytes(start..<forwarded.count), series, number, range))
+            case .refused(let reason):
+                refused.append(Self.refusedLine(number, reason, detail: Self.detail(reason), line))
+            case .careful:
+                // Escapes, line breaks in strings, repeated fields, other number forms: as a point.
+                do {
+                    guard var point = try parser.parseLine(line, lineNumber: number) else { continue }
+                    if let reason = check.check(&point, app: app, now: wall) {
+                        refused.append(Self.refusedLine(number, reason, detail: Self.detail(reason), line))
+                        continue
+                    }
+                    taken.append((.point(point), Self.seriesHash(point), number, range))
+                } catch {
+                    refused.append(Self.refusedLine(number, .unparsable, detail: "\(error)", line))
+                }
             }
         }
         let admitted = state.withLock { state in
-            points.map { state.series[app.index].admit(series: $0.series, now: now) }
+            taken.map { state.series[app.index].admit(series: $0.series, now: now) }
         }
-        var taken = 0
-        for (entry, isAdmitted) in zip(points, admitted) {
-            let line = UnsafeBufferPointer(rebasing: bytes[entry.range])
-            guard isAdmitted else {
-                refused.append(Self.refusedLine(entry.number, .seriesLimit, detail: Self.detail(.seriesLimit), line))
-                continue
-            }
-            if agent.write(entry.point, keepingTimestamp: true) {
-                taken += 1
-            } else {
-                refused.append(
-                    Self.refusedLine(entry.number, .unparsable, detail: "cannot be written as line protocol", line)
-                )
+        var accepted = 0
+        forwarded.withUnsafeBufferPointer { forwarded in
+            for (entry, isAdmitted) in zip(taken, admitted) {
+                let line = UnsafeBufferPointer(rebasing: bytes[entry.range])
+                guard isAdmitted else {
+                    refused.append(
+                        Self.refusedLine(entry.number, .seriesLimit, detail: Self.detail(.seriesLimit), line)
+                    )
+                    continue
+                }
+                let written: Bool
+                switch entry.line {
+                case .bytes(let range): written = agent.write(line: UnsafeBufferPointer(rebasing: forwarded[range]))
+                case .point(let point): written = agent.write(point, keepingTimestamp: true)
+                }
+                if written {
+                    accepted += 1
+                } else {
+                    refused.append(
+                        Self.refusedLine(entry.number, .unparsable, detail: "cannot be written as line protocol", line)
+                    )
+                }
             }
         }
-        if taken > 0 { agent.writeThrough() }
+        if accepted > 0 { agent.writeThrough() }
         refused.sort { $0.number < $1.number }
         state.withLock { state in
             state.counters.requests += 1
-            state.counters.linesAccepted += UInt64(taken)
+            state.counters.linesAccepted += UInt64(accepted)
             for line in refused { state.counters.refused[line.reason, default: 0] += 1 }
         }
         return refused.isEmpty ? .taken : .partial(refused, of: ranges.count)
@@ -207,6 +250,12 @@ package final class RelayIntake: Sendable {
 
     // MARK: Lines
 
+    /// A line taken: where it is in the request's forwarded bytes, or the point the careful path made.
+    enum TakenLine {
+        case bytes(Range<Int>)
+        case point(Point)
+    }
+
     /// Whether a line holds a point: not blank, not a comment.
     static func holdsPoint(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
         guard
@@ -217,14 +266,18 @@ package final class RelayIntake: Sendable {
         return bytes[first] != UInt8(ascii: "#")
     }
 
-    /// The series of a checked point: its measurement and tags.
+    /// The series of a checked point: its measurement and tags, hashed as the byte check hashes a line's
+    /// (`measurement,key=value,…` without escapes), so that a series is one whichever path its lines took.
     static func seriesHash(_ point: Point) -> UInt64 {
-        var hasher = Hasher()
-        hasher.combine(point.measurement)
+        var series = Array(point.measurement.utf8)
         for tag in point.tags {
-            hasher.combine(tag.key)
-            hasher.combine(tag.value)
+            series.append(UInt8(ascii: ","))
+            series += tag.key.utf8
+            series.append(UInt8(ascii: "="))
+            series += tag.value.utf8
         }
+        var hasher = Hasher()
+        series.withUnsafeBytes { hasher.combine(bytes: $0) }
         return UInt64(bitPattern: Int64(hasher.finalize()))
     }
 
