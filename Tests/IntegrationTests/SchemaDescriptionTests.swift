@@ -28,6 +28,7 @@ import Testing
         let sections: [(enumName: String, names: [String: String])] = [
             ("Measurement", description.measurements), ("Tag", description.tags), ("Field", description.fields),
             ("IntervalField", description.intervalFields), ("AgentField", description.agentFields),
+            ("RelayField", description.relayFields),
         ]
         var total = 0
         for (enumName, names) in sections {

@@ -20,6 +20,11 @@ package struct PointSchemaDescription: Codable, Equatable, Sendable {
     package var intervalFields: [String: String]
     /// ``PointSchema/AgentField``, by member name.
     package var agentFields: [String: String]
+    /// ``PointSchema/RelayField``, by member name (the refusal fields are in ``lists``).
+    package var relayFields: [String: String]
+    /// ``PointSchema/fieldTypes(of:)`` of every measurement: `float`, `int`, `uint`, `bool` or `string` by
+    /// field name.
+    package var fieldTypes: [String: [String: String]]
     /// The lists ``PointSchema`` keeps (`requestTags`, `intervalFields`, `cacheIntervalFields`, …), by name.
     package var lists: [String: [String]]
     /// ``PointSchema/IntervalField/cacheAgeBounds``: the lifetimes the cache advice simulates, in seconds.
@@ -32,11 +37,13 @@ package struct PointSchemaDescription: Codable, Equatable, Sendable {
         typealias F = PointSchema.Field
         typealias I = PointSchema.IntervalField
         typealias A = PointSchema.AgentField
+        typealias R = PointSchema.RelayField
+        let measurements = [
+            "request": M.request, "parseFailure": M.parseFailure, "agent": M.agent,
+            "requestInterval": M.requestInterval, "relay": M.relay,
+        ]
         return PointSchemaDescription(
-            measurements: [
-                "request": M.request, "parseFailure": M.parseFailure, "agent": M.agent,
-                "requestInterval": M.requestInterval,
-            ],
+            measurements: measurements,
             tags: [
                 "host": T.host, "path": T.path, "method": T.method, "module": T.module, "status": T.status,
                 "statusClass": T.statusClass, "failure": T.failure, "service": T.service, "instance": T.instance,
@@ -82,6 +89,16 @@ package struct PointSchemaDescription: Codable, Equatable, Sendable {
                 "clockOffsetUncertainty": A.clockOffsetUncertainty, "clockReadingsIgnored": A.clockReadingsIgnored,
                 "requestsOnDeviceClock": A.requestsOnDeviceClock,
             ],
+            relayFields: [
+                "requests": R.requests, "linesAccepted": R.linesAccepted, "linesRefused": R.linesRefused,
+                "requestsThrottled": R.requestsThrottled, "linesForwarded": R.linesForwarded,
+                "linesPending": R.linesPending, "clients": R.clients, "clientsEvicted": R.clientsEvicted,
+            ],
+            fieldTypes: Dictionary(
+                uniqueKeysWithValues: measurements.values.map { name in
+                    (name, (PointSchema.fieldTypes(of: name) ?? [:]).mapValues { "\($0)" })
+                }
+            ),
             lists: [
                 "reservedTags": PointSchema.reservedTags.sorted(),
                 "requestTags": PointSchema.requestTags, "requestFields": PointSchema.requestFields,
@@ -91,6 +108,8 @@ package struct PointSchemaDescription: Codable, Equatable, Sendable {
                 "objectiveIntervalFields": PointSchema.objectiveIntervalFields,
                 "transportErrorIntervalFields": PointSchema.transportErrorIntervalFields,
                 "cacheIntervalFields": PointSchema.cacheIntervalFields,
+                "relayTags": PointSchema.relayTags, "relayFields": PointSchema.relayFields,
+                "relayLineRefusalReasons": R.lineRefusalReasons, "relayWriteRefusalReasons": R.writeRefusalReasons,
             ],
             cacheAgeBounds: PointSchema.IntervalField.cacheAgeBounds
         )
