@@ -132,6 +132,11 @@ final class RequestRecorder: Sendable {
         queue.drain(waitingForOneUnderWay: waitingForOneUnderWay) { deferred in
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
             if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
+                if let graphQL = schema.graphQL, sample.graphQLOperation == nil, let request = deferred.urlRequest,
+                    graphQL.matches(sample.urlText)
+                {
+                    sample.setGraphQLOperation(GraphQLOperation.segment(of: request, url: sample.urlText))
+                }
                 if let restamping, !restamping.apply(to: &sample, of: deferred) { onDeviceClock &+= 1 }
                 if let cacheAdvisor, let judged = judge(deferred, sample: sample, advisor: cacheAdvisor) {
                     record(sample, request: deferred.request, now: deferred.now, cache: judged)
