@@ -232,7 +232,7 @@ import Testing
                 )
             case 85..<95: spoolRound()
             default:
-                if case .makeBody(let segment, let lines) = state.handle(.waitingBodyWanted).work,
+                if case .makeBody(let segment, let lines, _) = state.handle(.waitingBodyWanted).work,
                     let body = try? Gzip.compress(lines, level: 1)
                 {
                     _ = state.handle(.bodyMade(segment: segment, body: body, linesClamped: 0))

@@ -184,6 +184,8 @@ public final class APIHealthAgent: Sendable, Service {
                 }
         )
         self.pending = pending
+        // Once readings agree, the lines still pending that were stamped on the device's clock move to true time.
+        clockCorrection?.whenOffsetLearned { nanoseconds in pending.offsetLearned(nanoseconds: nanoseconds) }
         let recorder = RequestRecorder(
             schema: schema,
             pending: pending,
@@ -347,7 +349,8 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.clockOffset = clockCorrection?.offset
         metrics.clockOffsetUncertainty = clockCorrection?.uncertainty
         metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0
-        metrics.requestsOnDeviceClock = clockCorrection?.stampedOnDeviceClock ?? 0
+        // Until an offset is known, every point recorded carries the device's time.
+        if let clockCorrection, clockCorrection.offset == nil { metrics.pointsOnDeviceClock = metrics.pointsRecorded }
         if let aggregator = schema.aggregator {
             metrics.endpointLimit = aggregator.options.maximumEndpoints
             metrics.endpoints = aggregator.count

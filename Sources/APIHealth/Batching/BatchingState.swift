@@ -49,6 +49,10 @@ struct BatchingState {
     private var metrics = AgentMetrics()
     private var recentInstants: RecentInstants
     private(set) var isClosed = false
+    /// Whether the device clock's offset has been learned (``BatchingEvent/offsetLearned(nanoseconds:)``).
+    private(set) var offsetLearned = false
+    /// The precision lines are written in, to move their timestamps.
+    private let precision: Precision
     /// When the last line was recorded: the open batch is sealed `flushDelay` after it.
     private var lastLineAt = Duration.zero
     /// Points offered after intake closed (a producer still recording after the agent stopped).
@@ -82,6 +86,7 @@ struct BatchingState {
     ) {
         self.limits = limits
         self.hasSpool = hasSpool
+        self.precision = precision
         recentInstants = RecentInstants(precision: precision)
         bufferCapacity = min(limits.maximumBytes, 16 << 20) + 64 * 1_024
         let caps = Array(destinationCaps.prefix(Self.maximumDestinations))
@@ -136,14 +141,17 @@ struct BatchingState {
         case .bodyWanted(let segment):
             guard let batch = batches.first(where: { $0.segment == segment }) else { return BatchingAction() }
             if let body = batch.body { return BatchingAction(.useBody(body)) }
-            return BatchingAction(.makeBody(segment: segment, lines: batch.bytes))
+            return BatchingAction(.makeBody(segment: segment, lines: batch.bytes, shift: batch.shift))
         case .waitingBodyWanted:
             guard let waiting = nextWaitingWithoutBody() else { return BatchingAction() }
-            return BatchingAction(.makeBody(segment: waiting.segment, lines: waiting.lines))
-        case .bodyMade(let segment, let body, let linesClamped):
+            return BatchingAction(.makeBody(segment: waiting.segment, lines: waiting.lines, shift: waiting.shift))
+        case .bodyMade(let segment, let body, let linesClamped, let restamped):
             metrics.pointsRepaired += UInt64(linesClamped)
-            keepBody(body, of: segment)
+            keepBody(body, of: segment, restamped: restamped)
             return BatchingAction(.useBody(body))
+        case .offsetLearned(let nanoseconds):
+            learnOffset(nanoseconds: nanoseconds)
+            return BatchingAction()
         case .delivered(let segment, let destination, let sentBytes, let compressedBytes):
             delivered(segment, to: destination, sentBytes: sentBytes, compressedBytes: compressedBytes)
             return BatchingAction(wakeups: [.spoolWorker, .batchesLeft])
@@ -514,6 +522,8 @@ extension BatchingState {
             awaiting: batches[start].awaiting
         )
         joined.sealed?.failingSince = batches[range].compactMap { $0.sealed?.failingSince }.min()
+        // Its lines are its sources' as they read (moved where they were to be moved).
+        joined.stampedInThisRun = batches[range].allSatisfy { $0.stampedInThisRun && $0.shift == nil }
         for index in destinations.indices where joined.awaits(1 << UInt64(index)) {
             destinations[index].pendingBatches -= plan.sources.count - 1
         }
@@ -522,19 +532,21 @@ extension BatchingState {
     }
 
     /// The newest sealed batch behind the head without a body: the next one to compress.
-    private func nextWaitingWithoutBody() -> (segment: String, lines: [UInt8])? {
+    private func nextWaitingWithoutBody() -> (segment: String, lines: [UInt8], shift: TimestampShift?)? {
         guard batches.count > 1 else { return nil }
         for index in batches.indices.dropFirst().reversed() where batches[index].isSealed && batches[index].body == nil
         {
-            return (batches[index].segment, batches[index].bytes)
+            return (batches[index].segment, batches[index].bytes, batches[index].shift)
         }
         return nil
     }
 
-    /// Batch `segment`'s body is made: kept for its sends, and its lines let go once they are on disk.
-    private mutating func keepBody(_ body: [UInt8], of segment: String) {
+    /// Batch `segment`'s body is made: kept for its sends, and its lines let go once they are on disk. A body
+    /// made before the clock's offset was learned, of lines it moves (`restamped` false), is not kept: the
+    /// next send makes it again.
+    private mutating func keepBody(_ body: [UInt8], of segment: String, restamped: Bool) {
         guard let index = batches.firstIndex(where: { $0.segment == segment }), batches[index].isSealed,
-            batches[index].body == nil
+            batches[index].body == nil, batches[index].shift == nil || restamped
         else { return }
         batches[index].sealed?.body = body
         releaseLines(index)
@@ -643,6 +655,8 @@ extension BatchingState {
                 var half = PendingBatch(sealed: segment, bytes: bytes, lineCount: lines, awaiting: bit)
                 half.sealed?.joinable = false
                 half.sealed?.failingSince = original.sealed?.failingSince
+                // Cut from its lines as they read (moved where they were to be moved).
+                half.stampedInThisRun = original.stampedInThisRun && original.shift == nil
                 if !written && hasSpool { half.sealed?.spool = .writing(bytes: bytes.count) }
                 return half
             }
@@ -726,6 +740,31 @@ extension BatchingState {
         if !spoolFailureReported && unreportedSpoolFailure == nil { unreportedSpoolFailure = "\(error)" }
     }
 
+    /// The device clock's offset is known, for the first time: every batch whose lines can still be moved
+    /// (open, or sealed and neither being sent nor held only as its body) moves the lines it holds now, all
+    /// stamped on the device's clock, to true time when its body is made (a body made already is made
+    /// again); lines recorded from now on are stamped in true time. What cannot be moved — sent, being
+    /// sent, dropped, held only compressed, or left by a previous run — is counted in
+    /// ``AgentMetrics/pointsOnDeviceClock``. The rewriting itself is done outside the lock.
+    private mutating func learnOffset(nanoseconds: Int64) {
+        guard !offsetLearned else { return }
+        offsetLearned = true
+        var moved: UInt64 = 0
+        for index in batches.indices where batches[index].lineCount > 0 && batches[index].stampedInThisRun {
+            if let sealed = batches[index].sealed {
+                guard sealed.sending == 0, batches[index].linesOnlyInBody == nil else { continue }
+                batches[index].sealed?.body = nil
+            }
+            batches[index].shift = TimestampShift(
+                bytes: batches[index].bytes.count,
+                nanoseconds: nanoseconds,
+                precision: precision
+            )
+            moved += UInt64(batches[index].lineCount)
+        }
+        metrics.pointsOnDeviceClock = metrics.pointsRecorded > moved ? metrics.pointsRecorded - moved : 0
+    }
+
     /// Lets batch `index`'s lines go once its body holds them and they are on disk (or there is no
     /// spool); their buffer is reused.
     private mutating func releaseLines(_ index: Int) {
@@ -744,7 +783,10 @@ extension BatchingState {
     private mutating func restored(_ restored: [PendingBatch], sequencesAfter highest: UInt64, linesLeftOut: Int) {
         nextSequence = max(nextSequence, highest + 1)
         var restored = restored
-        for index in restored.indices { restored[index].sealed?.awaiting = allDestinations }
+        for index in restored.indices {
+            restored[index].sealed?.awaiting = allDestinations
+            restored[index].stampedInThisRun = false
+        }
         batches.insert(contentsOf: restored, at: 0)
         let bytes = restored.reduce(0) { $0 + $1.lineBytes }
         let lines = restored.reduce(0) { $0 + $1.lineCount }

@@ -49,6 +49,12 @@ struct PendingBatch {
     var bytes: [UInt8]
     var lineCount: Int
     var life: Life
+    /// Lines stamped on the device's own clock, to move to true time when its body is made: set for the
+    /// lines it held when the clock's offset was learned (``BatchingEvent/offsetLearned(nanoseconds:)``).
+    var shift: TimestampShift?
+    /// Whether its lines were stamped in this run, so that the offset learned in it may move them: not those of
+    /// a batch a previous run left in the spool (stamped on that run's clock, corrected or not).
+    var stampedInThisRun = true
 
     /// A batch opened at `now` by its first line, for every destination.
     init(opening segment: String, bytes: [UInt8], now: Duration) {
@@ -116,7 +122,9 @@ struct PendingBatch {
     var lineBytes: Int { linesOnlyInBody ?? bytes.count }
 
     /// What the lines are held as, for work done outside the lock.
-    var contents: BatchContents { BatchContents(bytes: bytes, body: linesOnlyInBody == nil ? nil : body) }
+    var contents: BatchContents {
+        linesOnlyInBody == nil ? BatchContents(bytes: bytes, shift: shift) : BatchContents(bytes: bytes, body: body)
+    }
 
     /// Seals the open batch for every destination in `awaiting`.
     mutating func seal(for awaiting: UInt64) {
@@ -141,10 +149,19 @@ struct BatchContents {
     var bytes: [UInt8]
     /// Set when only the body holds the lines.
     var body: [UInt8]?
+    /// How to move the bytes' lines stamped on the device's clock to true time (a body holds them moved).
+    var shift: TimestampShift?
 
-    /// The lines, unpacked from the body when only it holds them; `nil` if that fails.
+    init(bytes: [UInt8], body: [UInt8]? = nil, shift: TimestampShift? = nil) {
+        self.bytes = bytes
+        self.body = body
+        self.shift = shift
+    }
+
+    /// The lines, in true time where they were stamped on the device's clock; unpacked from the body when
+    /// only it holds them; `nil` if that fails.
     func lines() -> [UInt8]? {
-        guard let body else { return bytes }
+        guard let body else { return shift?.apply(to: bytes) ?? bytes }
         return try? Gzip.decompress(body)
     }
 }
