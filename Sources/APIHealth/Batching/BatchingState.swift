@@ -524,8 +524,11 @@ extension BatchingState {
         joined.sealed?.failingSince = batches[range].compactMap { $0.sealed?.failingSince }.min()
         // Its lines are its sources' as they read (moved where they were to be moved).
         joined.stampedInThisRun = batches[range].allSatisfy { $0.stampedInThisRun && $0.shift == nil }
+        // Lines moved to true time as they were joined may have changed length.
+        let grown = lines.count - batches[range].reduce(0) { $0 + $1.lineBytes }
         for index in destinations.indices where joined.awaits(1 << UInt64(index)) {
             destinations[index].pendingBatches -= plan.sources.count - 1
+            destinations[index].pendingBytes += grown
         }
         batches.replaceSubrange(range, with: [joined])
         if hasSpool { spoolRemovals += plan.sources }
