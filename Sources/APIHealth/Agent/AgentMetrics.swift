@@ -84,8 +84,9 @@ public struct AgentMetrics: Sendable, Hashable {
     /// Points that went out (or were dropped) with the device's own time, so that they lie as far from true
     /// time as the device's clock did (``APIHealthConfiguration/correctsClock``): while no offset is known,
     /// every point recorded; once one is, the points recorded before it that could not be moved to true
-    /// time — sent or being sent already, held only compressed, dropped, or left in the spool by a previous
-    /// run. Points still pending when the offset is learned are moved to true time and are not counted.
+    /// time — sent or being sent already, held only compressed, or dropped. Points still pending when the
+    /// offset is learned are moved to true time and are not counted; lines a previous run left in the spool
+    /// go out as that run stamped them, and are not this run's points.
     public var pointsOnDeviceClock: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?

@@ -746,9 +746,10 @@ extension BatchingState {
     /// The device clock's offset is known, for the first time: every batch whose lines can still be moved
     /// (open, or sealed and neither being sent nor held only as its body) moves the lines it holds now, all
     /// stamped on the device's clock, to true time when its body is made (a body made already is made
-    /// again); lines recorded from now on are stamped in true time. What cannot be moved — sent, being
-    /// sent, dropped, held only compressed, or left by a previous run — is counted in
-    /// ``AgentMetrics/pointsOnDeviceClock``. The rewriting itself is done outside the lock.
+    /// again); lines recorded from now on are stamped in true time. What this run recorded and cannot be
+    /// moved — sent, being sent, dropped, held only compressed — is counted in
+    /// ``AgentMetrics/pointsOnDeviceClock``; a batch a previous run left (stamped on that run's clock,
+    /// corrected or not) is left as it is. The rewriting itself is done outside the lock.
     private mutating func learnOffset(nanoseconds: Int64) {
         guard !offsetLearned else { return }
         offsetLearned = true
