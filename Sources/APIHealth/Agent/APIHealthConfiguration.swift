@@ -293,8 +293,9 @@ public struct APIHealthConfiguration: Sendable {
         /// configuration.capture.countryHeader = "CloudFront-Viewer-Country"
         /// ```
         public var countryHeader: String?
-        /// Paths whose requests are GraphQL operations (default `["/graphql"]`; `[]` turns it off): on any
-        /// host, a request to one of them is the endpoint of its operation, `path` tag `/graphql/GetUser`,
+        /// Paths whose requests are GraphQL operations (`APIHEALTH_GRAPHQL_PATHS`, comma-separated; default
+        /// `["/graphql"]`; `[]`, or the variable empty, turns it off): on any host, a request to one of them
+        /// is the endpoint of its operation, `path` tag `/graphql/GetUser`,
         /// its name read from the JSON body the request carries (its first 64 KiB), else from a `GET`'s
         /// `operationName` query item, else the persisted query's hash (`/graphql/{sha256:ecf4edb4}`); an
         /// unnamed operation is `/graphql/{anonymous}` (<doc:APIHealthInAnApp> lists every case). Operation
