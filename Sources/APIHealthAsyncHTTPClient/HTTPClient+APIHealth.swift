@@ -90,6 +90,14 @@ extension HTTPClient {
         traceID: String?,
         logger: Logger?
     ) async throws -> HTTPClientResponse {
+        // A request to a GraphQL path: its operation, read from the body it holds (one comparison for any other).
+        var graphQLOperation: String?
+        if let graphQL = agent.graphQL, graphQL.matches(request.url) {
+            graphQLOperation = RequestObservation.graphQLOperation(
+                url: request.url,
+                body: await RequestObservation.graphQLBody(request.body)
+            )
+        }
         let observation = RequestObservation(
             agent: agent,
             module: module,
@@ -99,7 +107,8 @@ extension HTTPClient {
             // A request without a body sends none (its headers are looked through only when it has one).
             requestBytes: request.body == nil
                 ? 0 : request.headers.first(name: "content-length").flatMap { UInt64($0) },
-            traceID: traceID
+            traceID: traceID,
+            graphQLOperation: graphQLOperation
         )
         var response: HTTPClientResponse
         do {
@@ -152,7 +161,13 @@ extension HTTPClient {
             url: request.url.absoluteString,
             requestHeaders: request.headers,
             requestBytes: nil,
-            traceID: traceID
+            traceID: traceID,
+            // A delegate request's body is a writer: it cannot be read without sending it.
+            graphQLOperation: agent.graphQL?.matches(request.url.absoluteString) == true
+                ? RequestObservation.graphQLOperation(
+                    url: request.url.absoluteString,
+                    body: request.body == nil ? .none : .unreadable
+                ) : nil
         )
         let recording = RecordingResponseDelegate(wrapping: delegate, observation: observation)
         return execute(

@@ -23,7 +23,8 @@ package final class RequestObservation: EndedRequestSource {
         url: String,
         requestHeaders: HTTPHeaders,
         requestBytes: UInt64?,
-        traceID: String? = nil
+        traceID: String? = nil,
+        graphQLOperation: String? = nil
     ) {
         self.request = StartedRequest(
             method: method,
@@ -31,6 +32,7 @@ package final class RequestObservation: EndedRequestSource {
             module: module,
             requestHeaders: requestHeaders,
             traceID: traceID,
+            graphQLOperation: graphQLOperation,
             startedAt: Date().timeIntervalSinceReferenceDate
         )
         // Made in place: a copy would retain the agent once more (a slow retain: the hook holds it weakly).
@@ -128,6 +130,49 @@ package final class RequestObservation: EndedRequestSource {
     /// once a body ends unread.
     package var digestedBytes: UInt64? { progress.withLock { $0.digest?.length } }
 
+    /// What capture can read of a request's body for its GraphQL operation.
+    package enum GraphQLBody {
+        case none
+        /// The whole body, as the request holds it.
+        case bytes(ByteBuffer)
+        /// A body that cannot be read without consuming it (a stream, a writer).
+        case unreadable
+    }
+
+    /// The GraphQL operation's segment of a request to `url` with `body`, for a request the caller found to go
+    /// to one of the agent's GraphQL paths (``APIHealthAgent/graphQL``).
+    package static func graphQLOperation(url: String, body: GraphQLBody) -> String {
+        let query = GraphQLEndpoints.query(of: url)
+        switch body {
+        case .none: return GraphQLOperation.segment(body: nil, query: query)
+        case .unreadable: return GraphQLOperation.segment(unreadableBodyWithQuery: query)
+        case .bytes(let buffer):
+            return buffer.withUnsafeReadableBytes { GraphQLOperation.segment(bodyBytes: $0, query: query) }
+        }
+    }
+
+    /// The bytes of an `HTTPClientRequest`'s body when it holds them and can give them more than once (made
+    /// with `.bytes(_:)`, of a buffer or a collection): AsyncHTTPClient says which in an internal `mode`, read
+    /// here by reflection (its label and flag only); the bytes then come through the body's own public
+    /// `AsyncSequence`, which for such a body makes them at once. Any other body (a sequence read once, an
+    /// async sequence, a mode not known here) is unreadable and is never iterated.
+    package static func graphQLBody(_ body: HTTPClientRequest.Body?) async -> GraphQLBody {
+        guard let body else { return .none }
+        guard let mode = Mirror(reflecting: body).children.first(where: { $0.label == "mode" })?.value,
+            let stored = Mirror(reflecting: mode).children.first
+        else { return .unreadable }
+        switch stored.label {
+        case "byteBuffer": break
+        case "sequence":
+            let flag = Mirror(reflecting: stored.value).children.first { $0.label == "canBeConsumedMultipleTimes" }
+            guard flag?.value as? Bool == true else { return .unreadable }
+        default: return .unreadable
+        }
+        var iterator = body.makeAsyncIterator()
+        guard let first = try? await iterator.next() else { return .unreadable }
+        return .bytes(first)
+    }
+
     /// URLs with a host parsed lately, by their text (see ``ParsedURLCache``).
     private static let parsed = ParsedURLCache()
 
@@ -195,6 +240,8 @@ struct StartedRequest: Sendable {
     let requestHeaders: HTTPHeaders
     /// The trace id the client propagated itself, recorded as the correlation id.
     let traceID: String?
+    /// The GraphQL operation's segment, for a request to a GraphQL path (see ``RequestObservation/graphQLOperation(url:body:)``).
+    let graphQLOperation: String?
     /// When the request started, as `Date`'s seconds since its reference date (a `Date` would make the
     /// struct's layout known only at run time, its fields found through its metadata on every use).
     let startedAt: TimeInterval
@@ -220,6 +267,7 @@ struct StartedRequest: Sendable {
             correlationID: correlationID
         )
         if case .url(let parsed) = kept { sample.url = parsed }
+        if let graphQLOperation { sample.setGraphQLOperation(graphQLOperation) }
         return sample
     }
 

@@ -41,7 +41,9 @@ struct RecordingClient: Client {
             method: request.method.rawValue,
             url: url,
             requestHeaders: request.headers,
-            requestBytes: UInt64(request.body?.readableBytes ?? 0)
+            requestBytes: UInt64(request.body?.readableBytes ?? 0),
+            graphQLOperation: agent.graphQL?.matches(url) == true
+                ? RequestObservation.graphQLOperation(url: url, body: request.body.map { .bytes($0) } ?? .none) : nil
         )
         return base.send(request).always { result in
             switch result {

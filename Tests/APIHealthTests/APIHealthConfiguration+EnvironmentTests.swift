@@ -37,6 +37,18 @@ import Testing
         #expect(!String(reflecting: configuration).contains("s3cr3t"))
     }
 
+    @Test func graphQLPathsComeFromTheEnvironmentAndEmptyTurnsThemOff() throws {
+        #expect(try APIHealthConfiguration.fromEnvironment([:], serviceName: "s").capture.graphQLPaths == ["/graphql"])
+        let configured = try APIHealthConfiguration.fromEnvironment(
+            ["APIHEALTH_GRAPHQL_PATHS": "/graphql, /api/graphql,"],
+            serviceName: "s"
+        )
+        #expect(configured.capture.graphQLPaths == ["/graphql", "/api/graphql"])
+        let off = try APIHealthConfiguration.fromEnvironment(["APIHEALTH_GRAPHQL_PATHS": ""], serviceName: "s")
+        #expect(off.capture.graphQLPaths.isEmpty)
+        #expect(GraphQLEndpoints(paths: off.capture.graphQLPaths) == nil)
+    }
+
     @Test func globalTagsComeFromTheEnvironmentAndBadOnesAreRefused() throws {
         let configuration = try APIHealthConfiguration.fromEnvironment(
             ["APIHEALTH_TAGS": "env=prod, region=eu-1,note=a\\,b\\=c", "APIHEALTH_INSTANCE": "pod-3"],

@@ -49,13 +49,18 @@ import FoundationNetworking
             _ = try await session.data(from: URL(string: "\(api.baseURL)/object?i=\(index)")!)
         }
         let metrics = agent.metrics
+        let stamps = agent.pendingPoints().compactMap { $0.timestamp?.nanosecondsSinceEpoch }
+        let trueNow = Date().timeIntervalSince1970
         await agent.shutdown(deadline: .seconds(10))
         try await api.shutdown()
         let offset = try #require(metrics.clockOffset)
         #expect(abs(offset.secondsDouble - 7_200) < 2, "offset \(offset)")
         #expect(metrics.clockReadingsIgnored == 0)
-        // The first two were recorded before readings agreed: stamped on the device's clock, and counted.
-        #expect(metrics.requestsOnDeviceClock == 2)
+        // The first two were recorded before readings agreed, on the device's clock, and were still pending when
+        // they did: moved to true time, none went out on the device's clock.
+        #expect(stamps.count == 3)
+        #expect(stamps.allSatisfy { abs(Double($0) / 1e9 - trueNow) < 10 }, "\(stamps) against \(trueNow)")
+        #expect(metrics.pointsOnDeviceClock == 0)
     }
 
     /// A phone two hours fast whose clock the user sets right: the next request's point is in true time,
@@ -133,7 +138,7 @@ import FoundationNetworking
         try #require(fetched.withLock { $0 } == 0, "the cache answered: nothing reached the API")
         #expect(metrics.clockOffset == nil)
         #expect(metrics.clockReadingsIgnored == 0)
-        #expect(metrics.requestsOnDeviceClock == 3)
+        #expect(metrics.pointsOnDeviceClock == 3, "no offset: every point carries the device's time")
     }
 
     /// A destination behind a proxy that answers 503 with its own clock three hours ahead: no answer of

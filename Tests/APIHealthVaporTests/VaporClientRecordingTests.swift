@@ -174,6 +174,57 @@ import Vapor
         names.map { sample.labels[$0] ?? "-" }.joined(separator: " ")
     }
 
+    /// Vapor's client sends a request's body as one buffer: a GraphQL operation's name is read from it, and
+    /// each operation is an endpoint of its own in VictoriaMetrics.
+    @Test func graphQLOperationsOfVaporsClientAreEndpoints() async throws {
+        let victoria = try VictoriaMetrics()
+        let service = "vapor_graphql_\(UInt32.random(in: 0...UInt32.max))"
+        var configuration = APIHealthConfiguration(
+            serviceName: service,
+            destination: InfluxDestination(url: victoria.base, api: .v2(organization: "acme", bucket: "apis"))
+        )
+        configuration.spool = nil
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: service))
+        agent.start()
+        let api = try await LoopbackHTTPServer.start { request in
+            request.path == "/graphql" ? .json(200, #"{"data":{}}"#) : .text(404, "")
+        }
+        let app = try await Application.make(.testing)
+        app.clients.use(.apihealth(agent, module: "app"))
+        try await app.asyncBoot()
+        let endpoint = URI(string: api.baseURL + "/graphql")
+        for operation in ["GetUser", "GetUser", "ListOrders"] {
+            let response = try await app.client.post(endpoint) { request in
+                request.headers.contentType = .json
+                request.body = ByteBuffer(
+                    string: #"{"query":"query \#(operation) { me }","operationName":"\#(operation)"}"#
+                )
+            }
+            #expect(response.status == .ok)
+        }
+        let get = try await app.client.get(URI(string: api.baseURL + "/graphql?operationName=Feed&query=%7Bfeed%7D"))
+        #expect(get.status == .ok)
+        try await app.asyncShutdown()
+        await agent.shutdown(deadline: .seconds(60))
+        try await api.shutdown()
+        var counted: [String: Int] = [:]
+        _ = try await waitUntil {
+            let samples = try await victoria.query(
+                #"sum by (path, method) (sum_over_time(apihealth_request_interval_count{service="\#(service)"}[1d]))"#,
+                at: Date().timeIntervalSince1970
+            )
+            counted = Dictionary(
+                samples.map { (Self.key($0, ["method", "path"]), Int($0.value)) },
+                uniquingKeysWith: +
+            )
+            return counted.values.reduce(0, +) >= 4
+        }
+        #expect(
+            counted == ["POST /graphql/GetUser": 2, "POST /graphql/ListOrders": 1, "GET /graphql/Feed": 1],
+            "\(counted)"
+        )
+    }
+
     /// Whether a new connection to `port` on loopback is taken.
     static func accepts(port: Int) async -> Bool {
         (try? await HTTP.send("GET", URL(string: "http://127.0.0.1:\(port)/nothing")!)) != nil

@@ -51,6 +51,33 @@ import Testing
         #expect(!SummaryTable.json(untagged.rows(), slotWidth: nil).contains("country"))
     }
 
+    /// GraphQL operations are endpoints: `influx-tail --summary` lists each one as a row of its own, the
+    /// operation's name (or what stands for it) read whole in the endpoint column.
+    @Test func graphQLOperationsAreEndpointRowsOfTheirOwn() {
+        var summary = SummaryAggregator()
+        for _ in 0..<3 { summary.add(request("/graphql/GetUser", country: nil)) }
+        for _ in 0..<2 { summary.add(request("/graphql/{anonymous}", country: nil, status: 500)) }
+        summary.add(request("/graphql/{sha256:ecf4edb4}", country: nil))
+        let rows = SummaryOrder.worst.sorted(summary.rows())
+        #expect(rows.count == 3)
+        let table = SummaryTable(width: 120, colors: false).render(rows, counts: summary.counts)
+        func row(_ endpoint: String) -> [String]? {
+            table.split(separator: "\n").first { $0.contains(endpoint + " ") }.map {
+                $0.split(separator: " ", omittingEmptySubsequences: true).prefix(4).map(String.init)
+            }
+        }
+        #expect(
+            row("api.example.com/graphql/GetUser") == ["GET", "api.example.com/graphql/GetUser", "3", "0"],
+            "\(table)"
+        )
+        #expect(row("api.example.com/graphql/{anonymous}") == ["GET", "api.example.com/graphql/{anonymous}", "2", "2"])
+        #expect(
+            row("api.example.com/graphql/{sha256:ecf4edb4}")?.prefix(3) == [
+                "GET", "api.example.com/graphql/{sha256:ecf4edb4}", "1",
+            ]
+        )
+    }
+
     /// The demo after an outage: 3,000 requests in its interval points, 2,949 raw lines still in the spool.
     /// The footer's total is the rows' total; the raw lines are said apart.
     @Test func theFooterTotalIsTheRowsTotalWhateverTheyWereReadFrom() throws {

@@ -111,6 +111,9 @@ public final class APIHealthAgent: Sendable, Service {
     /// agent enabled): capture then digests each response body as it streams (``BodyDigest``) and hands
     /// the agent its ``CacheEvidence``; without it, no byte of a body is read.
     package let digestsBodies: Bool
+    /// The GraphQL paths (``APIHealthConfiguration/CaptureOptions/graphQLPaths``), `nil` when none: a client's
+    /// capture reads a request's operation, on its own path, only for a request to one of them.
+    package let graphQL: GraphQLEndpoints?
 
     /// Makes an agent; nothing is sent until ``run()`` (or ``start()``).
     ///
@@ -163,6 +166,7 @@ public final class APIHealthAgent: Sendable, Service {
             learnedCountry: learnsCountry ? spool?.learnedCountry() : nil
         )
         self.schema = schema
+        self.graphQL = schema.graphQL
         var encoder = LineEncoder(precision: configuration.precision)
         // InfluxDB 1.x refuses unsigned fields: with a v1 destination among them, every destination gets integers.
         if configuration.writesUnsignedAsSigned {
@@ -180,6 +184,8 @@ public final class APIHealthAgent: Sendable, Service {
                 }
         )
         self.pending = pending
+        // Once readings agree, the lines still pending that were stamped on the device's clock move to true time.
+        clockCorrection?.whenOffsetLearned { nanoseconds in pending.offsetLearned(nanoseconds: nanoseconds) }
         let recorder = RequestRecorder(
             schema: schema,
             pending: pending,
@@ -354,7 +360,8 @@ public final class APIHealthAgent: Sendable, Service {
         metrics.clockOffset = clockCorrection?.offset
         metrics.clockOffsetUncertainty = clockCorrection?.uncertainty
         metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0
-        metrics.requestsOnDeviceClock = clockCorrection?.stampedOnDeviceClock ?? 0
+        // Until an offset is known, every point recorded carries the device's time.
+        if let clockCorrection, clockCorrection.offset == nil { metrics.pointsOnDeviceClock = metrics.pointsRecorded }
         if let aggregator = schema.aggregator {
             metrics.endpointLimit = aggregator.options.maximumEndpoints
             metrics.endpoints = aggregator.count

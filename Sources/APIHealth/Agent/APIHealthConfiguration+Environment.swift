@@ -104,6 +104,12 @@ extension APIHealthConfiguration {
                 $0.trimmingCharacters(in: .whitespaces)
             }.filter { !$0.isEmpty }
         }
+        if let text = variables[V.graphQLPaths] {
+            // Empty: no GraphQL path, every request templated by its path.
+            configuration.capture.graphQLPaths = text.split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }.filter { !$0.isEmpty }
+        }
         if let interval = try variables.milliseconds(V.aggregationInterval) {
             if interval == .zero {
                 configuration.aggregation = nil

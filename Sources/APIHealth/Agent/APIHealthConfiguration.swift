@@ -293,6 +293,19 @@ public struct APIHealthConfiguration: Sendable {
         /// configuration.capture.countryHeader = "CloudFront-Viewer-Country"
         /// ```
         public var countryHeader: String?
+        /// Paths whose requests are GraphQL operations (`APIHEALTH_GRAPHQL_PATHS`, comma-separated; default
+        /// `["/graphql"]`; `[]`, or the variable empty, turns it off): on any host, a request to one of them
+        /// is the endpoint of its operation, `path` tag `/graphql/GetUser`,
+        /// its name read from the JSON body the request carries (its first 64 KiB), else from a `GET`'s
+        /// `operationName` query item, else the persisted query's hash (`/graphql/{sha256:ecf4edb4}`); an
+        /// unnamed operation is `/graphql/{anonymous}` (<doc:APIHealthInAnApp> lists every case). Operation
+        /// names count against ``maximumDistinctPaths`` as paths do. Requests to other paths cost one
+        /// comparison of their path.
+        ///
+        /// ```swift
+        /// configuration.capture.graphQLPaths = ["/graphql", "/api/graphql"]
+        /// ```
+        public var graphQLPaths = ["/graphql"]
         /// Statuses that count as a success, or a failure, on some endpoints (see ``SuccessRule``);
         /// elsewhere a status below 400 succeeds and a transport error fails.
         public var successRules: [SuccessRule] = []

@@ -42,7 +42,7 @@ enum AgentHealthPoint {
         }
         if configuration.correctsClock {
             fields.append(Point.Field(F.clockReadingsIgnored, .uint(metrics.clockReadingsIgnored)))
-            fields.append(Point.Field(F.requestsOnDeviceClock, .uint(metrics.requestsOnDeviceClock)))
+            fields.append(Point.Field(F.pointsOnDeviceClock, .uint(metrics.pointsOnDeviceClock)))
             if let offset = metrics.clockOffset {
                 fields.append(Point.Field(F.clockOffset, .float(offset.milliseconds)))
             }

@@ -81,10 +81,13 @@ public struct AgentMetrics: Sendable, Hashable {
     /// `Date` headers that were no reading of the clock: malformed, more than a day off, too slow a round
     /// trip, or from the API once a destination had answered (``APIHealthConfiguration/correctsClock``).
     public var clockReadingsIgnored: UInt64 = 0
-    /// Captured requests recorded before `Date` headers agreed on an offset: their points were stamped on
-    /// the device's own clock (and an interval point of theirs may be, too), so they lie as far from true
-    /// time as the device's clock did (``APIHealthConfiguration/correctsClock``).
-    public var requestsOnDeviceClock: UInt64 = 0
+    /// Points that went out (or were dropped) with the device's own time, so that they lie as far from true
+    /// time as the device's clock did (``APIHealthConfiguration/correctsClock``): while no offset is known,
+    /// every point recorded; once one is, the points recorded before it that could not be moved to true
+    /// time — sent or being sent already, held only compressed, or dropped. Points still pending when the
+    /// offset is learned are moved to true time and are not counted; lines a previous run left in the spool
+    /// go out as that run stamped them, and are not this run's points.
+    public var pointsOnDeviceClock: UInt64 = 0
     /// The last failure, if the last write failed.
     public var lastError: String?
     /// What each destination did, in the order they are configured (the counters above add them up;

@@ -51,8 +51,10 @@ final class ClockCorrection: Sendable {
         var lastLook: Duration = .zero
         /// How many times the wall clock was seen to step.
         var wallSteps: UInt64 = 0
-        /// Captured requests stamped on the device's own clock: recorded before any offset was known.
-        var stampedOnDeviceClock: UInt64 = 0
+        /// Whether an offset has been known: the first one is told to `offsetLearned`, once.
+        var offsetWasLearned = false
+        /// Told the first offset known (in nanoseconds), outside the lock.
+        var offsetLearned: (@Sendable (Int64) -> Void)?
     }
 
     /// A change of the offset by more than this is a step: the interval clock sets its ends again.
@@ -99,13 +101,11 @@ final class ClockCorrection: Sendable {
         }
     }
 
-    /// Captured requests stamped on the device's own clock, recorded before readings agreed on an offset
-    /// (``AgentMetrics/requestsOnDeviceClock``).
-    var stampedOnDeviceClock: UInt64 { state.withLock { $0.stampedOnDeviceClock } }
-
-    /// Counts `count` more requests stamped on the device's own clock.
-    func countStampedOnDeviceClock(_ count: UInt64) {
-        state.withLock { $0.stampedOnDeviceClock &+= count }
+    /// Calls `handler` with the offset, in nanoseconds, when readings first agree on one (from the thread whose
+    /// reading settled it, with no lock of the correction held): the agent moves the points still pending
+    /// that were stamped on the device's clock to true time (``AgentMetrics/pointsOnDeviceClock``).
+    func whenOffsetLearned(_ handler: @escaping @Sendable (Int64) -> Void) {
+        state.withLock { $0.offsetLearned = handler }
     }
 
     /// The offset, `nil` until readings agree.
@@ -153,16 +153,20 @@ final class ClockCorrection: Sendable {
             sentAt: sentAt.nanosecondsSinceEpoch,
             receivedAt: receivedAt.nanosecondsSinceEpoch
         )
-        state.withLock { state in
+        let learned = state.withLock { state -> (handler: (@Sendable (Int64) -> Void)?, offset: Int64)? in
             // A reading that may have been taken across a step of the wall clock mixes two clocks.
             if watchesWallClock, Self.wallShift(&state, look) != 0 {
                 state.ignored += 1
-                return
+                return nil
             }
             let before = state.estimator.offset ?? 0
             if !state.estimator.add(reading, fromDestination: source == .destination) { state.ignored += 1 }
             if abs((state.estimator.offset ?? 0) - before) > Self.step { state.steps += 1 }
+            guard !state.offsetWasLearned, let offset = state.estimator.offset else { return nil }
+            state.offsetWasLearned = true
+            return (state.offsetLearned, offset)
         }
+        if let learned { learned.handler?(learned.offset) }
     }
 
     /// The wall clock, with the monotonic time it was read at; `nil` for the latter when the thread was

@@ -27,6 +27,7 @@ package enum EnvironmentVariable: String, CaseIterable, Sendable {
     case rawPointsPerSecond = "APIHEALTH_RAW_POINTS_PER_SECOND"
     case maximumEndpoints = "APIHEALTH_MAXIMUM_ENDPOINTS"
     case hostRules = "APIHEALTH_HOST_RULES"
+    case graphQLPaths = "APIHEALTH_GRAPHQL_PATHS"
     case aggregationInterval = "APIHEALTH_AGGREGATION_INTERVAL_MS"
     case objectiveAvailability = "APIHEALTH_OBJECTIVE_AVAILABILITY"
     case objectiveLatency = "APIHEALTH_OBJECTIVE_LATENCY"

@@ -47,36 +47,7 @@ struct BatchQueue {
         instants: inout RecentInstants,
         limits: APIHealthConfiguration.Batching
     ) -> (added: Int, full: Bool)? {
-        Self.copy(line, series: series, into: &batches[batches.count - 1], instants: &instants, limits: limits)
-    }
-
-    @inline(__always)
-    private static func copy(
-        _ line: EncodedLine,
-        series: Int,
-        into batch: inout PendingBatch,
-        instants: inout RecentInstants,
-        limits: APIHealthConfiguration.Batching
-    ) -> (added: Int, full: Bool)? {
-        let before = batch.bytes.count
-        // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
-        if let timestamp = line.timestamp {
-            // Loads the slots the claim reads while the line is copied (the tables are too large to
-            // stay in the processor's cache beside the batches).
-            let latest = instants.prefetch(series: series, timestamp: timestamp)
-            batch.bytes.appendCopy(of: line.bytes)
-            let instant = instants.claim(series: series, timestamp: timestamp, latest: latest)
-            if instant != timestamp {
-                batch.bytes.removeLast(batch.bytes.count - before)
-                guard let instant else { return nil }
-                line.rewritingTimestamp(instant, into: &batch.bytes)
-            }
-        } else {
-            batch.bytes.appendCopy(of: line.bytes)
-        }
-        batch.lineCount += 1
-        let full = batch.lineCount >= limits.maximumLines || batch.bytes.count >= limits.maximumBytes
-        return (batch.bytes.count - before, full)
+        batches[batches.count - 1].append(line, series: series, instants: &instants, limits: limits)
     }
 
     /// Lets the last batch go if no line made it in. Returns whether it did.
@@ -186,9 +157,10 @@ struct BatchQueue {
     }
 
     /// Puts the join of `plan` (its `lines`) in place of its sources if they are still here, in a row,
-    /// needed by the same destinations and being sent nowhere. Returns who needs the join, `nil` when it
-    /// was let go (then the first source, if still here, is never joined again).
-    mutating func join(_ plan: MergePlan, lines: [UInt8]?) -> UInt64? {
+    /// needed by the same destinations and being sent nowhere. Returns who needs the join and by how many
+    /// bytes its lines outgrew its sources' (lines moved to true time as they were joined may change length);
+    /// `nil` when it was let go (then the first source, if still here, is never joined again).
+    mutating func join(_ plan: MergePlan, lines: [UInt8]?) -> (awaiting: UInt64, grown: Int)? {
         guard let start = index(of: plan.sources[0]) else { return nil }
         let end = start + plan.sources.count
         let unchanged =
@@ -203,8 +175,11 @@ struct BatchQueue {
         let awaiting = batches[start].awaiting
         var joined = PendingBatch(sealed: plan.segment, bytes: lines, lineCount: plan.lineCount, awaiting: awaiting)
         joined.sealed?.failingSince = batches[start..<end].compactMap { $0.sealed?.failingSince }.min()
+        // Its lines are its sources' as they read (moved where they were to be moved).
+        joined.stampedInThisRun = batches[start..<end].allSatisfy { $0.stampedInThisRun && $0.shift == nil }
+        let grown = lines.count - batches[start..<end].reduce(0) { $0 + $1.lineBytes }
         batches.replaceSubrange(start..<end, with: [joined])
-        return awaiting
+        return (awaiting, grown)
     }
 
     /// Gives destination `bit` the two halves of batch `index` in its place, before it: the halves another
@@ -224,10 +199,13 @@ struct BatchQueue {
             return index
         }
         let failingSince = batches[index].sealed?.failingSince
+        // Cut from its lines as they read (moved where they were to be moved).
+        let stampedInThisRun = batches[index].stampedInThisRun && batches[index].shift == nil
         func half(_ segment: String, _ bytes: [UInt8], lines: Int) -> PendingBatch {
             var half = PendingBatch(sealed: segment, bytes: bytes, lineCount: lines, awaiting: bit)
             half.sealed?.joinable = false
             half.sealed?.failingSince = failingSince
+            half.stampedInThisRun = stampedInThisRun
             // Unwritten halves are sealed on disk by the next round, which counts the failure.
             if unwritten { half.sealed?.spool = .writing(bytes: bytes.count) }
             return half
@@ -241,18 +219,22 @@ struct BatchQueue {
     // MARK: Bodies and the spool
 
     /// The newest sealed batch behind the head without a body: the next one to compress.
-    func nextWaitingWithoutBody() -> (segment: String, lines: [UInt8])? {
+    func nextWaitingWithoutBody() -> (segment: String, lines: [UInt8], shift: TimestampShift?)? {
         guard batches.count > 1 else { return nil }
         for index in batches.indices.dropFirst().reversed() where batches[index].isSealed && batches[index].body == nil
         {
-            return (batches[index].segment, batches[index].bytes)
+            return (batches[index].segment, batches[index].bytes, batches[index].shift)
         }
         return nil
     }
 
-    /// Batch `segment`'s body is made: kept for its sends, and its lines let go once they are on disk.
-    mutating func keepBody(_ body: [UInt8], of segment: String, hasSpool: Bool) {
-        guard let index = index(of: segment), batches[index].isSealed, batches[index].body == nil else { return }
+    /// Batch `segment`'s body is made: kept for its sends, and its lines let go once they are on disk. A body
+    /// made before the clock's offset was learned, of lines it moves (`restamped` false), is not kept: the
+    /// next send makes it again.
+    mutating func keepBody(_ body: [UInt8], of segment: String, restamped: Bool, hasSpool: Bool) {
+        guard let index = index(of: segment), batches[index].isSealed, batches[index].body == nil,
+            batches[index].shift == nil || restamped
+        else { return }
         batches[index].sealed?.body = body
         releaseLines(index, hasSpool: hasSpool)
     }
@@ -282,7 +264,31 @@ struct BatchQueue {
     mutating func restore(_ restored: [PendingBatch], awaiting: UInt64, sequencesAfter highest: UInt64) {
         nextSequence = max(nextSequence, highest + 1)
         var restored = restored
-        for index in restored.indices { restored[index].sealed?.awaiting = awaiting }
+        for index in restored.indices {
+            restored[index].sealed?.awaiting = awaiting
+            restored[index].stampedInThisRun = false
+        }
         batches.insert(contentsOf: restored, at: 0)
+    }
+
+    /// The device clock's offset (`nanoseconds`, true time minus the device's) is known: every batch of this
+    /// run whose lines can still be moved (open, or sealed and neither being sent nor held only as its body)
+    /// moves the lines it holds now to true time when its body is made (a body made already is made again).
+    /// Returns the lines it will move.
+    mutating func shiftPending(by nanoseconds: Int64, precision: Precision) -> UInt64 {
+        var moved: UInt64 = 0
+        for index in batches.indices where batches[index].lineCount > 0 && batches[index].stampedInThisRun {
+            if let sealed = batches[index].sealed {
+                guard sealed.sending == 0, batches[index].linesOnlyInBody == nil else { continue }
+                batches[index].sealed?.body = nil
+            }
+            batches[index].shift = TimestampShift(
+                bytes: batches[index].bytes.count,
+                nanoseconds: nanoseconds,
+                precision: precision
+            )
+            moved += UInt64(batches[index].lineCount)
+        }
+        return moved
     }
 }

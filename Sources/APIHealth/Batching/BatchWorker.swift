@@ -28,9 +28,14 @@ struct BatchWorker: Sendable {
             return nil
         case .join(let plan):
             return join(plan, spool: spool)
-        case .makeBody(let segment, let lines):
-            guard let made = compressor.body(of: lines) else { return nil }
-            return .bodyMade(segment: segment, body: made.body, linesClamped: made.linesClamped)
+        case .makeBody(let segment, let lines, let shift):
+            guard let made = compressor.body(of: shift?.apply(to: lines) ?? lines) else { return nil }
+            return .bodyMade(
+                segment: segment,
+                body: made.body,
+                linesClamped: made.linesClamped,
+                restamped: shift != nil
+            )
         case .writeRejected(let segment, let contents, let reason, let removesFile, let only):
             // Lines that cannot be unpacked from the body stay in their spool file, read again at the next start.
             guard let spool, let lines = contents.lines() else { return nil }

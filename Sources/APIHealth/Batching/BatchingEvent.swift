@@ -50,8 +50,12 @@ enum BatchingEvent {
     /// The compressor asks for the next batch waiting behind the head without a body.
     case waitingBodyWanted
     /// The body of batch `segment` is made; `linesClamped` lines had values changed on the way (unsigned
-    /// values too large for an integer, for a v1 destination).
-    case bodyMade(segment: String, body: [UInt8], linesClamped: Int)
+    /// values too large for an integer, for a v1 destination); `restamped` when its lines were moved by the
+    /// batch's ``TimestampShift``.
+    case bodyMade(segment: String, body: [UInt8], linesClamped: Int, restamped: Bool = false)
+    /// The device's clock's offset (true time minus the device's) is known for the first time: the lines
+    /// still pending that were stamped on the device's clock are moved to true time when their bodies are made.
+    case offsetLearned(nanoseconds: Int64)
     /// The destination stored batch `segment`.
     case delivered(segment: String, DestinationID, sentBytes: Int, compressedBytes: Int)
     /// The destination refused batch `segment` for good: the lines `refused` names.
@@ -140,9 +144,10 @@ struct BatchingAction {
         case join(MergePlan)
         /// The body is kept already.
         case useBody([UInt8])
-        /// Make the body of batch `segment` from `lines`, then report
-        /// ``BatchingEvent/bodyMade(segment:body:linesClamped:)``.
-        case makeBody(segment: String, lines: [UInt8])
+        /// Make the body of batch `segment` from `lines` (moved by `shift` first, when the batch holds lines
+        /// stamped on the device's clock: ``TimestampShift``), then report
+        /// ``BatchingEvent/bodyMade(segment:body:linesClamped:restamped:)``.
+        case makeBody(segment: String, lines: [UInt8], shift: TimestampShift? = nil)
         /// Copy the refused lines of batch `segment` to `rejected/` with `reason`, then remove the batch's
         /// own file if `removesFile`; `only` names the lines refused of a partial write.
         case writeRejected(

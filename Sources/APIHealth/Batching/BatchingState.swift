@@ -7,20 +7,16 @@ import LineProtocol
 /// the state behind the lock `record` takes and runs the actions after releasing it, so recording never
 /// waits for the disk, gzip or the network; the tests drive the state alone, with no disk or network.
 ///
-/// Every batch goes to every destination: each destination has its own cursor over the same batches
-/// (a bit per batch), its own retry schedule and its own cap, so a destination that is down keeps its
-/// backlog within its cap and never delays or drops what another gets. A batch leaves when no
-/// destination needs it any more. A batch's own life is ``PendingBatch/Life``: open, then sealed with
-/// who still needs it and who sends it, its spool file, its body and its retries.
+/// Every batch goes to every destination: each has its own cursor over the same batches (a bit per batch),
+/// retry schedule and cap, so a destination that is down never delays or drops what another gets. A batch
+/// leaves when no destination needs it any more; its own life is ``PendingBatch/Life``. The state is three
+/// parts with storage of their own: the batches (``BatchQueue``), the destinations' cursors
+/// (``DestinationCursors``) and what the spool worker owes the disk (``SpoolLedger``); this type turns each
+/// event into what it means for each part, and keeps the agent's counters and each series' recent instants.
 ///
-/// The state is three parts, each with its own storage, and what composes them: the batches
-/// (``BatchQueue``), the destinations' cursors (``DestinationCursors``) and what the spool worker owes the
-/// disk (``SpoolLedger``); this type turns each event into what it means for each part, and keeps the
-/// agent's own counters and the recent instants of each series.
-///
-/// Invariants (checked by the property tests), per destination: every recorded line is pending,
-/// written, dropped, rejected or expired, each once; batches go out in the order their lines were
-/// recorded; its backlog stays within its cap but for the one batch being filled.
+/// Invariants (checked by the property tests), per destination: every recorded line is pending, written,
+/// dropped, rejected or expired, each once; batches go out in recording order; the backlog stays within its
+/// cap but for the one batch being filled.
 struct BatchingState {
     // The stored state is changed only by `handle(_:)` and `record(_:series:now:afterClose:)` and the
     // private helpers they call, each part's only through its own methods.
@@ -31,6 +27,10 @@ struct BatchingState {
     private var metrics = AgentMetrics()
     private var recentInstants: RecentInstants
     private(set) var isClosed = false
+    /// Whether the device clock's offset has been learned (``BatchingEvent/offsetLearned(nanoseconds:)``).
+    private(set) var offsetLearned = false
+    /// The precision lines are written in, to move their timestamps.
+    private let precision: Precision
     /// When the last line was recorded: the open batch is sealed `flushDelay` after it.
     private var lastLineAt = Duration.zero
     /// Points offered after intake closed (a producer still recording after the agent stopped).
@@ -45,6 +45,7 @@ struct BatchingState {
         destinationCaps: [Int]
     ) {
         self.limits = limits
+        self.precision = precision
         queue = BatchQueue(bufferCapacity: min(limits.maximumBytes, 16 << 20) + 64 * 1_024)
         cursors = DestinationCursors(caps: destinationCaps, defaultCap: limits.maximumPendingBytes)
         ledger = SpoolLedger(isActive: hasSpool)
@@ -103,14 +104,21 @@ struct BatchingState {
             guard let index = queue.index(of: segment) else { return BatchingAction() }
             let batch = queue.batches[index]
             if let body = batch.body { return BatchingAction(.useBody(body)) }
-            return BatchingAction(.makeBody(segment: segment, lines: batch.bytes))
+            return BatchingAction(.makeBody(segment: segment, lines: batch.bytes, shift: batch.shift))
         case .waitingBodyWanted:
             guard let waiting = queue.nextWaitingWithoutBody() else { return BatchingAction() }
-            return BatchingAction(.makeBody(segment: waiting.segment, lines: waiting.lines))
-        case .bodyMade(let segment, let body, let linesClamped):
+            return BatchingAction(.makeBody(segment: waiting.segment, lines: waiting.lines, shift: waiting.shift))
+        case .bodyMade(let segment, let body, let linesClamped, let restamped):
             metrics.pointsRepaired += UInt64(linesClamped)
-            queue.keepBody(body, of: segment, hasSpool: ledger.isActive)
+            queue.keepBody(body, of: segment, restamped: restamped, hasSpool: ledger.isActive)
             return BatchingAction(.useBody(body))
+        case .offsetLearned(let nanoseconds):
+            // Counted: what this run recorded and cannot move (sent, sending, dropped, only compressed).
+            guard !offsetLearned else { return BatchingAction() }
+            offsetLearned = true
+            let moved = queue.shiftPending(by: nanoseconds, precision: precision)
+            metrics.pointsOnDeviceClock = metrics.pointsRecorded > moved ? metrics.pointsRecorded - moved : 0
+            return BatchingAction()
         case .delivered(let segment, let destination, let sentBytes, let compressedBytes):
             delivered(segment, to: destination, sentBytes: sentBytes, compressedBytes: compressedBytes)
             return BatchingAction(wakeups: [.spoolWorker, .batchesLeft])
@@ -124,17 +132,7 @@ struct BatchingState {
             split(segment, for: destination, into: halves, names: names, written: written, failure: failure)
             return BatchingAction(wakeups: .spoolWorker)
         case .sendFailed(let segment, let destination, let notBefore, let now, let error, let retryLimit):
-            guard
-                failed(segment, for: destination, notBefore: notBefore, now: now, error: error, retryLimit: retryLimit)
-            else {
-                return refused(
-                    segment,
-                    by: destination,
-                    reason: "still failing after the retry limit: \(error)",
-                    lines: .expired
-                )
-            }
-            return BatchingAction()
+            return failed(segment, for: destination, notBefore: notBefore, now: now, error: error, limit: retryLimit)
         case .retryWaitsCleared:
             cursors.clearRetryWaits()
             return BatchingAction(wakeups: .shippers)
@@ -321,12 +319,12 @@ struct BatchingState {
     private mutating func joined(_ plan: MergePlan, lines: [UInt8]?, written: Bool, failure: SpoolError?) {
         if let failure { ledger.count(failure) }
         let kept = !ledger.isActive || written
-        guard let awaiting = queue.join(plan, lines: kept ? lines : nil) else {
+        guard let join = queue.join(plan, lines: kept ? lines : nil) else {
             // Sent as it is: a join that failed is not tried again for this batch.
             if written { ledger.remove([plan.segment]) }
             return
         }
-        cursors.joined(plan.sources.count, awaiting: awaiting)
+        cursors.joined(plan.sources.count, awaiting: join.awaiting, grown: join.grown)
         ledger.remove(plan.sources)
     }
 
@@ -345,11 +343,9 @@ struct BatchingState {
         release(index, from: destination)
     }
 
-    /// `destination` refused batch `segment` for good (or it failed past the retry limit; for a partial
-    /// write, `reason` lists the refused lines): the batch
-    /// leaves its cursor and is counted, the refused lines as refused (the rest were stored: a partial
-    /// write). Asks for its lines to be copied to `rejected/` outside the lock (not when the batch is
-    /// gone or there is no spool).
+    /// `destination` refused batch `segment` for good (or it failed past the retry limit): the batch leaves its
+    /// cursor, the refused lines counted as refused (the rest of a partial write as stored). Asks for its
+    /// lines to be copied to `rejected/` outside the lock (not when the batch is gone or there is no spool).
     private mutating func refused(
         _ segment: String,
         by destination: DestinationID,
@@ -416,22 +412,26 @@ struct BatchingState {
         if unwritten && queue.index(of: segment) == nil { ledger.keep(segment) }
     }
 
-    /// A send of batch `segment` to `destination` failed: the destination waits until `notBefore`.
-    /// Returns `false` when the batch has been failing for longer than `retryLimit` (it is then refused
-    /// as expired).
+    /// A send of batch `segment` to `destination` failed: the destination waits until `notBefore`; a batch
+    /// failing for longer than `limit` is refused as expired.
     private mutating func failed(
         _ segment: String,
         for destination: DestinationID,
         notBefore: Duration,
         now: Duration,
         error: String,
-        retryLimit: Duration?
-    ) -> Bool {
+        limit: Duration?
+    ) -> BatchingAction {
         cursors.failed(destination, error: error, notBefore: notBefore)
-        guard let index = queue.stopSending(segment, to: destination.bit) else { return true }
+        guard let index = queue.stopSending(segment, to: destination.bit) else { return BatchingAction() }
         let since = queue.failing(index, now: now)
-        if let retryLimit, now - since > retryLimit { return false }
-        return true
+        guard let limit, now - since > limit else { return BatchingAction() }
+        return refused(
+            segment,
+            by: destination,
+            reason: "still failing after the retry limit: \(error)",
+            lines: .expired
+        )
     }
 
     /// Batches a previous run left in the spool, ahead of anything recorded, for every destination.

@@ -70,10 +70,11 @@ struct DestinationCursors {
         cursors[destination.index].pendingBytes += bytes
     }
 
-    /// `count` batches each destination in `awaiting` needed were joined into one.
-    mutating func joined(_ count: Int, awaiting: UInt64) {
+    /// `count` batches each destination in `awaiting` needed were joined into one, `grown` bytes longer.
+    mutating func joined(_ count: Int, awaiting: UInt64, grown: Int) {
         for index in cursors.indices where awaiting & (1 << UInt64(index)) != 0 {
             cursors[index].pendingBatches -= count - 1
+            cursors[index].pendingBytes += grown
         }
     }
 

@@ -49,6 +49,12 @@ struct PendingBatch {
     var bytes: [UInt8]
     var lineCount: Int
     var life: Life
+    /// Lines stamped on the device's own clock, to move to true time when its body is made: set for the
+    /// lines it held when the clock's offset was learned (``BatchingEvent/offsetLearned(nanoseconds:)``).
+    var shift: TimestampShift?
+    /// Whether its lines were stamped in this run, so that the offset learned in it may move them: not those of
+    /// a batch a previous run left in the spool (stamped on that run's clock, corrected or not).
+    var stampedInThisRun = true
 
     /// A batch opened at `now` by its first line, for every destination.
     init(opening segment: String, bytes: [UInt8], now: Duration) {
@@ -116,7 +122,40 @@ struct PendingBatch {
     var lineBytes: Int { linesOnlyInBody ?? bytes.count }
 
     /// What the lines are held as, for work done outside the lock.
-    var contents: BatchContents { BatchContents(bytes: bytes, body: linesOnlyInBody == nil ? nil : body) }
+    var contents: BatchContents {
+        linesOnlyInBody == nil ? BatchContents(bytes: bytes, shift: shift) : BatchContents(bytes: bytes, body: body)
+    }
+
+    /// Copies `line` into the open batch, its series given an instant it has not used (the line rewritten
+    /// when that is not its own). Returns the bytes added, `nil` if the series has no free instant near the
+    /// point's time (nothing is added); `full` when the batch is full within `limits`.
+    @inline(__always)
+    mutating func append(
+        _ line: EncodedLine,
+        series: Int,
+        instants: inout RecentInstants,
+        limits: APIHealthConfiguration.Batching
+    ) -> (added: Int, full: Bool)? {
+        let before = bytes.count
+        // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
+        if let timestamp = line.timestamp {
+            // Loads the slots the claim reads while the line is copied (the tables are too large to
+            // stay in the processor's cache beside the batches).
+            let latest = instants.prefetch(series: series, timestamp: timestamp)
+            bytes.appendCopy(of: line.bytes)
+            let instant = instants.claim(series: series, timestamp: timestamp, latest: latest)
+            if instant != timestamp {
+                bytes.removeLast(bytes.count - before)
+                guard let instant else { return nil }
+                line.rewritingTimestamp(instant, into: &bytes)
+            }
+        } else {
+            bytes.appendCopy(of: line.bytes)
+        }
+        lineCount += 1
+        let full = lineCount >= limits.maximumLines || bytes.count >= limits.maximumBytes
+        return (bytes.count - before, full)
+    }
 
     /// Seals the open batch for every destination in `awaiting`.
     mutating func seal(for awaiting: UInt64) {
@@ -141,10 +180,19 @@ struct BatchContents {
     var bytes: [UInt8]
     /// Set when only the body holds the lines.
     var body: [UInt8]?
+    /// How to move the bytes' lines stamped on the device's clock to true time (a body holds them moved).
+    var shift: TimestampShift?
 
-    /// The lines, unpacked from the body when only it holds them; `nil` if that fails.
+    init(bytes: [UInt8], body: [UInt8]? = nil, shift: TimestampShift? = nil) {
+        self.bytes = bytes
+        self.body = body
+        self.shift = shift
+    }
+
+    /// The lines, in true time where they were stamped on the device's clock; unpacked from the body when
+    /// only it holds them; `nil` if that fails.
     func lines() -> [UInt8]? {
-        guard let body else { return bytes }
+        guard let body else { return shift?.apply(to: bytes) ?? bytes }
         return try? Gzip.decompress(body)
     }
 }

@@ -41,6 +41,12 @@ extension PendingBatches {
         return body
     }
 
+    /// The device clock's offset (true time minus the device's, in nanoseconds) is known for the first time:
+    /// the pending lines stamped on the device's clock are moved to true time as their bodies are made.
+    func offsetLearned(nanoseconds: Int64) {
+        modifyStateAndRunActions(.offsetLearned(nanoseconds: nanoseconds))
+    }
+
     /// Makes the gzip bodies of the sealed batches waiting behind the head, newest first (the shipper
     /// makes the head's as it sends it), so a backlog is held compressed: once a batch's lines are on
     /// disk (or there is no spool), only its body stays in memory and its buffer is reused. Stops at

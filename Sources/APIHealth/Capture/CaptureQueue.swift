@@ -51,6 +51,14 @@ struct DeferredSample {
         }
     }
 
+    /// The request as URLSession sent it (URLSession capture); `nil` for other clients'.
+    var urlRequest: URLRequest? {
+        switch source {
+        case .sample(_, let request, _): request
+        case .request(let request): request.urlRequest
+        }
+    }
+
     /// What the capture filter sees of the request.
     var request: SentRequest {
         switch source {

@@ -27,17 +27,40 @@ public struct RequestSample: Sendable {
         }
         set {
             parsedURL = newValue
-            keptText = nil
+            keptText = graphQLOperation.map { Self.seriesText(newValue.absoluteString, operation: $0) }
         }
     }
     /// The URL as `url.absoluteString` gives it, read without making a URL of a sample given its URL as
-    /// text.
+    /// text; for a GraphQL operation, the text its series is cached by (see ``setGraphQLOperation(_:)``).
     var urlText: String { keptText ?? parsedURL?.absoluteString ?? "" }
     /// The URL, unless capture was given it as text that it kept (see ``URLText``): a URL is only parsed
     /// when something reads it.
     @usableFromInline var parsedURL: URL?
-    /// A URL's text that ``URLText/isSafe(_:)`` (`URL(string:)` takes it as it is), when `parsedURL` is `nil`.
+    /// A URL's text that ``URLText/isSafe(_:)`` (`URL(string:)` takes it as it is), when `parsedURL` is `nil`;
+    /// with `parsedURL` set, the text of a GraphQL operation's series (never parsed as a URL).
     @usableFromInline var keptText: String?
+    /// The path segment of the GraphQL operation the request carried (``GraphQLOperation``), set by capture
+    /// for a request to one of ``APIHealthConfiguration/CaptureOptions/graphQLPaths``: its `path` tag is
+    /// then that path and this segment.
+    package private(set) var graphQLOperation: String?
+
+    /// Makes the sample a request for the GraphQL operation `segment` (a ``GraphQLOperation`` segment): its
+    /// URL stays what it is, and the text the schema finds its series by (``urlText``) becomes the URL's
+    /// scheme, authority and path followed by `#graphql=` and the segment, so each operation has a series of
+    /// its own and the queries of a `GET` share it. Only samples of GraphQL paths pay for it: the record
+    /// path reads ``urlText`` as for any sample.
+    package mutating func setGraphQLOperation(_ segment: String) {
+        let text = urlText
+        if parsedURL == nil { parsedURL = URL(string: text) }
+        graphQLOperation = segment
+        keptText = Self.seriesText(text, operation: segment)
+    }
+
+    /// `text` up to its query or fragment, with `#graphql=` and `operation` after it.
+    private static func seriesText(_ text: String, operation: String) -> String {
+        let end = text.firstIndex { $0 == "?" || $0 == "#" } ?? text.endIndex
+        return text[..<end] + "#graphql=" + operation
+    }
     /// The part of the service that made the call (a feature, a client, a team).
     public var module: String
     /// When the request started: the point's timestamp.

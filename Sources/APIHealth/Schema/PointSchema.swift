@@ -278,9 +278,9 @@ public enum PointSchema {
         public static let clockOffsetUncertainty = "clock_offset_uncertainty_ms"
         /// `Date` headers that were no reading of the clock (``APIHealthConfiguration/correctsClock``).
         public static let clockReadingsIgnored = "clock_readings_ignored"
-        /// Captured requests stamped on the device's own clock, before readings agreed on an offset
-        /// (``AgentMetrics/requestsOnDeviceClock``).
-        public static let requestsOnDeviceClock = "requests_device_clock"
+        /// Points that went out with the device's own time: recorded before readings agreed on an offset and
+        /// not moved to true time once they did (``AgentMetrics/pointsOnDeviceClock``).
+        public static let pointsOnDeviceClock = "points_device_clock"
     }
 
     /// Fields of the relay's health points (``Measurement/relay``): running totals since the relay started,
@@ -380,7 +380,7 @@ public enum PointSchema {
         AgentField.requestsOnlyAggregated, AgentField.requestsFiltered, AgentField.endpointLimit,
         AgentField.endpoints, AgentField.requestsOverflowed, AgentField.endpointsEvicted, AgentField.cacheKeysEvicted,
         AgentField.countryValuesIgnored, AgentField.clockOffset, AgentField.clockOffsetUncertainty,
-        AgentField.clockReadingsIgnored, AgentField.requestsOnDeviceClock,
+        AgentField.clockReadingsIgnored, AgentField.pointsOnDeviceClock,
     ]
     /// Tags of the relay's health points (beside the global tags).
     public static let relayTags = [Tag.service, Tag.instance]

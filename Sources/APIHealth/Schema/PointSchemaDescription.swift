@@ -87,7 +87,7 @@ package struct PointSchemaDescription: Codable, Equatable, Sendable {
                 "endpointsEvicted": A.endpointsEvicted, "cacheKeysEvicted": A.cacheKeysEvicted,
                 "countryValuesIgnored": A.countryValuesIgnored, "clockOffset": A.clockOffset,
                 "clockOffsetUncertainty": A.clockOffsetUncertainty, "clockReadingsIgnored": A.clockReadingsIgnored,
-                "requestsOnDeviceClock": A.requestsOnDeviceClock,
+                "pointsOnDeviceClock": A.pointsOnDeviceClock,
             ],
             relayFields: [
                 "requests": R.requests, "linesAccepted": R.linesAccepted, "linesRefused": R.linesRefused,

@@ -126,13 +126,16 @@ final class RequestRecorder: Sendable {
     func drain(waitingForOneUnderWay: Bool = true) {
         let correlationHeaders = schema.correlationHeaders
         let countryHeader = schema.countryLearner?.header
-        let restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
-        var onDeviceClock: UInt64 = 0
-        defer { if onDeviceClock > 0 { clockCorrection?.countStampedOnDeviceClock(onDeviceClock) } }
+        var restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
         queue.drain(waitingForOneUnderWay: waitingForOneUnderWay) { deferred in
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
             if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
-                if let restamping, !restamping.apply(to: &sample, of: deferred) { onDeviceClock &+= 1 }
+                if let graphQL = schema.graphQL, sample.graphQLOperation == nil, let request = deferred.urlRequest,
+                    graphQL.matches(sample.urlText)
+                {
+                    sample.setGraphQLOperation(GraphQLOperation.segment(of: request, url: sample.urlText))
+                }
+                restamping?.apply(to: &sample, of: deferred)
                 if let cacheAdvisor, let judged = judge(deferred, sample: sample, advisor: cacheAdvisor) {
                     record(sample, request: deferred.request, now: deferred.now, cache: judged)
                 } else {
@@ -172,9 +175,9 @@ final class RequestRecorder: Sendable {
         /// clock of its own.
         let deviceShift: Int64
         /// What moves a sample to corrected time: the device's shift and the offset.
-        let shift: Int64
-        /// Whether readings had agreed on an offset when the drain began.
-        let knowsOffset: Bool
+        private(set) var shift: Int64
+        /// Whether readings had agreed on an offset, as of the last sample.
+        private(set) var knowsOffset: Bool
         let readsAPIDates: Bool
 
         init(correction: ClockCorrection, clock: any AgentClock) {
@@ -186,11 +189,11 @@ final class RequestRecorder: Sendable {
             readsAPIDates = correction.wantsAPIReadings
         }
 
-        /// Stamps `sample` in corrected time; returns `false` when no offset was known yet (the sample
-        /// keeps the device's own clock).
-        func apply(to sample: inout RequestSample, of deferred: DeferredSample) -> Bool {
-            var shift = shift
-            var knowsOffset = knowsOffset
+        /// Stamps `sample` in corrected time. While no offset is known it keeps the device's own clock (and
+        /// the correction is asked again for each sample, so that one learned meanwhile, by a reading of this
+        /// drain or a destination's, stamps the samples after it); its line is moved to true time once one
+        /// is, if it is still pending (``PendingBatches/offsetLearned(nanoseconds:)``).
+        mutating func apply(to sample: inout RequestSample, of deferred: DeferredSample) {
             // A reading only from an answer that came over the network, from the API's server or a cache
             // on the way (which says how long it kept it in `Age`), not from a gateway's 5xx.
             if readsAPIDates, let status = sample.statusCode, status < 500, !deferred.servedLocally,
@@ -205,13 +208,18 @@ final class RequestRecorder: Sendable {
                     receivedAt: sentAt.adding(nanoseconds: RequestSchema.wholeNanoseconds(untilHead) ?? .max / 2),
                     from: .api
                 )
-                // The reading may have settled the offset: this sample is stamped with it already.
-                let offset = correction.knownOffsetNanoseconds
-                shift = deviceShift &+ (offset ?? 0)
-                knowsOffset = offset != nil
+                // The reading may have settled the offset (or moved it): this sample is stamped with it already.
+                lookAgain()
+            } else if !knowsOffset {
+                lookAgain()
             }
             if shift != 0 { sample.startedAt.addTimeInterval(Double(shift) / 1e9) }
-            return knowsOffset
+        }
+
+        private mutating func lookAgain() {
+            let offset = correction.knownOffsetNanoseconds
+            shift = deviceShift &+ (offset ?? 0)
+            knowsOffset = offset != nil
         }
     }
 

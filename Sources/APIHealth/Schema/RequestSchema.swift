@@ -35,6 +35,8 @@ final class RequestSchema: Sendable {
     private let logger: Logger?
     /// The headers a sample's correlation id is read from, in order.
     let correlationHeaders: [String]
+    /// The GraphQL paths, whose requests' operations are their endpoints; `nil` when none is configured.
+    let graphQL: GraphQLEndpoints?
     /// The interval aggregates (`nil` when ``APIHealthConfiguration/aggregation`` is).
     let aggregator: RequestAggregator?
     private static let statusClasses = (0...9).map { "\($0)xx" }
@@ -80,6 +82,7 @@ final class RequestSchema: Sendable {
             CountryLearner(header: $0, everyPointTags: configuration.everyPointTags, learned: learnedCountry)
         }
         self.correlationHeaders = configuration.capture.correlationHeadersInOrder
+        self.graphQL = GraphQLEndpoints(paths: configuration.capture.graphQLPaths)
         let rendered = self.rendered
         self.aggregator = configuration.aggregation.map {
             RequestAggregator(
@@ -181,6 +184,14 @@ final class RequestSchema: Sendable {
         return learner.template(host: host, method: Self.methodTag(method), path: path)
     }
 
+    /// The path tag of a GraphQL operation: the GraphQL path (as the URL writes it) and the operation's
+    /// segment, under the cap of distinct paths (past it, the overflow path).
+    func graphQLPathTag(host: String, path: Substring, operation: String) -> String {
+        var base = path
+        while base.count > 1, base.hasSuffix("/") { base = base.dropLast() }
+        return learner.admit(host: host, template: base + "/" + operation)
+    }
+
     static func methodTag(_ method: String) -> String {
         if knownMethods.contains(method) { return method }
         let upper = method.uppercased()
@@ -221,7 +232,9 @@ final class RequestSchema: Sendable {
         guard !authority.excluded else { return nil }
         let parts = authority.parts
         let host = authority.hostTag
-        let path = pathTag(host: host, method: sample.method, path: urlPath)
+        let path =
+            sample.graphQLOperation.map { graphQLPathTag(host: host, path: urlPath, operation: $0) }
+            ?? pathTag(host: host, method: sample.method, path: urlPath)
         // An overflowed path is not cached: it is counted each time; nor a path held back as new,
         // which has its template once its values are seen again.
         let caches = path != configuration.capture.overflowPath && path != EndpointLearner.newPath
