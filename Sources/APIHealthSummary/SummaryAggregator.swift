@@ -69,6 +69,9 @@ package struct SummaryAggregator: Sendable {
     /// by a hash of the series bytes, then the bytes themselves.
     private var series: [UInt64: [(key: [UInt8], verdict: Verdict)]] = [:]
     private var seriesCount = 0
+    /// Where the last line's parts are (``LineParser/scanLine(_:lineNumber:into:)``): reused, so reading a
+    /// line allocates nothing.
+    private var spans = LineSpans()
 
     package init(
         precision: Precision = .ns,
@@ -128,13 +131,18 @@ package struct SummaryAggregator: Sendable {
         line.withUnsafeBufferPointer { add($0) }
     }
 
-    /// Counts one complete line (without its line end).
+    /// Counts one complete line (without its line end), read by the package's line-protocol parser: a line it
+    /// refuses is corrupt; a valid one without what the summary needs (a duration, the endpoint's tags) is
+    /// foreign.
     package mutating func add(_ line: UnsafeBufferPointer<UInt8>) {
-        guard let keyEnd = Self.seriesEnd(line) else {
-            if !Self.isBlankOrComment(line) { counts.corrupt += 1 }
+        let parser = LineParser(precision: precision)
+        do {
+            guard try parser.scanLine(line, into: &spans) else { return }
+        } catch {
+            counts.corrupt += 1
             return
         }
-        let key = UnsafeBufferPointer(rebasing: line[0..<keyEnd])
+        let key = UnsafeBufferPointer(rebasing: line[0..<spans.seriesEnd])
         let hash = Self.hash(key)
         let verdict: Verdict
         if let known = series[hash]?.first(where: { Self.equal($0.key, key) }) {
@@ -158,8 +166,8 @@ package struct SummaryAggregator: Sendable {
             counts.filteredOut += 1
             observeFilteredInterval(line)
         case .request(let index, let status):
-            let fields = Self.scanFields(line, from: keyEnd + 1, precision: precision)
-            guard fields.wellFormed, let duration = fields.duration else {
+            let fields = readFields(line, parser: parser)
+            guard let duration = fields.duration else {
                 counts.foreign += 1
                 return
             }
@@ -191,11 +199,7 @@ package struct SummaryAggregator: Sendable {
         case .interval(let index):
             addInterval(line, endpoint: index)
         case .parseFailure(let index):
-            let fields = Self.scanFields(line, from: keyEnd + 1, precision: precision)
-            guard fields.wellFormed else {
-                counts.foreign += 1
-                return
-            }
+            let fields = readFields(line, parser: parser)
             if let since, let timestamp = fields.timestamp, timestamp < since {
                 counts.earlier += 1
                 return
@@ -341,33 +345,10 @@ package struct SummaryAggregator: Sendable {
         }
     }
 
-    // MARK: - Reading a line without parsing it in full
+    // MARK: - Reading the fields
 
-    /// The end of the measurement and tags (the first unescaped space), or `nil` for a blank or
-    /// comment line or one without a field set.
-    static func seriesEnd(_ line: UnsafeBufferPointer<UInt8>) -> Int? {
-        guard let first = line.first, first != UInt8(ascii: "#") else { return nil }
-        var index = 0
-        while index < line.count {
-            switch line[index] {
-            case UInt8(ascii: " "): return index > 0 ? index : nil
-            case UInt8(ascii: "\\"):
-                // As the parser reads it: a backslash escapes the next byte unless that is a backslash.
-                index += index + 1 < line.count && line[index + 1] == UInt8(ascii: "\\") ? 1 : 2
-            default: index += 1
-            }
-        }
-        return nil
-    }
-
-    static func isBlankOrComment(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let first = line.first else { return true }
-        if first == UInt8(ascii: "#") { return true }
-        return line.allSatisfy { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r") }
-    }
-
-    struct ScannedFields {
-        var wellFormed = true
+    /// What the summary reads of a line's fields.
+    struct ReadFields {
         var duration: Double?
         var errors: Int64?
         var success: Bool?
@@ -376,7 +357,47 @@ package struct SummaryAggregator: Sendable {
         var timestamp: Int64?
     }
 
-    /// FNV-1a over eight bytes at a time, with a shift to spread the high bits.
+    /// The fields the summary needs and the timestamp, from the line ``spans`` holds.
+    private func readFields(_ line: UnsafeBufferPointer<UInt8>, parser: LineParser) -> ReadFields {
+        var result = ReadFields()
+        for field in spans.fields {
+            let key = UnsafeBufferPointer(rebasing: line[field.key])
+            if Self.isKey(key, "duration_ms") {
+                result.duration = parser.fieldValue(field, in: line).flatMap(Self.number)
+            } else if Self.isKey(key, "errors") {
+                result.errors = parser.fieldValue(field, in: line).flatMap(Self.number).map { Int64($0) }
+            } else if Self.isKey(key, "success") {
+                if case .bool(let value)? = parser.fieldValue(field, in: line) { result.success = value }
+            } else if Self.isKey(key, "count") {
+                result.count = parser.fieldValue(field, in: line).flatMap(Self.number).map {
+                    Int64(max(min($0, 1e18), -1e18))
+                }
+            }
+        }
+        if let raw = spans.timestamp {
+            let (scaled, overflow) = raw.multipliedReportingOverflow(by: precision.nanosecondsPerUnit)
+            result.timestamp = overflow ? (raw < 0 ? Int64.min : Int64.max) : scaled
+        }
+        return result
+    }
+
+    /// A float, integer or unsigned value as a double; `nil` for strings and booleans.
+    private static func number(_ value: FieldValue) -> Double? {
+        switch value {
+        case .float(let number): number
+        case .int(let number): Double(number)
+        case .uint(let number): Double(number)
+        case .bool, .string: nil
+        }
+    }
+
+    /// Whether `key` is the field name `name` (names of ``PointSchema/Field``, as literals so the loop
+    /// reads no globals).
+    private static func isKey(_ key: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+        key.count == name.utf8CodeUnitCount && memcmp(key.baseAddress!, name.utf8Start, key.count) == 0
+    }
+
+    /// FNV-1a over eight bytes at a time, with a shift to spread the high bits: the series memo's key.
     static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         let raw = UnsafeRawBufferPointer(bytes)
@@ -396,120 +417,5 @@ package struct SummaryAggregator: Sendable {
     static func equal(_ stored: [UInt8], _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard stored.count == bytes.count else { return false }
         return stored.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
-    }
-
-    /// Whether `key` is the field name `name` (names of ``PointSchema/Field``, as literals so the hot
-    /// loop reads no globals).
-    private static func isKey(_ key: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
-        key.count == name.utf8CodeUnitCount && memcmp(key.baseAddress!, name.utf8Start, key.count) == 0
-    }
-
-    /// The fields the summary needs and the timestamp, read from the field set starting at `start`.
-    static func scanFields(_ line: UnsafeBufferPointer<UInt8>, from start: Int, precision: Precision) -> ScannedFields {
-        var result = ScannedFields()
-        var end = line.count
-        if end > 0 && line[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-        var index = start
-        while index < end {
-            let keyStart = index
-            while index < end && line[index] != UInt8(ascii: "=") {
-                index +=
-                    line[index] == UInt8(ascii: "\\") && !(index + 1 < end && line[index + 1] == UInt8(ascii: "\\"))
-                    ? 2 : 1
-            }
-            guard index < end else {
-                result.wellFormed = false
-                return result
-            }
-            let key = UnsafeBufferPointer(rebasing: line[keyStart..<index])
-            index += 1
-            let valueStart = index
-            if index < end && line[index] == UInt8(ascii: "\"") {
-                index += 1
-                while index < end && line[index] != UInt8(ascii: "\"") {
-                    index += line[index] == UInt8(ascii: "\\") ? 2 : 1
-                }
-                index += 1
-            } else {
-                while index < end && line[index] != UInt8(ascii: ",") && line[index] != UInt8(ascii: " ") { index += 1 }
-            }
-            let value = UnsafeBufferPointer(rebasing: line[valueStart..<min(index, end)])
-            if isKey(key, "duration_ms") {
-                result.duration = number(value)
-            } else if isKey(key, "errors") {
-                result.errors = number(value).map { Int64($0) }
-            } else if isKey(key, "success") {
-                result.success = boolean(value)
-            } else if isKey(key, "count") {
-                result.count = number(value).map { Int64(max(min($0, 1e18), -1e18)) }
-            }
-            guard index < end else { break }
-            if line[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            // A space: the timestamp follows, if anything does.
-            while index < end && (line[index] == UInt8(ascii: " ") || line[index] == UInt8(ascii: "\t")) { index += 1 }
-            var digitsEnd = index
-            while digitsEnd < end && line[digitsEnd] != UInt8(ascii: " ") && line[digitsEnd] != UInt8(ascii: "\t") {
-                digitsEnd += 1
-            }
-            if digitsEnd > index, let raw = integer(UnsafeBufferPointer(rebasing: line[index..<digitsEnd])) {
-                let (scaled, overflow) = raw.multipliedReportingOverflow(by: precision.nanosecondsPerUnit)
-                result.timestamp = overflow ? (raw < 0 ? Int64.min : Int64.max) : scaled
-            }
-            break
-        }
-        return result
-    }
-
-    /// A float, integer (`i`) or unsigned (`u`) field value as a double; `nil` for strings and booleans.
-    private static func number(_ value: UnsafeBufferPointer<UInt8>) -> Double? {
-        guard var last = value.last else { return nil }
-        var length = value.count
-        if last == UInt8(ascii: "i") || last == UInt8(ascii: "u") {
-            length -= 1
-            guard length > 0 else { return nil }
-            last = value[length - 1]
-        }
-        guard length < 64, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) || last == UInt8(ascii: ".") else {
-            return nil
-        }
-        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: length + 1) { text -> Double? in
-            for offset in 0..<length { text[offset] = CChar(bitPattern: value[offset]) }
-            text[length] = 0
-            var stop: UnsafeMutablePointer<CChar>?
-            let parsed = strtod(text.baseAddress!, &stop)
-            guard let stop, stop == text.baseAddress! + length else { return nil }
-            return parsed
-        }
-    }
-
-    private static func integer(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
-        var index = 0
-        var negative = false
-        if text.first == UInt8(ascii: "-") {
-            negative = true
-            index = 1
-        }
-        guard index < text.count else { return nil }
-        var value: Int64 = 0
-        while index < text.count {
-            let digit = Int64(text[index]) - 48
-            guard (0...9).contains(digit) else { return nil }
-            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) = times.addingReportingOverflow(digit)
-            guard !overflow1 && !overflow2 else { return nil }
-            value = sum
-            index += 1
-        }
-        return negative ? -value : value
-    }
-
-    private static func boolean(_ value: UnsafeBufferPointer<UInt8>) -> Bool? {
-        guard let first = value.first else { return nil }
-        if first == UInt8(ascii: "t") || first == UInt8(ascii: "T") { return true }
-        if first == UInt8(ascii: "f") || first == UInt8(ascii: "F") { return false }
-        return nil
     }
 }
