@@ -45,15 +45,12 @@ let package = Package(
         ),
         // A prefetch hint (header only): the timestamp table's slot is loaded while a line is written.
         .systemLibrary(name: "CPrefetch"),
-        // The lock `Locked` takes on Linux (header only): one atomic operation to take or release it.
-        .systemLibrary(name: "CFutexLock"),
         .target(
             name: "APIHealth",
             dependencies: [
                 "LineProtocol",
                 "CZlib",
                 "CPrefetch",
-                "CFutexLock",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -336,7 +333,7 @@ if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
 // leaves out AsyncHTTPClient and its TLS library, the metrics, tracing and integration targets.
 if Context.environment["APIHEALTH_CORE_ONLY"] != nil {
     let core: Set<String> = [
-        "LineProtocol", "CZlib", "CPrefetch", "CFutexLock", "APIHealth", "APIHealthTestKit", "TestSupport",
+        "LineProtocol", "CZlib", "CPrefetch", "APIHealth", "APIHealthTestKit", "TestSupport",
         "LineProtocolTests", "APIHealthTests",
     ]
     package.targets = package.targets.filter { core.contains($0.name) }

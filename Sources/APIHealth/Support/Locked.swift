@@ -1,7 +1,5 @@
 #if canImport(Darwin)
 import Darwin
-#elseif os(Linux)
-import CFutexLock
 #elseif canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -25,10 +23,10 @@ import Android
 /// generic closure and state resolved at run time on every lock taken. A lock
 /// around code rather than a value is a `Locked<Void>`; a counter is a `Locked<UInt64>`.
 ///
-/// The lock is `os_unfair_lock` on Apple platforms, a word on Linux's futex (`futex_lock.h`: taken and
-/// released uncontended by one atomic operation each, about a fifth of what `pthread_mutex_lock` and
-/// `pthread_mutex_unlock` take), a `pthread_mutex_t` elsewhere, called directly: `NSLock` would add an
-/// object and a dynamic call to every lock taken, and the record path takes a few per request.
+/// The lock is the platform's own, as swift-nio's `NIOLock` takes it: `os_unfair_lock` on Apple platforms,
+/// a `pthread_mutex_t` elsewhere, called directly: `NSLock` would add an object and a dynamic call to every
+/// lock taken, and the record path takes a few per request. (`NIOLockedValueBox` is this type, but the core
+/// library does not depend on swift-nio: an app that links it would build swift-nio for one lock.)
 ///
 /// One allocation holds both the state and the lock (a `ManagedBuffer`: the state its header, the lock
 /// its one element), as `NIOLockedValueBox` does: the lock never moves, and a `Locked` costs one
@@ -123,8 +121,6 @@ final class LockedStorage<State>: ManagedBuffer<State, PlatformLock.Primitive> {
 enum PlatformLock {
     #if canImport(Darwin)
     @usableFromInline typealias Primitive = os_unfair_lock
-    #elseif os(Linux)
-    @usableFromInline typealias Primitive = UInt32
     #else
     @usableFromInline typealias Primitive = pthread_mutex_t
     #endif
@@ -133,8 +129,6 @@ enum PlatformLock {
     static func initialize(_ primitive: UnsafeMutablePointer<Primitive>) {
         #if canImport(Darwin)
         primitive.initialize(to: os_unfair_lock())
-        #elseif os(Linux)
-        primitive.initialize(to: 0)
         #else
         primitive.initialize(to: pthread_mutex_t())
         let created = pthread_mutex_init(primitive, nil)
@@ -144,7 +138,7 @@ enum PlatformLock {
 
     /// Ends the lock; it must not be held.
     static func destroy(_ primitive: UnsafeMutablePointer<Primitive>) {
-        #if !canImport(Darwin) && !os(Linux)
+        #if !canImport(Darwin)
         pthread_mutex_destroy(primitive)
         #endif
         primitive.deinitialize(count: 1)
@@ -154,8 +148,6 @@ enum PlatformLock {
     static func lock(_ primitive: UnsafeMutablePointer<Primitive>) {
         #if canImport(Darwin)
         os_unfair_lock_lock(primitive)
-        #elseif os(Linux)
-        apihealth_futex_lock(primitive)
         #else
         let locked = pthread_mutex_lock(primitive)
         assert(locked == 0, "pthread_mutex_lock failed: \(locked)")
@@ -166,8 +158,6 @@ enum PlatformLock {
     static func unlock(_ primitive: UnsafeMutablePointer<Primitive>) {
         #if canImport(Darwin)
         os_unfair_lock_unlock(primitive)
-        #elseif os(Linux)
-        apihealth_futex_unlock(primitive)
         #else
         let unlocked = pthread_mutex_unlock(primitive)
         assert(unlocked == 0, "pthread_mutex_unlock failed: \(unlocked)")
@@ -179,8 +169,6 @@ enum PlatformLock {
     static func `try`(_ primitive: UnsafeMutablePointer<Primitive>) -> Bool {
         #if canImport(Darwin)
         os_unfair_lock_trylock(primitive)
-        #elseif os(Linux)
-        apihealth_futex_trylock(primitive) != 0
         #else
         pthread_mutex_trylock(primitive) == 0
         #endif
