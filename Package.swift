@@ -43,14 +43,11 @@ let package = Package(
             name: "CZlib",
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
         ),
-        // A prefetch hint (header only): the timestamp table's slot is loaded while a line is written.
-        .systemLibrary(name: "CPrefetch"),
         .target(
             name: "APIHealth",
             dependencies: [
                 "LineProtocol",
                 "CZlib",
-                "CPrefetch",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -333,7 +330,7 @@ if Context.environment["APIHEALTH_NO_VAPOR"] == nil {
 // leaves out AsyncHTTPClient and its TLS library, the metrics, tracing and integration targets.
 if Context.environment["APIHEALTH_CORE_ONLY"] != nil {
     let core: Set<String> = [
-        "LineProtocol", "CZlib", "CPrefetch", "APIHealth", "APIHealthTestKit", "TestSupport",
+        "LineProtocol", "CZlib", "APIHealth", "APIHealthTestKit", "TestSupport",
         "LineProtocolTests", "APIHealthTests",
     ]
     package.targets = package.targets.filter { core.contains($0.name) }

@@ -11,7 +11,7 @@ import Testing
     /// on servers only).
     static let appTargets = [
         "LineProtocol", "APIHealth", "APIHealthAsyncHTTPClient", "APIHealthMetrics", "APIHealthTracing",
-        "CPrefetch", "CZlib",
+        "CZlib",
     ]
     /// The target whose resources carry the manifest.
     static let manifest = root.appendingPathComponent("Sources/APIHealth/PrivacyInfo.xcprivacy")

@@ -139,11 +139,8 @@ struct PendingBatch {
         let before = bytes.count
         // In place: the batch's array is uniquely referenced, so the copy goes straight into it.
         if let timestamp = line.timestamp {
-            // Loads the slots the claim reads while the line is copied (the tables are too large to
-            // stay in the processor's cache beside the batches).
-            let latest = instants.prefetch(series: series, timestamp: timestamp)
             bytes.appendCopy(of: line.bytes)
-            let instant = instants.claim(series: series, timestamp: timestamp, latest: latest)
+            let instant = instants.claim(series: series, timestamp: timestamp)
             if instant != timestamp {
                 bytes.removeLast(bytes.count - before)
                 guard let instant else { return nil }

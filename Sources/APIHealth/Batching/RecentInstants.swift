@@ -1,4 +1,3 @@
-import CPrefetch
 import LineProtocol
 
 /// The instants recently written per series, so that no two points of one series share a timestamp
@@ -10,9 +9,7 @@ import LineProtocol
 /// precision), timestamps stay within the bound of the clock and the excess is counted, where
 /// unbounded nudging would drift ever further into the future.
 ///
-/// Two generations of 25,000 instants each are remembered, in tables of 512 KB: too large to stay in
-/// the processor's cache while batches stream past, so the slot a line will claim is prefetched
-/// (``prefetch(series:timestamp:)``) before its line is copied into its batch. The usual point is later
+/// Two generations of 25,000 instants each are remembered, in tables of 512 KB. The usual point is later
 /// than anything its series has written, which the latest instant per series answers at once; only
 /// points that arrive out of order search the generations.
 struct RecentInstants {
@@ -44,21 +41,6 @@ struct RecentInstants {
         return hasher.finalize()
     }
 
-    /// Starts loading the table slots ``claim(series:timestamp:latest:)`` will look at first for a
-    /// point of `series` at `timestamp`, so that the claim, made once the point's line is copied,
-    /// does not wait for memory: the tables are too large to stay in the processor's cache beside the
-    /// batches. Returns the series' latest instant and where it is kept, for that claim (made under
-    /// the same lock, with nothing claimed between them).
-    mutating func prefetch(series: Int, timestamp: Int64) -> LatestInstant {
-        if current.count >= Self.generationSize { startGeneration() }
-        let fingerprint = InstantTable.fingerprint(series, timestamp)
-        current.prefetch(fingerprint)
-        let last = latest.find(series)
-        // A point earlier than its series' latest is looked up in both generations.
-        if !latestIsComplete || timestamp <= last.instant ?? Int64.min { previous.prefetch(fingerprint) }
-        return last
-    }
-
     private func isTaken(_ series: Int, _ timestamp: Int64) -> Bool {
         let fingerprint = InstantTable.fingerprint(series, timestamp)
         return current.contains(fingerprint) || previous.contains(fingerprint)
@@ -71,9 +53,8 @@ struct RecentInstants {
         return claim(series: series, timestamp: timestamp, latest: latest.find(series))
     }
 
-    /// ``claim(series:timestamp:)`` right after ``prefetch(series:timestamp:)`` of the same point:
-    /// `found` is what the prefetch returned.
-    mutating func claim(series: Int, timestamp: Int64, latest found: LatestInstant) -> Int64? {
+    /// ``claim(series:timestamp:)`` with the series' latest instant and where it is kept (`found`).
+    private mutating func claim(series: Int, timestamp: Int64, latest found: LatestInstant) -> Int64? {
         let last = found.instant
         let limit = timestamp.addingReportingOverflow(maximumNudge).overflow ? Int64.max : timestamp + maximumNudge
         var candidate = timestamp
@@ -193,14 +174,6 @@ private struct InstantTable {
     static func fingerprint(_ series: Int, _ timestamp: Int64) -> UInt64 {
         let z = mix64(UInt64(bitPattern: Int64(series)) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: timestamp))
         return z == 0 ? 1 : z
-    }
-
-    /// Starts loading the slot `fingerprint` is looked up from.
-    func prefetch(_ fingerprint: UInt64) {
-        fingerprints.withUnsafeBufferPointer { slots in
-            guard let base = slots.baseAddress else { return }
-            apihealth_prefetch_for_write(base + (Int(truncatingIfNeeded: fingerprint) & mask))
-        }
     }
 
     func contains(_ fingerprint: UInt64) -> Bool {
