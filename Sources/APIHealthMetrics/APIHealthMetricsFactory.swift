@@ -198,10 +198,10 @@ public final class APIHealthMetricsFactory: MetricsFactory, Sendable {
         make: (SeriesIdentity) -> MetricHandler
     ) -> MetricHandler {
         // A series made before under the same name and dimensions (a middleware makes its counter
-        // and timer again for every request): found without normalising, sorting or hashing its tags.
+        // and timer again for every request): found by the name as given, without normalising or
+        // sorting its tags.
         let named = NamedSeries(kind: kind, label: label, dimensions: dimensions)
-        let recent = named.recentSlot
-        if let known = registry.withLock({ $0.found(named, recentSlot: recent) }) { return known }
+        if let known = registry.withLock({ $0.byName[named] }) { return known }
         let key = SeriesIdentity(
             kind: kind,
             measurement: name(configuration.measurementPrefix + label),
@@ -276,20 +276,6 @@ struct Registry {
     var byName: [NamedSeries: MetricHandler] = [:]
     /// The names each handler in `byName` is found by, to forget them when it retires.
     var names: [ObjectIdentifier: [NamedSeries]] = [:]
-    /// The names last found in `byName`, each in the slot its bytes choose (``NamedSeries/recentSlot``):
-    /// a name made again for every request is found by comparing it, without hashing its strings.
-    var recent = [(named: NamedSeries, handler: MetricHandler)?](repeating: nil, count: NamedSeries.recentSlots)
-
-    /// The live handler `named` finds, from its recent slot or `byName`.
-    /// Each name may sit in its slot or the one beside it (`slot ^ 1`), so two names that choose one slot
-    /// do not take it from each other on every request.
-    mutating func found(_ named: NamedSeries, recentSlot slot: Int) -> MetricHandler? {
-        if let hit = recent[slot], hit.named == named { return hit.handler }
-        if let hit = recent[slot ^ 1], hit.named == named { return hit.handler }
-        guard let handler = byName[named] else { return nil }
-        recent[recent[slot] != nil && recent[slot ^ 1] == nil ? slot ^ 1 : slot] = (named, handler)
-        return handler
-    }
 
     /// Finds `handler` by `named` from now on; past `maximum` × 2 names, the names found so far are
     /// forgotten (found again through their identities).
@@ -297,7 +283,6 @@ struct Registry {
         if byName.count >= (maximum > Int.max / 2 ? Int.max : maximum * 2) {
             byName.removeAll(keepingCapacity: true)
             names.removeAll(keepingCapacity: true)
-            for slot in recent.indices { recent[slot] = nil }
         }
         if let previous = byName.updateValue(handler, forKey: named) {
             if previous === handler { return }
@@ -309,7 +294,6 @@ struct Registry {
     /// Finds `handler` by none of its names any more.
     mutating func forget(_ handler: MetricHandler) {
         for named in names.removeValue(forKey: ObjectIdentifier(handler)) ?? [] { byName.removeValue(forKey: named) }
-        for slot in recent.indices where recent[slot]?.handler === handler { recent[slot] = nil }
     }
 
     /// Every handler to write this interval; retired ones that only the registry holds are dropped
@@ -347,30 +331,6 @@ struct NamedSeries: Hashable {
             && zip(lhs.dimensions, rhs.dimensions).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 
-    /// How many slots ``Registry/recent`` has.
-    static let recentSlots = 512
-
-    /// The ``Registry/recent`` slot of this name: FNV-1a over the UTF-8 bytes of its label and
-    /// dimensions. Only a place to look: a name is found there only if it is equal, so two equal names
-    /// in other bytes (canonically equivalent strings) at worst look in different slots.
-    var recentSlot: Int {
-        var hash = Self.adding(label, to: 0xcbf2_9ce4_8422_2325 ^ UInt64(kind.hashSeed))
-        for (key, value) in dimensions { hash = Self.adding(value, to: Self.adding(key, to: hash)) }
-        // The top bits of a Fibonacci multiple: as many as the slots need.
-        return Int(truncatingIfNeeded: (hash &* 0x9E37_79B9_7F4A_7C15) >> (64 - Self.recentSlots.trailingZeroBitCount))
-    }
-
-    private static func adding(_ text: String, to hash: UInt64) -> UInt64 {
-        let prime: UInt64 = 0x0000_0100_0000_01b3
-        let hashed =
-            text.utf8.withContiguousStorageIfAvailable { bytes in
-                var hash = hash
-                for byte in bytes { hash = (hash ^ UInt64(byte)) &* prime }
-                return hash
-            } ?? text.utf8.reduce(hash) { ($0 ^ UInt64($1)) &* prime }
-        return (hashed ^ 0xFF) &* prime
-    }
-
     func hash(into hasher: inout Hasher) {
         hasher.combine(kind)
         hasher.combine(label)
@@ -386,18 +346,6 @@ struct NamedSeries: Hashable {
 struct SeriesIdentity: Hashable, Sendable {
     enum Kind: Hashable, Sendable {
         case counter, floatingPointCounter, meter, gauge, recorder, timer
-
-        /// A number of its own per kind, mixed into a name's ``NamedSeries/recentSlot``.
-        var hashSeed: UInt8 {
-            switch self {
-            case .counter: 0
-            case .floatingPointCounter: 1
-            case .meter: 2
-            case .gauge: 3
-            case .recorder: 4
-            case .timer: 5
-            }
-        }
 
         var tagValue: String {
             switch self {

@@ -85,10 +85,10 @@ import Testing
         #expect((remade as? CounterStorage)?.total == 0, "a released series starts again")
     }
 
-    /// Many more names than recently found slots, made again in another order and interleaved with
-    /// names that share their slots: each finds the handler it was made with, and a destroyed one is
-    /// not found through a slot once it is released.
-    @Test func namesFoundThroughTheirRecentSlotsAreTheirOwnSeries() throws {
+    /// Thousands of names, made again in another order and interleaved with names of another kind:
+    /// each finds the handler it was made with, and a destroyed one is not found by its name once it is
+    /// released.
+    @Test func namesMadeAgainFindTheirOwnSeries() throws {
         let (_, factory) = try Self.factory(maximumSeries: .max)
         let routes = (0..<3_000).map { "/route/\($0)" }
         var made: [String: any CounterHandler] = [:]
@@ -101,13 +101,13 @@ import Testing
         }
         do {
             let first = made.removeValue(forKey: "/route/7")!
-            // Found again just before it is destroyed: its slot holds it.
+            // Found again just before it is destroyed.
             #expect(factory.makeCounter(label: "requests", dimensions: [("route", "/route/7")]) === first)
             first.increment(by: 3)
             factory.destroyCounter(first)
         }
         factory.flush()
         let remade = factory.makeCounter(label: "requests", dimensions: [("route", "/route/7")])
-        #expect((remade as? CounterStorage)?.total == 0, "a released series is not found through its slot")
+        #expect((remade as? CounterStorage)?.total == 0, "a released series is not found by its name")
     }
 }
