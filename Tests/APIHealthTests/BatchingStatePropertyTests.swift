@@ -400,4 +400,60 @@ import Testing
         #expect(state.currentMetrics.pointsExpired == 5 && state.batches.isEmpty)
         #expect(expired.wakeups.contains(.batchesLeft))
     }
+
+    /// Two destinations find one batch too large, the second after the first has delivered its first half: the
+    /// second shares the half still pending and gets a first half of its own; no two pending batches share a
+    /// name (a spool file), and every line reaches each destination once.
+    @Test func aSecondDestinationSplittingABatchAfterTheFirstDeliveredAHalfSharesWhatIsLeft() {
+        var state = BatchingState(
+            limits: APIHealthConfiguration.Batching(),
+            precision: .ns,
+            hasSpool: true,
+            destinationCaps: [1 << 20, 1 << 20]
+        )
+        for number in 0..<4 { _ = Self.record(number, into: &state, now: .zero) }
+        _ = state.handle(.flushRequested)
+        let first = DestinationID(index: 0)
+        let second = DestinationID(index: 1)
+        func split(for destination: DestinationID) {
+            guard
+                case .send(let segment, _, _, _) = state.handle(
+                    .sendWanted(destination, now: .zero, openDeadline: nil)
+                ).work,
+                case .split(_, let contents, let count) = state.handle(.splitWanted(segment: segment)).work,
+                let lines = contents.lines(), let halves = SplitHalves(lines, count: count)
+            else {
+                Issue.record("the batch is sent and split for \(destination)")
+                return
+            }
+            let names = SegmentName.halves(of: segment)
+            _ = state.handle(
+                .split(segment: segment, destination, halves: halves, names: names, written: true, failure: nil)
+            )
+        }
+        func deliverHead(to destination: DestinationID) -> [Int] {
+            guard
+                case .send(let segment, _, _, _) = state.handle(
+                    .sendWanted(destination, now: .zero, openDeadline: nil)
+                ).work,
+                let lines = state.batches.first(where: { $0.segment == segment })?.contents.lines()
+            else { return [] }
+            _ = state.handle(.delivered(segment: segment, destination, sentBytes: 1, compressedBytes: 1))
+            return Self.numbers(lines)
+        }
+        split(for: first)
+        var delivered = [first: deliverHead(to: first), second: [Int]()]
+        split(for: second)
+        let segments = state.batches.map(\.segment)
+        #expect(Set(segments).count == segments.count, "no two pending batches share a name: \(segments)")
+        while !state.batches.isEmpty {
+            let before = state.batches.count
+            delivered[first, default: []] += deliverHead(to: first)
+            delivered[second, default: []] += deliverHead(to: second)
+            if state.batches.count == before { break }
+        }
+        #expect(state.batches.isEmpty)
+        #expect(delivered[first]?.sorted() == [0, 1, 2, 3])
+        #expect(delivered[second]?.sorted() == [0, 1, 2, 3])
+    }
 }

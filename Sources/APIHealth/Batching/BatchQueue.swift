@@ -182,9 +182,10 @@ struct BatchQueue {
         return (awaiting, grown)
     }
 
-    /// Gives destination `bit` the two halves of batch `index` in its place, before it: the halves another
-    /// destination made of it when they are there, else new ones (`unwritten`: their spool files are
-    /// still to write). Returns the index the batch itself is at now.
+    /// Gives destination `bit` the two halves of batch `index` in its place, before it: each half another
+    /// destination made of it and still has there is shared (one may have left already, delivered), the
+    /// others are made (`unwritten`: their spool files are still to write). Returns the index the batch
+    /// itself is at now.
     mutating func insertHalves(
         of index: Int,
         _ halves: SplitHalves,
@@ -192,12 +193,11 @@ struct BatchQueue {
         for bit: UInt64,
         unwritten: Bool
     ) -> Int {
-        if index >= 2, batches[index - 2].segment == names.first, batches[index - 1].segment == names.second {
-            // Another destination split it the same way: the halves are shared.
-            batches[index - 2].sealed?.awaiting |= bit
-            batches[index - 1].sealed?.awaiting |= bit
-            return index
-        }
+        let hasSecond = index >= 1 && batches[index - 1].segment == names.second
+        let firstIndex = hasSecond ? index - 2 : index - 1
+        let hasFirst = firstIndex >= 0 && batches[firstIndex].segment == names.first
+        if hasFirst { batches[firstIndex].sealed?.awaiting |= bit }
+        if hasSecond { batches[index - 1].sealed?.awaiting |= bit }
         let failingSince = batches[index].sealed?.failingSince
         // Cut from its lines as they read (moved where they were to be moved).
         let stampedInThisRun = batches[index].stampedInThisRun && batches[index].shift == nil
@@ -210,10 +210,12 @@ struct BatchQueue {
             if unwritten { half.sealed?.spool = .writing(bytes: bytes.count) }
             return half
         }
-        let first = half(names.first, halves.first, lines: halves.firstLines)
-        let second = half(names.second, halves.second, lines: halves.secondLines)
-        batches.insert(contentsOf: [first, second], at: index)
-        return index + 2
+        var made: [PendingBatch] = []
+        if !hasFirst { made.append(half(names.first, halves.first, lines: halves.firstLines)) }
+        if !hasSecond { made.append(half(names.second, halves.second, lines: halves.secondLines)) }
+        // A first half made goes before a second half shared; anything made otherwise goes right before the batch.
+        batches.insert(contentsOf: made, at: !hasFirst && hasSecond ? index - 1 : index)
+        return index + made.count
     }
 
     // MARK: Bodies and the spool

@@ -396,7 +396,7 @@ struct BatchingState {
         if let failure { ledger.count(failure) }
         guard let index = queue.stopSending(segment, to: destination.bit), queue.batches[index].awaits(destination.bit)
         else {
-            if written && queue.index(of: names.first) == nil { ledger.remove([names.first, names.second]) }
+            if written { ledger.remove([names.first, names.second].filter { queue.index(of: $0) == nil }) }
             return
         }
         let unwritten = !written && ledger.isActive
