@@ -99,8 +99,8 @@ import FoundationNetworking
                 )
             )
         }
-        #expect(seen.withLock { $0 } == ["true -", "true -"])
         #expect(agent.metrics.requestsFiltered == 1)
+        #expect(seen.withLock { $0 } == ["true -", "true -"])
         #expect(agent.pendingPoints().map { $0.tag("module") } == ["keep"])
     }
 

@@ -10,7 +10,7 @@ import Testing
 
 @_spi(Package) @testable import APIHealth
 
-/// A request that builds its sample with `build` when the agent drains.
+/// A request that builds its sample with `build` when the record loop records it.
 private final class BuiltLater: EndedRequestSource {
     let build: @Sendable () -> RequestSample?
     init(_ build: @escaping @Sendable () -> RequestSample?) { self.build = build }
@@ -115,22 +115,40 @@ extension APIHealthAgent {
         #expect(points.map(\.timestamp) == [sample(1), sample(2)].map { Timestamp(date: $0.startedAt) })
     }
 
-    @Test func theCallerThatFillsTheQueueDrainsIt() throws {
-        let agent = try makeAgent()
-        let built = Locked(0)
-        for index in 0..<CaptureQueue.maximumWaiting - 1 {
-            agent.recordLater {
-                built.withLock { $0 += 1 }
-                return sample(index)
+    /// No recording thread builds or records a sample, however many it queues: the record loop does,
+    /// on its own thread, whether the samples came captured or through `record(_:)`.
+    @Test func onlyTheRecordLoopBuildsAndRecordsSamples() throws {
+        let threads = Locked<[String]>([])
+        let agentBox = Locked<APIHealthAgent?>(nil)
+        @Sendable func thread() -> String {
+            agentBox.withLock { $0 }?.recorder.intake.isOnLoopThread == true ? "the record loop" : "another"
+        }
+        var configuration = APIHealthConfiguration(serviceName: "deferred")
+        configuration.spool = nil
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
+        configuration.capture.rawPoints = .all
+        configuration.capture.filter = { sample, _ in
+            threads.withLock { $0.append("filter " + thread()) }
+            return sample
+        }
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "deferred"))
+        agentBox.withLock { $0 = agent }
+        let count = RecordIntake.wakeAt * 2 + 1
+        for index in 0..<count {
+            if index.isMultiple(of: 2) {
+                agent.recordLater {
+                    threads.withLock { $0.append("build " + thread()) }
+                    return sample(index)
+                }
+            } else {
+                agent.record(sample(index))
             }
         }
-        #expect(built.withLock { $0 } == 0)
-        agent.recordLater {
-            built.withLock { $0 += 1 }
-            return sample(CaptureQueue.maximumWaiting)
-        }
-        #expect(built.withLock { $0 } == CaptureQueue.maximumWaiting)
-        #expect(agent.metrics.pointsRecorded == UInt64(CaptureQueue.maximumWaiting))
+        #expect(agent.metrics.pointsRecorded == UInt64(count))
+        let seen = threads.withLock { $0 }
+        #expect(seen.count == count + (count + 1) / 2)
+        #expect(Set(seen) == ["filter the record loop", "build the record loop"])
+        agentBox.withLock { $0 = nil }
     }
 
     @Test func aRunningAgentDrainsWithoutBeingAsked() async throws {

@@ -1,28 +1,31 @@
 import Foundation
 import Testing
 
-/// The table of locks in the article "How a request becomes a line" lists every lock `Sources/APIHealth`
-/// makes (a `Locked`, an `NSCondition`, a dispatch queue used as one), and nothing else: a lock added
-/// without a row, or a row left behind by a lock removed, fails here.
+/// The table of locks in the article "How a request becomes a line" lists every lock the package's
+/// sources make (a `Locked`, an `NSCondition`, a `NIOLockedValueBox`, a dispatch queue used as one), and
+/// nothing else, in the order of their levels: a lock added without a row, a row left behind by a lock
+/// removed, or a row out of order fails here.
 @Suite struct LockTableTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
-    static let sources = root.appendingPathComponent("Sources/APIHealth")
-    static let article = sources.appendingPathComponent("Docs.docc/HowARequestBecomesALine.md")
+    static let sources = root.appendingPathComponent("Sources")
+    static let article = sources.appendingPathComponent("APIHealth/Docs.docc/HowARequestBecomesALine.md")
 
-    /// A lock made in the sources: the file it is made in and the name it is kept under.
+    /// A lock made in the sources: the file it is made in (its path under `Sources/`) and the name it is
+    /// kept under.
     struct Declaration: Hashable, CustomStringConvertible {
         var file: String
         var name: String
         var description: String { "\(name) in \(file)" }
     }
 
-    /// Every lock made in `Sources/APIHealth`, but the lock type's own file.
+    /// Every lock made in `Sources/`, but the lock type's own file.
     static func declarations() throws -> Set<Declaration> {
-        // `let name = Locked(…)`, `let name: Locked<T> = …`, `self.name = Locked(…)`, and the same for
-        // the other kinds; a stored lock handed in from elsewhere (`let lock: Locked<Void>`) is not one.
+        // `let name = Locked(…)`, `let name: Locked<T> = …`, `self.name = Locked(…)`, `name = Locked(…)`
+        // in an initializer, `name = (…).map { _ in Locked(…) }`, and the same for the other kinds; a
+        // stored lock handed in from elsewhere (`let lock: Locked<Void>`) is not one.
         let made = try Regex(
-            #"(?:\b(?:let|var)\s+|\bself\.)(\w+)\s*(?::[^=]*)?=\s*(?:Locked\b|NSCondition\(|DispatchQueue\(\s*label)"#
+            #"(?:\b(?:let|var)\s+|\bself\.|^\s*)(\w+)\s*(?::[^=]*)?=\s*(?:Locked\b|NSCondition\(|NIOLockedValueBox\(|DispatchQueue\(\s*label|\(.*\.map\s*\{\s*_\s+in\s+Locked\b)"#
         )
         var found = Set<Declaration>()
         let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
@@ -33,28 +36,45 @@ import Testing
                 if line.trimmingCharacters(in: .whitespaces).hasPrefix("//") { continue }
                 for match in line.matches(of: made) {
                     guard let name = match.output[1].substring else { continue }
-                    found.insert(Declaration(file: url.lastPathComponent, name: String(name)))
+                    let file = String(
+                        url.standardizedFileURL.path.dropFirst(sources.standardizedFileURL.path.count + 1)
+                    )
+                    found.insert(Declaration(file: file, name: String(name)))
                 }
             }
         }
         return found
     }
 
-    /// The locks the article's table lists: its first column's name (after the type's, `Type.name`)
-    /// and its second column's file.
-    static func rows() throws -> [Declaration] {
+    /// A row of the table: the locks it names and its level (`nil` for a leaf).
+    struct Row {
+        var declarations: [Declaration]
+        var level: Int?
+    }
+
+    /// The locks the article's table lists: its first column's names (after the type's, `Type.name`,
+    /// one or more), its second column's file and its last column's level.
+    static func table() throws -> [Row] {
         let text = try String(contentsOf: article, encoding: .utf8)
         let section = try #require(text.range(of: "### Every lock"))
-        return text[section.upperBound...].split(separator: "\n").compactMap { line -> Declaration? in
+        return try text[section.upperBound...].split(separator: "\n").compactMap { line -> Row? in
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).map {
                 $0.trimmingCharacters(in: .whitespaces)
             }
-            guard cells.count > 3, cells[1].hasPrefix("`"), cells[2].hasPrefix("`") else { return nil }
-            let lock = cells[1].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+            guard cells.count > 5, cells[1].hasPrefix("`"), cells[2].hasPrefix("`") else { return nil }
             let file = cells[2].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
-            return Declaration(file: file, name: String(lock.split(separator: ".").last ?? ""))
+            let names = Set(
+                cells[1].split(separator: ",").map {
+                    String($0.trimmingCharacters(in: CharacterSet(charactersIn: "` ")).split(separator: ".").last ?? "")
+                }
+            )
+            let level = cells[4] == "leaf" ? nil : Int(cells[4])
+            try #require(cells[4] == "leaf" || level != nil, "a level is a number or leaf: \(line)")
+            return Row(declarations: names.map { Declaration(file: file, name: $0) }, level: level)
         }
     }
+
+    static func rows() throws -> [Declaration] { try table().flatMap(\.declarations) }
 
     @Test func everyLockTheSourcesMakeHasARow() throws {
         let declared = try Self.declarations()
@@ -72,5 +92,21 @@ import Testing
         for stale in Set(rows).subtracting(declared).sorted(by: { $0.description < $1.description }) {
             Issue.record("the table lists \(stale), which the sources do not make")
         }
+    }
+
+    /// Rows go by level, lowest first, leaves last; within a level, the core's (`APIHealth/`) first.
+    @Test func theRowsAreInTheOrderOfTheirLevels() throws {
+        let rows = try Self.table()
+        let order = rows.map { row in
+            (level: row.level ?? .max, outsideTheCore: !(row.declarations.first?.file.hasPrefix("APIHealth/") ?? true))
+        }
+        for (earlier, later) in zip(order, order.dropFirst()) {
+            #expect(
+                earlier.level < later.level
+                    || (earlier.level == later.level && (!earlier.outsideTheCore || later.outsideTheCore)),
+                "a row out of order: \(earlier) before \(later)"
+            )
+        }
+        #expect(rows.contains { $0.level == nil } && rows.contains { $0.level == 1 })
     }
 }

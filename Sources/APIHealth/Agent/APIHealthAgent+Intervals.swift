@@ -57,6 +57,8 @@ extension APIHealthAgent {
     @discardableResult
     @_spi(Benchmarking) public func recordIntervalPoints(endingAt end: Timestamp) -> Bool {
         guard let aggregator = schema.aggregator else { return false }
+        // Every request that ended before the interval did is counted in it.
+        recorder.catchUp()
         var taken: [Point] = []
         let open = lifecycle.withLock { state -> Bool in
             // Under the lock, so the last interval points (taken when intake closes) come after these.

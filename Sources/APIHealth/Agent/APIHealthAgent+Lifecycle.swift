@@ -124,7 +124,7 @@ extension APIHealthAgent {
 
     /// Sends the open batch now.
     public func flush() {
-        recorder.drain()
+        recorder.catchUp()
         pending.sealOpenBatch()
     }
 
@@ -134,7 +134,7 @@ extension APIHealthAgent {
     /// - Returns: Whether everything was delivered (`false` also when there is no destination).
     @discardableResult
     public func flush(waitingUpTo deadline: Duration) async -> Bool {
-        recorder.drain()
+        recorder.catchUp()
         pending.sealOpenBatch()
         return await waitUntilDelivered(deadline: deadline)
     }

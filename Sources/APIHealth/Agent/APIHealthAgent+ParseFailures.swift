@@ -63,7 +63,7 @@ extension APIHealthAgent {
     ) {
         guard configuration.isEnabled else { return }
         let (kind, codingPath) = ParseFailureKind.classify(error, data: data)
-        let point = schema.parseFailurePoint(
+        let report = ParseFailureReport(
             url: url,
             method: method,
             module: module,
@@ -72,7 +72,7 @@ extension APIHealthAgent {
             codingPath: codingPath,
             at: now
         )
-        if let point { pending.record(point, now: clock.coarseNow) }
+        if !recorder.recordLater(now: clock.coarseNow, .parseFailure(report)) { lossReporter.noticeIfStopped(pending) }
     }
 
     /// Decodes `data`; when that fails, records a parse failure for the endpoint and rethrows.

@@ -20,9 +20,8 @@ import FoundationNetworking
 /// ```
 ///
 /// Recording never waits for the network or the disk: a point is encoded into memory, written
-/// through to the spool within a few milliseconds, and sent by a background loop. Captured requests
-/// are encoded off the request's own path, by the loop that writes the spool (or by whatever reads
-/// the agent's state first).
+/// through to the spool within a few milliseconds, and sent by a background loop. Requests are encoded
+/// off the caller's path, by the agent's record loop, a thread of its own.
 public final class APIHealthAgent: Sendable, Service {
     /// The settings the agent was made with.
     public let configuration: APIHealthConfiguration
@@ -214,7 +213,7 @@ public final class APIHealthAgent: Sendable, Service {
                 clock: clock,
                 clockCorrection: clockCorrection,
                 logger: logger,
-                beforeSealing: { recorder.drain() }
+                beforeSealing: { recorder.catchUp() }
             )
         }
         let lossReporter = LossReporter(configuration: configuration, logger: logger)
@@ -249,20 +248,26 @@ public final class APIHealthAgent: Sendable, Service {
     package var nowTimestamp: Timestamp { clockCorrection?.now ?? clock.wallNow }
 
     /// Records one request, through ``APIHealthConfiguration/CaptureOptions/filter`` when one is set
-    /// (it sees no headers here). Safe from any thread; never blocks on I/O.
+    /// (it sees no headers here). Safe from any thread; never blocks on I/O: the sample is queued, and the
+    /// agent's record loop records it, as it does captured requests (``metrics``, ``flush()`` and shutdown
+    /// see it).
+    ///
+    /// ```swift
+    /// agent.record(RequestSample(method: "GET", url: url, module: "billing", startedAt: started,
+    ///                            duration: elapsed, statusCode: 200))
+    /// ```
     ///
     /// - Parameter sample: What the request did.
     public func record(_ sample: RequestSample) {
         guard configuration.isEnabled else { return }
-        if !recorder.record(sample, request: SentRequest(), now: clock.coarseNow) {
+        if !recorder.recordLater(now: clock.coarseNow, .recorded(RecordedSample(sample))) {
             lossReporter.noticeIfStopped(pending)
         }
     }
 
-    /// Records the sample `request` builds, later: while the agent runs, its spool worker does it within
-    /// ``SpoolOptions/writeThroughInterval`` (20 ms); in any case before the agent's metrics, pending
-    /// lines, flushes or shutdown see what is pending; and the caller that queues the 512th waiting sample
-    /// builds and encodes them all. For capture on the request's own path (AsyncHTTPClient's, whose
+    /// Records the sample `request` builds, later: the agent's record loop does it within 20 ms
+    /// (``RecordIntake/roundInterval``), and in any case before the agent's metrics, pending lines, flushes
+    /// or shutdown see what is pending. For capture on the request's own path (AsyncHTTPClient's, whose
     /// observation of a request builds the sample), where building and encoding a sample would add to every
     /// request's time; queuing allocates nothing. Its `makeSample` returns `nil` to record nothing;
     /// `request` must not keep the agent alive (the queue is the agent's). Once shutdown has begun, the
@@ -344,7 +349,7 @@ public final class APIHealthAgent: Sendable, Service {
 
     /// What happened to the points so far.
     public var metrics: AgentMetrics {
-        recorder.drain()
+        recorder.catchUp()
         return completed(pending.currentMetrics)
     }
 
@@ -376,11 +381,11 @@ extension APIHealthAgent {
     func isExcluded(_ url: URL) -> Bool { schema.isExcluded(url) }
 
     /// Nothing is pending: no batch, and no captured request waiting to be recorded.
-    var isDrained: Bool { recorder.queue.isEmpty && pending.isDrained }
+    var isDrained: Bool { recorder.intake.isEmpty && pending.isDrained }
 
     /// Every pending point, parsed back (for tests and diagnostics).
     func pendingPoints() -> [Point] {
-        recorder.drain()
+        recorder.catchUp()
         return (try? LineParser(precision: configuration.precision).parse(pending.pendingBytes())) ?? []
     }
 }

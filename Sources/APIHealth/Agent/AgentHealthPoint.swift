@@ -24,7 +24,7 @@ enum AgentHealthPoint {
             Point.Field(F.bytesAfterGzip, .uint(metrics.bytesAfterGzip)),
             Point.Field(F.pendingLines, .uint(UInt64(metrics.pendingLines))),
             Point.Field(F.pendingBytes, .uint(UInt64(metrics.pendingBytes))),
-            Point.Field(F.pathsOverflowed, .uint(schema.pathsOverflowed)),
+            Point.Field(F.pathsOverflowed, .uint(metrics.pathsOverflowed)),
             Point.Field(F.requestsUncaptured, .uint(metrics.requestsUncaptured)),
             Point.Field(F.pointsLost, .uint(metrics.pointsLost)),
             Point.Field(F.metricsOverflowed, .uint(metrics.metricsOverflowed)),

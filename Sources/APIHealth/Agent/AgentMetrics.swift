@@ -49,6 +49,9 @@ public struct AgentMetrics: Sendable, Hashable {
     /// Request samples the capture filter (``APIHealthConfiguration/CaptureOptions/filter``) chose not
     /// to record: a choice, not a loss (they are in no loss count).
     public var requestsFiltered: UInt64 = 0
+    /// Requests whose path the endpoint learner wrote as the overflow path
+    /// (``APIHealthConfiguration/CaptureOptions/overflowPath``) because its cap on templates was reached.
+    public var pathsOverflowed: UInt64 = 0
     /// Metrics handlers (APIHealthMetrics) created past the cardinality cap, recorded into the shared
     /// overflow series instead of their own.
     public var metricsOverflowed: UInt64 = 0

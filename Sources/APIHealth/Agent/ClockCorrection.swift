@@ -60,7 +60,7 @@ final class ClockCorrection: Sendable {
     /// A change of the offset by more than this is a step: the interval clock sets its ends again.
     static let step: Int64 = 500_000_000
     /// How far the wall clock may move against the monotonic one between two looks without being a step:
-    /// NTP slews a clock by at most 0.5 ms a second, and the looks come with every drain and reading.
+    /// NTP slews a clock by at most 0.5 ms a second, and the looks come with every round of the record loop and every reading.
     static let wallStepTolerance: Int64 = 1_000_000_000
 
     private let clock: any AgentClock
@@ -68,7 +68,7 @@ final class ClockCorrection: Sendable {
     /// is a step of the wall clock (a test's manual clock moves its monotonic time by hand).
     private let watchesWallClock: Bool
     /// Guards the readings, the offset and the wall clock's last look: readings come from the shippers
-    /// and the capture drain, the offset is read by every stamp the agent makes. A leaf of the lock order.
+    /// and the record loop, the offset is read by every stamp the agent makes. A leaf of the lock order.
     private let state = Locked(State())
 
     /// A correction of `clock`'s wall time, with no reading yet (the offset is zero).

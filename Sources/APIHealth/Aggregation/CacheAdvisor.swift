@@ -12,8 +12,8 @@ import LineProtocol
 /// The key is a 128-bit hash of the method, the URL (query included) and the request headers the
 /// response's `Vary` names: the table never holds a URL's text, and each entry has the same size whatever
 /// the URL's length (``bytesPerEntry``). At most ``capacity`` keys are held, the least recently seen
-/// evicted and counted. It is used by one thread at a time (the capture queue's drain, which runs one at
-/// a time): it has no lock of its own.
+/// evicted and counted. It is used by one thread only, the agent's record loop: it has no lock of
+/// its own.
 ///
 /// ```swift
 /// let advisor = CacheAdvisor(capacity: 5_000)

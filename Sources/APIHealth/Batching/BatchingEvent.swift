@@ -28,6 +28,8 @@ enum BatchingEvent {
     case pointDroppedAfterClose
     /// The cache advisor evicted a key to make room for another.
     case cacheKeysEvicted
+    /// Paths the endpoint learner sent to the overflow path past its cap.
+    case pathsOverflowed(UInt64)
 
     // MARK: Sealing
     /// A shipper looks at the open batch at `now`: it is sealed if its debounce (plus `jitter`) or

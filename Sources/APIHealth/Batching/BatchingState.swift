@@ -86,6 +86,9 @@ struct BatchingState {
         case .cacheKeysEvicted:
             metrics.cacheKeysEvicted += 1
             return BatchingAction()
+        case .pathsOverflowed(let count):
+            metrics.pathsOverflowed += count
+            return BatchingAction()
         case .flushDue(let now, let jitter):
             return BatchingAction(.wait(until: sealDue(now: now, jitter: jitter)))
         case .flushRequested:

@@ -31,7 +31,9 @@
 /// holding at most `threshold` literal children; once that many nodes exist, new literals are written
 /// as themselves but not learned. The distinct-path cap counts templates in use (``newPath`` is not
 /// one): when a position is learned, the templates of its literal values give their places back.
-final class EndpointLearner: Sendable {
+// `@unchecked Sendable`: the agent's record loop is the only thread that touches a learner (``RecordLoop``);
+// the schema that holds it is shared, the learner's trees are not.
+final class EndpointLearner: @unchecked Sendable {
     /// The path tag of a request with a segment not seen before at its position that does not look
     /// like the name of a fixed endpoint, until it is seen again or its position is learned.
     static let newPath = "{new}"
@@ -78,6 +80,8 @@ final class EndpointLearner: Sendable {
         /// `host template` values in use, for the cap.
         var templatesInUse: Set<String> = []
         var overflowed: UInt64 = 0
+        /// Of `overflowed`, those not yet taken by ``takeOverflowed()``.
+        var overflowedUntaken: UInt64 = 0
         var learned: UInt64 = 0
     }
 
@@ -89,8 +93,8 @@ final class EndpointLearner: Sendable {
     private let overflowPath: String
     /// Invalidated when a position is learned.
     private let renderedSeries: RenderedSeries
-    /// Guards the trees and the templates in use; all of it is only ever read and changed under it.
-    private let state: Locked<State>
+    /// The trees and the templates in use.
+    private var state = State()
 
     /// - Parameters:
     ///   - threshold: Distinct literal values at one position under one prefix past which it
@@ -105,20 +109,28 @@ final class EndpointLearner: Sendable {
         self.maximumTemplates = maximumTemplates
         self.maximumNodes = max(maximumTemplates, 1) * 20
         self.overflowPath = overflowPath
-        self.state = Locked(State())
     }
 
     /// Paths that fell past the cap.
-    var overflowed: UInt64 { state.withLock { $0.overflowed } }
+    var overflowed: UInt64 { state.overflowed }
     /// Positions learned as parameters so far; each one changes the templates of the URLs under it
     /// once, so caches of templates are stale when it moves.
-    var positionsLearned: UInt64 { learnedCount.withLock { $0 } }
-    /// Guards a copy of `State.learned`, read for every sample without waiting for the trees' lock.
-    private let learnedCount = Locked<UInt64>(0)
+    var positionsLearned: UInt64 { state.learned }
+
+    /// The paths that fell past the cap since the last call.
+    func takeOverflowed() -> UInt64 {
+        defer { state.overflowedUntaken = 0 }
+        return state.overflowedUntaken
+    }
+
+    /// Runs `body` on the trees: one access at a time (the record loop's), as the helpers below take
+    /// them `inout` from it.
+    @inline(__always)
+    private func withState<Result>(_ body: (inout State) -> Result) -> Result { body(&state) }
 
     /// `template` (a user rule's) if the cap admits it, else the overflow path.
     func admit(host: String, template: String) -> String {
-        state.withLock { state in admit(host: host, template: template, state: &state) }
+        withState { state in admit(host: host, template: template, state: &state) }
     }
 
     private func admit(host: String, template: String, state: inout State) -> String {
@@ -129,6 +141,7 @@ final class EndpointLearner: Sendable {
             return template
         }
         state.overflowed += 1
+        state.overflowedUntaken += 1
         return overflowPath
     }
 
@@ -138,7 +151,7 @@ final class EndpointLearner: Sendable {
     }
 
     private func template(host: String, method: String, segments: some Sequence<PathSegment>) -> String {
-        state.withLock { state -> String in
+        withState { state -> String in
             let rootKey = RootKey(host: host, method: method)
             let root: Node
             if let recent = state.recentRoot, recent.key == rootKey {
@@ -247,7 +260,6 @@ final class EndpointLearner: Sendable {
             state.nodes += 1
         }
         state.learned += 1
-        learnedCount.withLock { $0 += 1 }
         renderedSeries.invalidate()
         return parameter
     }

@@ -16,7 +16,8 @@
 /// The last two labels (`example.com`) are never folded, so two third-party APIs stay two hosts. Memory
 /// is bounded: at most `maximumNodes` labels are remembered; past that, a label not seen before at a
 /// foldable position is written as `*`.
-final class HostLearner: Sendable {
+// `@unchecked Sendable`: the agent's record loop is the only thread that touches a learner (``RecordLoop``).
+final class HostLearner: @unchecked Sendable {
     /// A label that varies.
     static let label = "*"
     static let ipv4 = "{ipv4}"
@@ -48,8 +49,12 @@ final class HostLearner: Sendable {
     private let rules: [Rule]
     /// Invalidated when a position is learned (it holds series rendered with the templates before it).
     private let renderedSeries: RenderedSeries
-    /// Guards the tree; it is only ever read and changed under it.
-    private let state = Locked(State())
+    /// The tree of hosts learned.
+    private var state = State()
+
+    /// Runs `body` on the tree: one access at a time (the record loop's).
+    @inline(__always)
+    private func withState<Result>(_ body: (inout State) -> Result) -> Result { body(&state) }
 
     /// - Parameters:
     ///   - threshold: Distinct labels at one position under one suffix past which it becomes `*`.
@@ -79,7 +84,7 @@ final class HostLearner: Sendable {
         let isIPv6 = name.utf8.contains(UInt8(ascii: ":"))
         if isIPv6 || Self.isIPv4(name) {
             for rule in rules where rule.pattern.matches(host: name, port: port) { return rule.template }
-            return state.withLock { state in
+            return withState { state in
                 isIPv6
                     ? literal(name, in: &state.ipv6, else: Self.ipv6) : literal(name, in: &state.ipv4, else: Self.ipv4)
             }
@@ -89,7 +94,7 @@ final class HostLearner: Sendable {
         guard labels.count > 2 else { return name }
         var folded = [Substring](repeating: "", count: labels.count)
         var changed = false
-        state.withLock { state in
+        withState { state in
             var node: Node? = state.root
             for (position, index) in labels.indices.reversed().enumerated() {
                 let label = labels[index]

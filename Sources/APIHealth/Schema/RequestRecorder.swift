@@ -2,8 +2,8 @@ import LineProtocol
 
 /// The record stage: a captured request through the capture filter, into its series (tags, templated
 /// path: ``RequestSchema``), its endpoint's interval aggregate, and — when it is written raw — a line in
-/// the open batch (``PendingBatches``). Requests captured on their own path wait in the
-/// ``CaptureQueue`` and are recorded at its next drain.
+/// the open batch (``PendingBatches``). Captured requests wait in the ``RecordIntake`` and are
+/// recorded by the ``RecordLoop``, the one thread that runs this stage on them.
 ///
 /// ```swift
 /// let recorder = RequestRecorder(schema: schema, pending: pending)
@@ -12,15 +12,15 @@ import LineProtocol
 final class RequestRecorder: Sendable {
     let schema: RequestSchema
     let pending: PendingBatches
-    /// Requests waiting to be recorded.
-    let queue = CaptureQueue()
+    /// Requests waiting to be recorded by the loop.
+    let intake = RecordIntake()
     /// Corrects the device's clock, when the agent does: captured requests are stamped in corrected
     /// time, and their `Date` headers are its readings until a destination has answered.
     let clockCorrection: ClockCorrection?
     /// The agent's clock: its wall time is the device's.
     let clock: any AgentClock
     /// Judges each captured response a cache may store against the previous one of its URL, when the
-    /// agent gives cache advice. Used only by the drain (one at a time: see ``CaptureQueue``).
+    /// agent gives cache advice. Used only by the record loop.
     let cacheAdvisor: CacheAdvisor?
 
     init(
@@ -35,6 +35,14 @@ final class RequestRecorder: Sendable {
         self.clockCorrection = clockCorrection
         self.clock = clock
         self.cacheAdvisor = cacheAdvisor
+        intake.startsLoop { [weak self] intake in
+            guard let self else { return }
+            RecordLoop.start(intake: intake, recorder: self)
+        }
+    }
+
+    deinit {
+        intake.close()
     }
 
     /// Passes `sample` of `request` through the capture filter, and records what it keeps (a sample it
@@ -80,7 +88,7 @@ final class RequestRecorder: Sendable {
             return false
         }
         guard let (series, counted) = found else { return false }
-        // With cache advice, the verdict on the response (at the drain, off the request's path: a second
+        // With cache advice, the verdict on the response (on the record loop, off the request's path: a second
         // acquisition of the lock, which the record path without it never takes).
         if let cache, let interval = series.interval { interval.count(cache, nanoseconds: nanoseconds) }
         if var added = counted {
@@ -106,28 +114,37 @@ final class RequestRecorder: Sendable {
         }
     }
 
-    /// Queues a request to be recorded (its sample built first, for a `.request` one) at the next drain,
-    /// off the caller's path: the spool worker drains every 20 ms, every reader that must see every
-    /// sample (pending lines, sealing before a send, flushing, shutdown) drains first, and the caller
-    /// that queues the ``CaptureQueue/maximumWaiting``th sample drains them all unless a drain is under
-    /// way. `now` is when the request ended, for batching. Once intake has closed, the sample is
-    /// dropped (and counted) at once: returns `false`.
+    /// Queues a request to be recorded (its sample built first, for a `.request` one) by the record loop,
+    /// off the caller's path: within ``RecordIntake/roundInterval``, and before every reader that must see
+    /// every sample (pending lines, sealing before a send, flushing, shutdown) goes on. `now` is when the
+    /// request ended, for batching. Once intake has closed, the sample is dropped (and counted) at once:
+    /// returns `false`.
     @discardableResult
     func recordLater(now: Duration, _ source: DeferredSample.Source) -> Bool {
-        guard let waiting = queue.enqueue(DeferredSample(now: now, source: source)) else {
+        guard intake.enqueue(DeferredSample(now: now, source: source)) else {
             pending.count(.pointDroppedAfterClose)
             return false
         }
-        if waiting >= CaptureQueue.maximumWaiting { drain(waitingForOneUnderWay: false) }
         return true
     }
 
-    /// Records every queued request, in the order they were queued (see ``CaptureQueue/drain(waitingForOneUnderWay:_:)``).
-    func drain(waitingForOneUnderWay: Bool = true) {
+    /// Returns once the record loop has recorded every request queued before the call (at once from the
+    /// loop's own thread: see ``RecordIntake/catchUp()``).
+    func catchUp() {
+        intake.catchUp()
+    }
+
+    /// Records one round the loop took from the intake, in the order the requests came. Only the record
+    /// loop calls it (and tests, on a recorder whose loop has not started).
+    func record(round: [DeferredSample]) {
         let correlationHeaders = schema.correlationHeaders
         let countryHeader = schema.countryLearner?.header
         var restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
-        queue.drain(waitingForOneUnderWay: waitingForOneUnderWay) { deferred in
+        for deferred in round {
+            if case .parseFailure(let report) = deferred.source {
+                recordParseFailure(report, now: deferred.now)
+                continue
+            }
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
             if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
                 if let graphQL = schema.graphQL, sample.graphQLOperation == nil, let request = deferred.urlRequest,
@@ -143,6 +160,22 @@ final class RequestRecorder: Sendable {
                 }
             }
         }
+        // What the learners counted, published with the batches' counters, which readers see.
+        let overflowed = schema.takePathsOverflowed()
+        if overflowed > 0 { pending.count(.pathsOverflowed(overflowed)) }
+    }
+
+    private func recordParseFailure(_ report: ParseFailureReport, now: Duration) {
+        let point = schema.parseFailurePoint(
+            url: report.url,
+            method: report.method,
+            module: report.module,
+            statusCode: report.statusCode,
+            kind: report.kind,
+            codingPath: report.codingPath,
+            at: report.at
+        )
+        if let point { pending.record(point, now: now) }
     }
 
     /// The advisor's verdict on a captured response, with what its headers say; `nil` for a request
@@ -191,7 +224,7 @@ final class RequestRecorder: Sendable {
 
         /// Stamps `sample` in corrected time. While no offset is known it keeps the device's own clock (and
         /// the correction is asked again for each sample, so that one learned meanwhile, by a reading of this
-        /// drain or a destination's, stamps the samples after it); its line is moved to true time once one
+        /// round or a destination's, stamps the samples after it); its line is moved to true time once one
         /// is, if it is still pending (``PendingBatches/offsetLearned(nanoseconds:)``).
         mutating func apply(to sample: inout RequestSample, of deferred: DeferredSample) {
             // A reading only from an answer that came over the network, from the API's server or a cache
@@ -226,8 +259,7 @@ final class RequestRecorder: Sendable {
     /// Closes intake: records the requests still waiting, runs `last` (which may still record: the last
     /// interval points), then seals what is open; later points are dropped and counted.
     func close(recordingLast last: () -> Void) {
-        queue.close()
-        drain()
+        intake.closeAndCatchUp()
         last()
         pending.close()
     }

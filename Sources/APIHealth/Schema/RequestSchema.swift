@@ -96,6 +96,8 @@ final class RequestSchema: Sendable {
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
+    /// Paths that fell past the cap since the last call (the record loop's, which publishes them).
+    func takePathsOverflowed() -> UInt64 { learner.takeOverflowed() }
 
     /// `service`, `instance` and the global tags, with the country learned so far: on every point.
     var everyPointTags: [Point.Tag] { countryLearner?.everyPointTags ?? configuredEveryPointTags }

@@ -1,5 +1,5 @@
-/// The spool worker: every ``SpoolOptions/writeThroughInterval`` (at once for a full batch) it records
-/// the captured requests waiting in the queue, writes what was recorded through to the spool, removes
+/// The spool worker: every ``SpoolOptions/writeThroughInterval`` (at once for a full batch) it writes
+/// what the record loop recorded through to the spool, removes
 /// the files of batches that are gone, keeps a newly learned country in the spool directory, and has the
 /// batches waiting to be sent compressed. Recording never touches a file; this loop does it all.
 ///
@@ -26,7 +26,6 @@ struct SpoolWorker: Sendable {
     /// Runs rounds until intake has closed, then one last write-through keeps the rest.
     func run() async {
         while !Task.isCancelled {
-            recorder.drain()
             pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
             keepLearnedCountry()
             if compressesBatches { pending.makeWaitingBodies() }
@@ -35,7 +34,7 @@ struct SpoolWorker: Sendable {
             if pending.isClosed { break }
             await pending.filled.wait(atMost: writeThroughInterval)
         }
-        recorder.drain()
+        recorder.catchUp()
         pending.writeThrough { _ in }
         keepLearnedCountry()
     }

@@ -1,0 +1,315 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A request whose sample is built (for a `.request` one) and recorded by the record loop, in its turn
+/// through the ``RecordIntake``.
+struct DeferredSample {
+    enum Source {
+        /// A URLSession task's sample and request, and what the cache advisor reads of its response
+        /// when it advises; boxed, so the queue's entries stay two words wide.
+        indirect case sample(RequestSample, URLRequest, CacheEvidence?)
+        case request(any EndedRequestSource)
+        /// A sample given to ``APIHealthAgent/record(_:)``, with no request to show the capture filter.
+        case recorded(RecordedSample)
+        /// A response the app could not parse (``APIHealthAgent/recordParseFailure(method:url:statusCode:error:module:data:)``):
+        /// its point is made by the loop, whose learners template its path.
+        case parseFailure(ParseFailureReport)
+    }
+
+    let now: Duration
+    let source: Source
+
+    /// The sample; a `.request` one finds its correlation id among `correlationHeaders`.
+    func sample(correlationHeaders: [String]) -> RequestSample? {
+        switch source {
+        case .sample(let sample, _, _): sample
+        case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
+        case .recorded(let recorded): recorded.sample
+        case .parseFailure: nil
+        }
+    }
+
+    /// The value of the response's header `name`, where the request's end kept its response (a sample
+    /// built by the platform's metrics carries none).
+    func responseHeader(_ name: String) -> String? {
+        switch source {
+        case .sample, .recorded, .parseFailure: nil
+        case .request(let request): request.responseHeader(name)
+        }
+    }
+
+    /// Whether a local cache served the response rather than the network (see
+    /// ``EndedRequestSource/servedLocally``).
+    var servedLocally: Bool {
+        switch source {
+        case .sample(_, _, let evidence): evidence?.servedLocally ?? false
+        case .request(let request): request.servedLocally
+        case .recorded, .parseFailure: false
+        }
+    }
+
+    /// What the cache advisor reads of the response (see ``EndedRequestSource/cacheEvidence()``).
+    func cacheEvidence() -> CacheEvidence? {
+        switch source {
+        case .sample(_, _, let evidence): evidence
+        case .request(let request): request.cacheEvidence()
+        case .recorded, .parseFailure: nil
+        }
+    }
+
+    /// The request as URLSession sent it (URLSession capture); `nil` for other clients'.
+    var urlRequest: URLRequest? {
+        switch source {
+        case .sample(_, let request, _): request
+        case .request(let request): request.urlRequest
+        case .recorded, .parseFailure: nil
+        }
+    }
+
+    /// What the capture filter sees of the request.
+    var request: SentRequest {
+        switch source {
+        case .sample(_, let request, _): SentRequest(request)
+        case .request(let request): SentRequest(request)
+        case .recorded, .parseFailure: SentRequest()
+        }
+    }
+}
+
+/// A sample handed to the agent whole (``APIHealthAgent/record(_:)``), boxed so that the intake's entries
+/// stay two words wide.
+final class RecordedSample: Sendable {
+    let sample: RequestSample
+    init(_ sample: RequestSample) { self.sample = sample }
+}
+
+/// A parse failure the app reported, as the loop makes its point.
+final class ParseFailureReport: Sendable {
+    let url: URL
+    let method: String
+    let module: String
+    let statusCode: Int?
+    let kind: ParseFailureKind
+    let codingPath: String
+    let at: Date
+
+    init(
+        url: URL,
+        method: String,
+        module: String,
+        statusCode: Int?,
+        kind: ParseFailureKind,
+        codingPath: String,
+        at: Date
+    ) {
+        (self.url, self.method, self.module, self.statusCode) = (url, method, module, statusCode)
+        (self.kind, self.codingPath, self.at) = (kind, codingPath, at)
+    }
+}
+
+/// A request that has ended and builds its own sample when the agent records it (see
+/// `APIHealthAgent.recordLater(_:)`): queuing one allocates nothing.
+package protocol EndedRequestSource: AnyObject, Sendable {
+    /// The request's sample, its correlation id the first of `correlationHeaders` it carries; `nil`
+    /// to record nothing.
+    func makeSample(correlationHeaders: [String]) -> RequestSample?
+    /// The value of the request's header `name` (any case), for the capture filter.
+    func requestHeader(_ name: String) -> String?
+    /// The value of the response's header `name` (any case), `nil` without a response; the country
+    /// header is read through it (``APIHealthConfiguration/CaptureOptions/countryHeader``); `nil` (the
+    /// default) for a source that keeps no response.
+    func responseHeader(_ name: String) -> String?
+    /// The request as URLSession sent it, for URLSession capture; `nil` (the default) otherwise.
+    var urlRequest: URLRequest? { get }
+    /// What the cache advisor reads of the response: asked only when the agent advises
+    /// (``APIHealthConfiguration/CaptureOptions/cacheAdvice``), of a source that digested the body as it
+    /// streamed (``APIHealthAgent/digestsBodies``); `nil` (the default) without a response.
+    func cacheEvidence() -> CacheEvidence?
+    /// Whether a local cache (`URLCache`) served the response rather than the network: its `Date` is then
+    /// no reading of the clock; `false` (the default) where no local cache answers.
+    var servedLocally: Bool { get }
+}
+
+extension EndedRequestSource {
+    package var urlRequest: URLRequest? { nil }
+    package func responseHeader(_ name: String) -> String? { nil }
+    package func cacheEvidence() -> CacheEvidence? { nil }
+    package var servedLocally: Bool { false }
+}
+
+/// The record stage's one intake: ended requests wait here, off the request's own path, until the record
+/// loop (``RecordLoop``) takes them, in the order they came. It is the only lock a recording thread takes:
+/// queuing one request takes it once and allocates nothing.
+///
+/// The loop takes what waits in rounds: at once when a reader asks for it (``catchUp()``), when
+/// ``wakeAt`` requests wait, or when intake closes; otherwise ``roundInterval`` after the first request
+/// of the round came, so that a busy service wakes the loop about 50 times a second and an idle one
+/// never. A reader that must see every request (the metrics, a flush, a send) asks the loop to catch up
+/// and waits until it has recorded everything queued before it asked.
+///
+/// Bounded: a recording thread that finds ``capacity`` requests waiting waits for the loop to make room
+/// (the loop records about a million requests a second on one core, so only a caller recording faster
+/// than that ever waits), and nothing is dropped while intake is open.
+///
+/// ```swift
+/// let intake = RecordIntake()
+/// _ = intake.enqueue(DeferredSample(now: clock.coarseNow, source: .request(observation)))
+/// intake.catchUp()   // returns once the loop has recorded it
+/// ```
+final class RecordIntake: @unchecked Sendable {
+    /// Guards every stored property below; the loop and the readers wait on it.
+    private let condition = NSCondition()
+    /// The requests waiting, in the order they came.
+    private var waiting: [DeferredSample] = []
+    /// The buffer the loop handed back after its last round: the next round's, so rounds allocate nothing.
+    private var spare: [DeferredSample] = []
+    /// Requests queued, and recorded by the loop, since the intake was made.
+    private var queued: UInt64 = 0
+    private var recorded: UInt64 = 0
+    /// Readers waiting for the loop to catch up.
+    private var readersWaiting = 0
+    /// Later requests are refused.
+    private var isClosed = false
+    /// Whether the loop's thread was started; its thread, once it runs; and whether it has returned.
+    private var loopStarted = false
+    private var loopThread: pthread_t?
+    private var loopEnded = false
+    /// Whether the loop waits with nothing queued (a request queued then wakes it).
+    private var loopIdle = false
+    /// Starts the loop's thread, at the first request queued: an agent that records nothing makes none.
+    private var startLoop: ((RecordIntake) -> Void)?
+
+    /// Requests waiting that wake the loop at once.
+    static let wakeAt = 512
+    /// Requests waiting at most before a recording thread waits for room.
+    static let capacity = 16_384
+    /// How long a round gathers requests after the first one came.
+    static let roundInterval = Duration.milliseconds(20)
+
+    /// Says how the loop is started, at the first request queued: on a thread of its own that calls
+    /// ``nextRound(into:)`` and ``roundRecorded(_:count:)`` until the first returns `false`.
+    func startsLoop(with start: @escaping (RecordIntake) -> Void) {
+        condition.lock()
+        defer { condition.unlock() }
+        startLoop = start
+    }
+
+    /// Queues `sample`. Returns `false` once intake has closed.
+    func enqueue(_ sample: DeferredSample) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        if isClosed { return false }
+        // Room is made only by the loop: its own thread (a capture filter recording) never waits for it.
+        while waiting.count >= Self.capacity, !isLoopThread, !isClosed { condition.wait() }
+        if isClosed { return false }
+        waiting.append(sample)
+        queued &+= 1
+        if !loopStarted, let startLoop {
+            loopStarted = true
+            startLoop(self)
+        } else if (loopIdle && waiting.count == 1) || waiting.count == Self.wakeAt {
+            condition.broadcast()
+        }
+        return true
+    }
+
+    /// For the loop: waits until a round is due, then swaps what waits into `round` (which must be
+    /// empty) and returns `true`; returns `false`, with nothing taken, once intake has closed and
+    /// nothing waits.
+    func nextRound(into round: inout [DeferredSample]) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        loopThread = pthread_self()
+        var deadline: Date?
+        while true {
+            if waiting.isEmpty {
+                if isClosed {
+                    loopEnded = true
+                    condition.broadcast()
+                    return false
+                }
+                deadline = nil
+                loopIdle = true
+                condition.wait()
+                loopIdle = false
+                continue
+            }
+            if readersWaiting > 0 || isClosed || waiting.count >= Self.wakeAt { break }
+            let due = deadline ?? Date(timeIntervalSinceNow: Double(Self.roundInterval.nanoseconds) / 1e9)
+            deadline = due
+            if !condition.wait(until: due) { break }
+        }
+        swap(&round, &waiting)
+        swap(&waiting, &spare)
+        return true
+    }
+
+    /// For the loop: the round it took is recorded; `round` (emptied, its capacity kept) is the next one's.
+    func roundRecorded(_ round: inout [DeferredSample], count: Int) {
+        round.removeAll(keepingCapacity: true)
+        condition.lock()
+        defer { condition.unlock() }
+        recorded &+= UInt64(count)
+        swap(&spare, &round)
+        // Readers waiting for this round, and recording threads waiting for room.
+        condition.broadcast()
+    }
+
+    /// Returns once the loop has recorded every request queued before the call. From the loop's own
+    /// thread (a capture filter that reads the agent) it returns at once: the round under way records
+    /// what waits, or the next.
+    func catchUp() {
+        condition.lock()
+        defer { condition.unlock() }
+        let target = queued
+        if recorded >= target || loopEnded || isLoopThread { return }
+        readersWaiting += 1
+        condition.broadcast()
+        while recorded < target, !loopEnded { condition.wait() }
+        readersWaiting -= 1
+    }
+
+    /// How many requests wait for the next round.
+    var waitingCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return waiting.count
+    }
+
+    /// Whether no request waits to be recorded (none queued, none in the round under way).
+    var isEmpty: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return recorded >= queued
+    }
+
+    /// Refuses later requests; the loop records what waits, then returns.
+    func close() {
+        condition.lock()
+        defer { condition.unlock() }
+        isClosed = true
+        condition.broadcast()
+    }
+
+    /// Closes intake and returns once the loop has recorded every request queued (at once if it never
+    /// started, or from its own thread).
+    func closeAndCatchUp() {
+        close()
+        catchUp()
+    }
+
+    /// Whether the caller runs on the loop's thread.
+    var isOnLoopThread: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return isLoopThread
+    }
+
+    private var isLoopThread: Bool {
+        guard let loopThread else { return false }
+        return pthread_equal(loopThread, pthread_self()) != 0
+    }
+}
