@@ -2,6 +2,18 @@ import Foundation
 import LineProtocol
 
 extension APIHealthAgent {
+    /// Returns once the agent's record loop has recorded every sample queued before the call: for a
+    /// benchmark whose measurement must include the recording it times.
+    @_spi(Benchmarking) public func waitUntilRecorded() {
+        recorder.catchUp()
+    }
+
+    #if os(Linux)
+    /// The CPU time the agent's record loop has used so far (zero before it started): for a benchmark
+    /// that counts recording on both sides of the intake. Only while the agent's intake is open.
+    @_spi(Benchmarking) public var recordLoopCPUTime: Duration { recorder.intake.loopCPUTime() ?? .zero }
+    #endif
+
     /// Puts the agent's periodic work on its interval clock: the interval points at the end of every
     /// aggregation interval, and the health point every ``APIHealthConfiguration/selfMetricsInterval``.
     func scheduleIntervalWork() {

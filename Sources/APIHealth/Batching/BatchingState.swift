@@ -77,18 +77,12 @@ struct BatchingState {
                 metrics.pointsInvalid += 1
             }
             return BatchingAction()
-        case .requestFiltered:
-            metrics.requestsFiltered += 1
-            return BatchingAction()
         case .pointDroppedAfterClose:
             countDroppedAfterClose()
             return BatchingAction()
-        case .cacheKeysEvicted:
-            metrics.cacheKeysEvicted += 1
-            return BatchingAction()
-        case .pathsOverflowed(let count):
-            metrics.pathsOverflowed += count
-            return BatchingAction()
+        case .requestFiltered: metrics.requestsFiltered += 1
+        case .cacheKeysEvicted: metrics.cacheKeysEvicted += 1
+        case .pathsOverflowed(let count): metrics.pathsOverflowed += count
         case .flushDue(let now, let jitter):
             return BatchingAction(.wait(until: sealDue(now: now, jitter: jitter)))
         case .flushRequested:
@@ -161,6 +155,8 @@ struct BatchingState {
             metrics.pointsLost += lost
             return BatchingAction(.lost(lost))
         }
+        // The counting events, which ask nothing more.
+        return BatchingAction()
     }
 
     // MARK: Recording

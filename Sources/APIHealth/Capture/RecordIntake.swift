@@ -301,6 +301,21 @@ final class RecordIntake: @unchecked Sendable {
         catchUp()
     }
 
+    #if os(Linux)
+    /// The CPU time the loop's thread has used, `nil` before it started: for a benchmark that counts what
+    /// recording costs on both sides of the intake. Only while intake is open (the thread then runs).
+    func loopCPUTime() -> Duration? {
+        condition.lock()
+        let thread = loopThread
+        condition.unlock()
+        var clock = clockid_t()
+        guard let thread, pthread_getcpuclockid(thread, &clock) == 0 else { return nil }
+        var time = timespec()
+        clock_gettime(clock, &time)
+        return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+    }
+    #endif
+
     /// Whether the caller runs on the loop's thread.
     var isOnLoopThread: Bool {
         condition.lock()
