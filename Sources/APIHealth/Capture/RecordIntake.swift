@@ -22,12 +22,13 @@ struct DeferredSample {
     let now: Duration
     let source: Source
 
-    /// The sample; a `.request` one finds its correlation id among `correlationHeaders`.
+    /// The sample; a `.request` one finds its correlation id among `correlationHeaders`. Asked once per
+    /// request (a `.recorded` one hands its sample over).
     func sample(correlationHeaders: [String]) -> RequestSample? {
         switch source {
         case .sample(let sample, _, _): sample
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
-        case .recorded(let recorded): recorded.sample
+        case .recorded(let recorded): recorded.take()
         case .parseFailure: nil
         }
     }
@@ -80,10 +81,18 @@ struct DeferredSample {
 }
 
 /// A sample handed to the agent whole (``APIHealthAgent/record(_:)``), boxed so that the intake's entries
-/// stay two words wide.
-final class RecordedSample: Sendable {
-    let sample: RequestSample
+/// stay two words wide. `@unchecked Sendable`: it is made on the recording thread and taken once, by the
+/// record loop, after the intake's lock handed it over.
+final class RecordedSample: @unchecked Sendable {
+    private var sample: RequestSample?
     init(_ sample: RequestSample) { self.sample = sample }
+
+    /// The sample, moved out (no copy); `nil` once taken.
+    func take() -> RequestSample? {
+        var taken: RequestSample?
+        swap(&taken, &sample)
+        return taken
+    }
 }
 
 /// A parse failure the app reported, as the loop makes its point.
@@ -162,25 +171,39 @@ extension EndedRequestSource {
 final class RecordIntake: @unchecked Sendable {
     /// Guards every stored property below; the loop and the readers wait on it.
     private let condition = NSCondition()
-    /// The requests waiting, in the order they came.
-    private var waiting: [DeferredSample] = []
-    /// The buffer the loop handed back after its last round: the next round's, so rounds allocate nothing.
-    private var spare: [DeferredSample] = []
-    /// Requests queued, and recorded by the loop, since the intake was made.
-    private var queued: UInt64 = 0
-    private var recorded: UInt64 = 0
-    /// Readers waiting for the loop to catch up.
-    private var readersWaiting = 0
-    /// Later requests are refused.
-    private var isClosed = false
-    /// Whether the loop's thread was started; its thread, once it runs; and whether it has returned.
-    private var loopStarted = false
-    private var loopThread: pthread_t?
-    private var loopEnded = false
-    /// Whether the loop waits with nothing queued (a request queued then wakes it).
-    private var loopIdle = false
-    /// Starts the loop's thread, at the first request queued: an agent that records nothing makes none.
-    private var startLoop: ((RecordIntake) -> Void)?
+    /// What the lock guards, kept behind a pointer: a class's stored properties would be checked for
+    /// exclusive access at run time on every access, and every access here is under the lock.
+    private struct State {
+        /// The requests waiting, in the order they came.
+        var waiting: [DeferredSample] = []
+        /// The buffer the loop handed back after its last round: the next round's, so rounds allocate nothing.
+        var spare: [DeferredSample] = []
+        /// Requests queued, and recorded by the loop, since the intake was made.
+        var queued: UInt64 = 0
+        var recorded: UInt64 = 0
+        /// Readers waiting for the loop to catch up.
+        var readersWaiting = 0
+        /// Later requests are refused.
+        var isClosed = false
+        /// Whether the loop's thread was started; its thread, once it runs; and whether it has returned.
+        var loopStarted = false
+        var loopThread: pthread_t?
+        var loopEnded = false
+        /// Whether the loop waits with nothing queued (a request queued then wakes it).
+        var loopIdle = false
+        /// Starts the loop's thread, at the first request queued: an agent that records nothing makes none.
+        var startLoop: ((RecordIntake) -> Void)?
+    }
+    private let state: UnsafeMutablePointer<State> = {
+        let state = UnsafeMutablePointer<State>.allocate(capacity: 1)
+        state.initialize(to: State())
+        return state
+    }()
+
+    deinit {
+        state.deinitialize(count: 1)
+        state.deallocate()
+    }
 
     /// Requests waiting that wake the loop at once.
     static let wakeAt = 512
@@ -194,23 +217,25 @@ final class RecordIntake: @unchecked Sendable {
     func startsLoop(with start: @escaping (RecordIntake) -> Void) {
         condition.lock()
         defer { condition.unlock() }
-        startLoop = start
+        state.pointee.startLoop = start
     }
 
     /// Queues `sample`. Returns `false` once intake has closed.
     func enqueue(_ sample: DeferredSample) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        if isClosed { return false }
+        if state.pointee.isClosed { return false }
         // Room is made only by the loop: its own thread (a capture filter recording) never waits for it.
-        while waiting.count >= Self.capacity, !isLoopThread, !isClosed { condition.wait() }
-        if isClosed { return false }
-        waiting.append(sample)
-        queued &+= 1
-        if !loopStarted, let startLoop {
-            loopStarted = true
+        while state.pointee.waiting.count >= Self.capacity, !isLoopThread, !state.pointee.isClosed { condition.wait() }
+        if state.pointee.isClosed { return false }
+        state.pointee.waiting.append(sample)
+        state.pointee.queued &+= 1
+        if !state.pointee.loopStarted, let startLoop = state.pointee.startLoop {
+            state.pointee.loopStarted = true
             startLoop(self)
-        } else if (loopIdle && waiting.count == 1) || waiting.count == Self.wakeAt {
+        } else if (state.pointee.loopIdle && state.pointee.waiting.count == 1)
+            || state.pointee.waiting.count == Self.wakeAt
+        {
             condition.broadcast()
         }
         return true
@@ -222,28 +247,31 @@ final class RecordIntake: @unchecked Sendable {
     func nextRound(into round: inout [DeferredSample]) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        loopThread = pthread_self()
+        state.pointee.loopThread = pthread_self()
         var deadline: Date?
         while true {
-            if waiting.isEmpty {
-                if isClosed {
-                    loopEnded = true
+            if state.pointee.waiting.isEmpty {
+                if state.pointee.isClosed {
+                    state.pointee.loopEnded = true
                     condition.broadcast()
                     return false
                 }
                 deadline = nil
-                loopIdle = true
+                state.pointee.loopIdle = true
                 condition.wait()
-                loopIdle = false
+                state.pointee.loopIdle = false
                 continue
             }
-            if readersWaiting > 0 || isClosed || waiting.count >= Self.wakeAt { break }
+            if state.pointee.readersWaiting > 0 || state.pointee.isClosed || state.pointee.waiting.count >= Self.wakeAt
+            {
+                break
+            }
             let due = deadline ?? Date(timeIntervalSinceNow: Double(Self.roundInterval.nanoseconds) / 1e9)
             deadline = due
             if !condition.wait(until: due) { break }
         }
-        swap(&round, &waiting)
-        swap(&waiting, &spare)
+        swap(&round, &state.pointee.waiting)
+        swap(&state.pointee.waiting, &state.pointee.spare)
         return true
     }
 
@@ -252,8 +280,8 @@ final class RecordIntake: @unchecked Sendable {
         round.removeAll(keepingCapacity: true)
         condition.lock()
         defer { condition.unlock() }
-        recorded &+= UInt64(count)
-        swap(&spare, &round)
+        state.pointee.recorded &+= UInt64(count)
+        swap(&state.pointee.spare, &round)
         // Readers waiting for this round, and recording threads waiting for room.
         condition.broadcast()
     }
@@ -264,33 +292,33 @@ final class RecordIntake: @unchecked Sendable {
     func catchUp() {
         condition.lock()
         defer { condition.unlock() }
-        let target = queued
-        if recorded >= target || loopEnded || isLoopThread { return }
-        readersWaiting += 1
+        let target = state.pointee.queued
+        if state.pointee.recorded >= target || state.pointee.loopEnded || isLoopThread { return }
+        state.pointee.readersWaiting += 1
         condition.broadcast()
-        while recorded < target, !loopEnded { condition.wait() }
-        readersWaiting -= 1
+        while state.pointee.recorded < target, !state.pointee.loopEnded { condition.wait() }
+        state.pointee.readersWaiting -= 1
     }
 
     /// How many requests wait for the next round.
     var waitingCount: Int {
         condition.lock()
         defer { condition.unlock() }
-        return waiting.count
+        return state.pointee.waiting.count
     }
 
     /// Whether no request waits to be recorded (none queued, none in the round under way).
     var isEmpty: Bool {
         condition.lock()
         defer { condition.unlock() }
-        return recorded >= queued
+        return state.pointee.recorded >= state.pointee.queued
     }
 
     /// Refuses later requests; the loop records what waits, then returns.
     func close() {
         condition.lock()
         defer { condition.unlock() }
-        isClosed = true
+        state.pointee.isClosed = true
         condition.broadcast()
     }
 
@@ -306,7 +334,7 @@ final class RecordIntake: @unchecked Sendable {
     /// recording costs on both sides of the intake. Only while intake is open (the thread then runs).
     func loopCPUTime() -> Duration? {
         condition.lock()
-        let thread = loopThread
+        let thread = state.pointee.loopThread
         condition.unlock()
         var clock = clockid_t()
         guard let thread, pthread_getcpuclockid(thread, &clock) == 0 else { return nil }
@@ -324,7 +352,7 @@ final class RecordIntake: @unchecked Sendable {
     }
 
     private var isLoopThread: Bool {
-        guard let loopThread else { return false }
+        guard let loopThread = state.pointee.loopThread else { return false }
         return pthread_equal(loopThread, pthread_self()) != 0
     }
 }
