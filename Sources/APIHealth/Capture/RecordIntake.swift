@@ -22,13 +22,12 @@ struct DeferredSample {
     let now: Duration
     let source: Source
 
-    /// The sample; a `.request` one finds its correlation id among `correlationHeaders`. Asked once per
-    /// request (a `.recorded` one hands its sample over).
+    /// The sample; a `.request` one finds its correlation id among `correlationHeaders`.
     func sample(correlationHeaders: [String]) -> RequestSample? {
         switch source {
         case .sample(let sample, _, _): sample
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
-        case .recorded(let recorded): recorded.take()
+        case .recorded(let recorded): recorded.sample
         case .parseFailure: nil
         }
     }
@@ -81,18 +80,10 @@ struct DeferredSample {
 }
 
 /// A sample handed to the agent whole (``APIHealthAgent/record(_:)``), boxed so that the intake's entries
-/// stay two words wide. `@unchecked Sendable`: it is made on the recording thread and taken once, by the
-/// record loop, after the intake's lock handed it over.
-final class RecordedSample: @unchecked Sendable {
-    private var sample: RequestSample?
+/// stay two words wide.
+final class RecordedSample: Sendable {
+    let sample: RequestSample
     init(_ sample: RequestSample) { self.sample = sample }
-
-    /// The sample, moved out (no copy); `nil` once taken.
-    func take() -> RequestSample? {
-        var taken: RequestSample?
-        swap(&taken, &sample)
-        return taken
-    }
 }
 
 /// A parse failure the app reported, as the loop makes its point.

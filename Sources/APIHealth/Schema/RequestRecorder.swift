@@ -141,9 +141,16 @@ final class RequestRecorder: Sendable {
         let countryHeader = schema.countryLearner?.header
         var restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
         for deferred in round {
-            if case .parseFailure(let report) = deferred.source {
+            switch deferred.source {
+            case .parseFailure(let report):
                 recordParseFailure(report, now: deferred.now)
                 continue
+            case .recorded(let recorded) where restamping == nil:
+                // A sample given whole, on the device's own clock: recorded where it lies in its box (a
+                // request sample is large, and every move of it a copy).
+                record(recorded.sample, request: SentRequest(), now: deferred.now)
+                continue
+            case .sample, .request, .recorded: break
             }
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
             if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
