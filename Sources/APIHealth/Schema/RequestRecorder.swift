@@ -173,15 +173,7 @@ final class RequestRecorder: Sendable {
     }
 
     private func recordParseFailure(_ report: ParseFailureReport, now: Duration) {
-        let point = schema.parseFailurePoint(
-            url: report.url,
-            method: report.method,
-            module: report.module,
-            statusCode: report.statusCode,
-            kind: report.kind,
-            codingPath: report.codingPath,
-            at: report.at
-        )
+        let point = schema.parseFailurePoint(report)
         if let point { pending.record(point, now: now) }
     }
 

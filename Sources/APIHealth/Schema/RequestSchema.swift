@@ -414,30 +414,23 @@ final class RequestSchema: Sendable {
     }
 
     /// The parse-failure point for a response that could not be decoded.
-    func parseFailurePoint(
-        url: URL,
-        method: String,
-        module: String,
-        statusCode: Int?,
-        kind: ParseFailureKind,
-        codingPath: String,
-        at date: Date
-    ) -> Point? {
+    func parseFailurePoint(_ report: ParseFailureReport) -> Point? {
+        let (url, method, module, statusCode) = (report.url, report.method, report.module, report.statusCode)
         guard !isExcluded(url) else { return nil }
         let host = foldedHostTag(url)
         typealias T = PointSchema.Tag
         typealias F = PointSchema.Field
-        var fields = [Point.Field(F.count, .int(1)), Point.Field(F.codingPath, .string(codingPath))]
+        var fields = [Point.Field(F.count, .int(1)), Point.Field(F.codingPath, .string(report.codingPath))]
         if let statusCode { fields.append(Point.Field(F.statusCode, .int(Int64(statusCode)))) }
         return Point(
             measurement: configuration.parseFailureMeasurement,
             tags: [
                 Point.Tag(T.host, host), Point.Tag(T.path, pathTag(host: host, method: method, url: url)),
                 Point.Tag(T.method, Self.methodTag(method)), Point.Tag(T.module, module),
-                Point.Tag(T.status, statusCode.map(String.init) ?? "error"), Point.Tag(T.failure, kind.rawValue),
+                Point.Tag(T.status, statusCode.map(String.init) ?? "error"), Point.Tag(T.failure, report.kind.rawValue),
             ] + everyPointTags,
             fields: fields,
-            timestamp: Timestamp(date: date)
+            timestamp: Timestamp(date: report.at)
         )
     }
 }
