@@ -214,21 +214,30 @@ final class RecordIntake: @unchecked Sendable {
     /// Queues `sample`. Returns `false` once intake has closed.
     func enqueue(_ sample: DeferredSample) -> Bool {
         condition.lock()
-        defer { condition.unlock() }
-        if state.pointee.isClosed { return false }
+        if state.pointee.isClosed {
+            condition.unlock()
+            return false
+        }
         // Room is made only by the loop: its own thread (a capture filter recording) never waits for it.
         while state.pointee.waiting.count >= Self.capacity, !isLoopThread, !state.pointee.isClosed { condition.wait() }
-        if state.pointee.isClosed { return false }
+        if state.pointee.isClosed {
+            condition.unlock()
+            return false
+        }
         state.pointee.waiting.append(sample)
         state.pointee.queued &+= 1
+        var startingLoop: ((RecordIntake) -> Void)?
         if !state.pointee.loopStarted, let startLoop = state.pointee.startLoop {
             state.pointee.loopStarted = true
-            startLoop(self)
+            startingLoop = startLoop
         } else if (state.pointee.loopIdle && state.pointee.waiting.count == 1)
             || state.pointee.waiting.count == Self.wakeAt
         {
             condition.broadcast()
         }
+        condition.unlock()
+        // The loop's thread is made once, outside the lock: it takes the lock for its first round.
+        startingLoop?(self)
         return true
     }
 
