@@ -33,10 +33,10 @@ import Testing
         let intake = RecordIntake()
         intake.startsLoop { intake in
             Thread {
-                var round: [DeferredSample] = []
+                var round = IntakeRound()
                 while intake.nextRound(into: &round) {
-                    for deferred in round { record(intake, deferred) }
-                    intake.roundRecorded(&round, count: round.count)
+                    for deferred in round.requests { record(intake, deferred) }
+                    intake.roundRecorded(&round)
                 }
             }.start()
         }
@@ -48,12 +48,41 @@ import Testing
         for number in 1...5 { #expect(intake.enqueue(Self.deferred(number))) }
         #expect(!intake.isEmpty)
         intake.close()
-        var round: [DeferredSample] = []
+        var round = IntakeRound()
         #expect(intake.nextRound(into: &round), "a closed intake still hands over what waits")
-        #expect(round.map(Self.number) == [1, 2, 3, 4, 5])
-        intake.roundRecorded(&round, count: 5)
+        #expect(round.requests.map(Self.number) == [1, 2, 3, 4, 5])
+        intake.roundRecorded(&round)
         #expect(round.isEmpty && intake.isEmpty)
         #expect(!intake.nextRound(into: &round), "closed and empty: the loop returns")
+    }
+
+    @Test func samplesGivenWholeWaitInlineInTheOrderOfTheirEntries() {
+        let intake = RecordIntake()
+        func given(_ module: String) -> RequestSample {
+            RequestSample(
+                method: "GET",
+                url: URL(string: "https://api.example.com/a")!,
+                module: module,
+                startedAt: Date(timeIntervalSince1970: 1_700_000_000),
+                duration: .milliseconds(1)
+            )
+        }
+        #expect(intake.enqueue(Self.deferred(1)))
+        #expect(intake.enqueue(recorded: given("first"), now: .seconds(1)))
+        #expect(intake.enqueue(Self.deferred(2)))
+        #expect(intake.enqueue(recorded: given("second"), now: .seconds(2)))
+        intake.close()
+        #expect(!intake.enqueue(recorded: given("late"), now: .seconds(3)), "a closed intake refuses samples too")
+        var round = IntakeRound()
+        #expect(intake.nextRound(into: &round))
+        let kinds = round.requests.map { deferred -> String in
+            if case .recorded = deferred.source { return "recorded at \(deferred.now)" }
+            return "request \(Self.number(deferred))"
+        }
+        #expect(kinds == ["request 1", "recorded at 1.0 seconds", "request 2", "recorded at 2.0 seconds"])
+        #expect(round.samples.map { $0?.module } == ["first", "second"])
+        intake.roundRecorded(&round)
+        #expect(round.samples.isEmpty && intake.isEmpty)
     }
 
     @Test func aClosedIntakeRefusesRequests() {
@@ -61,9 +90,9 @@ import Testing
         #expect(intake.enqueue(Self.deferred(1)))
         intake.close()
         #expect(!intake.enqueue(Self.deferred(2)))
-        var round: [DeferredSample] = []
+        var round = IntakeRound()
         #expect(intake.nextRound(into: &round))
-        #expect(round.map(Self.number) == [1], "what waited before it closed is still recorded")
+        #expect(round.requests.map(Self.number) == [1], "what waited before it closed is still recorded")
     }
 
     /// The loop starts at the first request; a reader returns only once it has recorded every request

@@ -258,9 +258,9 @@ public final class APIHealthAgent: Sendable, Service {
     /// ```
     ///
     /// - Parameter sample: What the request did.
-    public func record(_ sample: RequestSample) {
+    public func record(_ sample: consuming RequestSample) {
         guard configuration.isEnabled else { return }
-        if !recorder.recordLater(now: clock.coarseNow, .recorded(RecordedSample(sample))) {
+        if !recorder.recordLater(now: clock.coarseNow, recorded: sample) {
             lossReporter.noticeIfStopped(pending)
         }
     }

@@ -12,8 +12,9 @@ struct DeferredSample {
         /// when it advises; boxed, so the queue's entries stay two words wide.
         indirect case sample(RequestSample, URLRequest, CacheEvidence?)
         case request(any EndedRequestSource)
-        /// A sample given to ``APIHealthAgent/record(_:)``, with no request to show the capture filter.
-        case recorded(RecordedSample)
+        /// A sample given to ``APIHealthAgent/record(_:)``, with no request to show the capture filter: the
+        /// next of its round's ``IntakeRound/samples``, where it waits inline (no box to allocate).
+        case recorded
         /// A response the app could not parse (``APIHealthAgent/recordParseFailure(method:url:statusCode:error:module:data:)``):
         /// its point is made by the loop, whose learners template its path.
         case parseFailure(ParseFailureReport)
@@ -22,13 +23,13 @@ struct DeferredSample {
     let now: Duration
     let source: Source
 
-    /// The sample; a `.request` one finds its correlation id among `correlationHeaders`.
+    /// The sample of a `.sample` or `.request` one (which finds its correlation id among
+    /// `correlationHeaders`); a `.recorded` one's is its round's.
     func sample(correlationHeaders: [String]) -> RequestSample? {
         switch source {
         case .sample(let sample, _, _): sample
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
-        case .recorded(let recorded): recorded.sample
-        case .parseFailure: nil
+        case .recorded, .parseFailure: nil
         }
     }
 
@@ -79,11 +80,19 @@ struct DeferredSample {
     }
 }
 
-/// A sample handed to the agent whole (``APIHealthAgent/record(_:)``), boxed so that the intake's entries
-/// stay two words wide.
-final class RecordedSample: Sendable {
-    let sample: RequestSample
-    init(_ sample: RequestSample) { self.sample = sample }
+/// What the loop takes from the intake at once: the requests, in the order they came, and the samples
+/// given whole (``APIHealthAgent/record(_:)``), in the order of the requests' `.recorded` entries (each
+/// taken out, `nil` after, as the loop records it).
+struct IntakeRound {
+    var requests: [DeferredSample] = []
+    var samples: [RequestSample?] = []
+
+    var isEmpty: Bool { requests.isEmpty }
+
+    mutating func removeAll() {
+        requests.removeAll(keepingCapacity: true)
+        samples.removeAll(keepingCapacity: true)
+    }
 }
 
 /// A parse failure the app reported, as the loop makes its point.
@@ -166,9 +175,9 @@ final class RecordIntake: @unchecked Sendable {
     /// exclusive access at run time on every access, and every access here is under the lock.
     private struct State {
         /// The requests waiting, in the order they came.
-        var waiting: [DeferredSample] = []
-        /// The buffer the loop handed back after its last round: the next round's, so rounds allocate nothing.
-        var spare: [DeferredSample] = []
+        var waiting = IntakeRound()
+        /// The buffers the loop handed back after its last round: the next round's, so rounds allocate nothing.
+        var spare = IntakeRound()
         /// Requests queued, and recorded by the loop, since the intake was made.
         var queued: UInt64 = 0
         var recorded: UInt64 = 0
@@ -204,7 +213,7 @@ final class RecordIntake: @unchecked Sendable {
     static let roundInterval = Duration.milliseconds(20)
 
     /// Says how the loop is started, at the first request queued: on a thread of its own that calls
-    /// ``nextRound(into:)`` and ``roundRecorded(_:count:)`` until the first returns `false`.
+    /// ``nextRound(into:)`` and ``roundRecorded(_:)`` until the first returns `false`.
     func startsLoop(with start: @escaping (RecordIntake) -> Void) {
         condition.lock()
         defer { condition.unlock() }
@@ -213,38 +222,59 @@ final class RecordIntake: @unchecked Sendable {
 
     /// Queues `sample`. Returns `false` once intake has closed.
     func enqueue(_ sample: DeferredSample) -> Bool {
+        guard lockForEnqueue() else { return false }
+        state.pointee.waiting.requests.append(sample)
+        unlockAfterEnqueue()
+        return true
+    }
+
+    /// Queues a sample given whole, which waits inline (moved, not boxed). Returns `false` once intake
+    /// has closed.
+    func enqueue(recorded sample: consuming RequestSample, now: Duration) -> Bool {
+        guard lockForEnqueue() else { return false }
+        state.pointee.waiting.requests.append(DeferredSample(now: now, source: .recorded))
+        state.pointee.waiting.samples.append(consume sample)
+        unlockAfterEnqueue()
+        return true
+    }
+
+    /// Takes the lock once there is room; `false`, with the lock given back, once intake has closed.
+    @inline(__always)
+    private func lockForEnqueue() -> Bool {
         condition.lock()
-        if state.pointee.isClosed {
-            condition.unlock()
-            return false
-        }
         // Room is made only by the loop: its own thread (a capture filter recording) never waits for it.
-        while state.pointee.waiting.count >= Self.capacity, !isLoopThread, !state.pointee.isClosed { condition.wait() }
+        while !state.pointee.isClosed, state.pointee.waiting.requests.count >= Self.capacity, !isLoopThread {
+            condition.wait()
+        }
         if state.pointee.isClosed {
             condition.unlock()
             return false
         }
-        state.pointee.waiting.append(sample)
+        return true
+    }
+
+    /// Counts the request just queued, wakes the loop if it must, and gives the lock back; the loop's
+    /// thread is made at the first request, outside the lock (it takes the lock for its first round).
+    @inline(__always)
+    private func unlockAfterEnqueue() {
         state.pointee.queued &+= 1
         var startingLoop: ((RecordIntake) -> Void)?
         if !state.pointee.loopStarted, let startLoop = state.pointee.startLoop {
             state.pointee.loopStarted = true
             startingLoop = startLoop
-        } else if (state.pointee.loopIdle && state.pointee.waiting.count == 1)
-            || state.pointee.waiting.count == Self.wakeAt
+        } else if (state.pointee.loopIdle && state.pointee.waiting.requests.count == 1)
+            || state.pointee.waiting.requests.count == Self.wakeAt
         {
             condition.broadcast()
         }
         condition.unlock()
-        // The loop's thread is made once, outside the lock: it takes the lock for its first round.
         startingLoop?(self)
-        return true
     }
 
     /// For the loop: waits until a round is due, then swaps what waits into `round` (which must be
     /// empty) and returns `true`; returns `false`, with nothing taken, once intake has closed and
     /// nothing waits.
-    func nextRound(into round: inout [DeferredSample]) -> Bool {
+    func nextRound(into round: inout IntakeRound) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         state.pointee.loopThread = pthread_self()
@@ -262,7 +292,8 @@ final class RecordIntake: @unchecked Sendable {
                 state.pointee.loopIdle = false
                 continue
             }
-            if state.pointee.readersWaiting > 0 || state.pointee.isClosed || state.pointee.waiting.count >= Self.wakeAt
+            if state.pointee.readersWaiting > 0 || state.pointee.isClosed
+                || state.pointee.waiting.requests.count >= Self.wakeAt
             {
                 break
             }
@@ -276,8 +307,9 @@ final class RecordIntake: @unchecked Sendable {
     }
 
     /// For the loop: the round it took is recorded; `round` (emptied, its capacity kept) is the next one's.
-    func roundRecorded(_ round: inout [DeferredSample], count: Int) {
-        round.removeAll(keepingCapacity: true)
+    func roundRecorded(_ round: inout IntakeRound) {
+        let count = round.requests.count
+        round.removeAll()
         condition.lock()
         defer { condition.unlock() }
         state.pointee.recorded &+= UInt64(count)
@@ -304,7 +336,7 @@ final class RecordIntake: @unchecked Sendable {
     var waitingCount: Int {
         condition.lock()
         defer { condition.unlock() }
-        return state.pointee.waiting.count
+        return state.pointee.waiting.requests.count
     }
 
     /// Whether no request waits to be recorded (none queued, none in the round under way).

@@ -17,12 +17,11 @@ enum RecordLoop {
     /// Starts the loop's thread on `intake`, recording through `recorder` while it lives.
     static func start(intake: RecordIntake, recorder: RequestRecorder) {
         let thread = Thread { [weak recorder] in
-            var round: [DeferredSample] = []
-            round.reserveCapacity(RecordIntake.wakeAt)
+            var round = IntakeRound()
+            round.requests.reserveCapacity(RecordIntake.wakeAt)
             while intake.nextRound(into: &round) {
-                let count = round.count
-                recorder?.record(round: round)
-                intake.roundRecorded(&round, count: count)
+                recorder?.record(round: &round)
+                intake.roundRecorded(&round)
             }
         }
         thread.name = "APIHealth.record"

@@ -50,7 +50,7 @@ final class RequestRecorder: Sendable {
     @discardableResult
     @inline(__always)
     func record(
-        _ sample: RequestSample,
+        _ sample: borrowing RequestSample,
         request: @autoclosure () -> SentRequest,
         now: Duration,
         cache: JudgedResponse? = nil
@@ -67,7 +67,7 @@ final class RequestRecorder: Sendable {
     /// series is found and the request counted under one lock, the line encoded with no lock held, and
     /// its bytes copied into the open batch under the batches' lock.
     @inline(__always)
-    private func encode(_ sample: RequestSample, now: Duration, cache: JudgedResponse?) -> Bool {
+    private func encode(_ sample: borrowing RequestSample, now: Duration, cache: JudgedResponse?) -> Bool {
         let nanoseconds = RequestSchema.wholeNanoseconds(sample.duration) ?? .max
         // What counting needs of the sample, read first: the closure captures plain values, never the
         // sample itself (which it would copy, retaining every reference in it, on every request).
@@ -134,26 +134,51 @@ final class RequestRecorder: Sendable {
         intake.catchUp()
     }
 
+    /// Queues a sample given whole (``APIHealthAgent/record(_:)``), like ``recordLater(now:_:)``.
+    @discardableResult
+    func recordLater(now: Duration, recorded sample: consuming RequestSample) -> Bool {
+        guard intake.enqueue(recorded: sample, now: now) else {
+            pending.count(.pointDroppedAfterClose)
+            return false
+        }
+        return true
+    }
+
     /// Records one round the loop took from the intake, in the order the requests came. Only the record
     /// loop calls it (and tests, on a recorder whose loop has not started).
-    func record(round: [DeferredSample]) {
+    func record(round: inout IntakeRound) {
+        record(round.requests, samples: &round.samples)
+        // What the learners counted, published with the batches' counters, which readers see.
+        let overflowed = schema.takePathsOverflowed()
+        if overflowed > 0 { pending.count(.pathsOverflowed(overflowed)) }
+    }
+
+    /// `samples` are taken out of the round as their turn comes: moved, not copied (a sample is large, and
+    /// every copy retains each of its references).
+    private func record(_ requests: [DeferredSample], samples: inout [RequestSample?]) {
         let correlationHeaders = schema.correlationHeaders
         let countryHeader = schema.countryLearner?.header
         var restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
-        for deferred in round {
+        var nextSample = 0
+        for deferred in requests {
+            let given: RequestSample?
             switch deferred.source {
             case .parseFailure(let report):
                 recordParseFailure(report, now: deferred.now)
                 continue
-            case .recorded(let recorded) where restamping == nil:
-                // A sample given whole, on the device's own clock: recorded where it lies in its box (a
-                // request sample is large, and every move of it a copy).
-                record(recorded.sample, request: SentRequest(), now: deferred.now)
+            case .recorded where restamping == nil:
+                // A sample given whole, on the device's own clock: recorded as it is.
+                if let sample = samples[nextSample].take() { record(sample, request: SentRequest(), now: deferred.now) }
+                nextSample += 1
                 continue
-            case .sample, .request, .recorded: break
+            case .recorded:
+                given = samples[nextSample].take()
+                nextSample += 1
+            case .sample, .request:
+                given = deferred.sample(correlationHeaders: correlationHeaders)
             }
             if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
-            if var sample = deferred.sample(correlationHeaders: correlationHeaders) {
+            if var sample = given {
                 if let graphQL = schema.graphQL, sample.graphQLOperation == nil, let request = deferred.urlRequest,
                     graphQL.matches(sample.urlText)
                 {
@@ -167,9 +192,6 @@ final class RequestRecorder: Sendable {
                 }
             }
         }
-        // What the learners counted, published with the batches' counters, which readers see.
-        let overflowed = schema.takePathsOverflowed()
-        if overflowed > 0 { pending.count(.pathsOverflowed(overflowed)) }
     }
 
     private func recordParseFailure(_ report: ParseFailureReport, now: Duration) {
