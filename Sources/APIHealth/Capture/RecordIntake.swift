@@ -89,9 +89,12 @@ struct IntakeRound {
 
     var isEmpty: Bool { requests.isEmpty }
 
+    /// Empties the round, keeping its buffers for the next one unless a burst grew them past a few
+    /// rounds' worth (a sample is a few hundred bytes: a full intake's would stay resident).
     mutating func removeAll() {
-        requests.removeAll(keepingCapacity: true)
-        samples.removeAll(keepingCapacity: true)
+        let keeps = requests.capacity <= 2 * RecordIntake.wakeAt
+        requests.removeAll(keepingCapacity: keeps)
+        samples.removeAll(keepingCapacity: keeps && samples.capacity <= 2 * RecordIntake.wakeAt)
     }
 }
 
