@@ -63,29 +63,24 @@ extension APIHealthAgent {
         for observer in kept.withLock({ $0.intervalObservers }) { observer(points) }
     }
 
-    /// Records one point per endpoint that saw requests since the last interval, stamped `end`. Returns
-    /// `false` once intake has closed (the last ones are recorded when it closes). The interval clock
-    /// calls it at the end of every interval.
+    /// Records one point per endpoint that saw requests since the last interval, stamped `end`, and
+    /// returns once they are recorded. Returns `false` once intake has closed (the last ones are recorded
+    /// when it closes). The interval clock calls it at the end of every interval.
+    ///
+    /// The agent's record loop takes the points, in its turn with the requests: every request that
+    /// ended before the call is counted in the interval, and the last interval points, taken as intake
+    /// closes, come after these.
     @discardableResult
     @_spi(Benchmarking) public func recordIntervalPoints(endingAt end: Timestamp) -> Bool {
         guard let aggregator = schema.aggregator else { return false }
-        // Every request that ended before the interval did is counted in it.
-        recorder.catchUp()
-        var taken: [Point] = []
-        let open = lifecycle.withLock { state -> Bool in
-            // Under the lock, so the last interval points (taken when intake closes) come after these.
-            guard state.intakeOpen else { return false }
-            taken = aggregator.takePoints(at: installStamp(ofIntervalEndingAt: end))
-            for point in taken { pending.record(point, now: clock.coarseNow) }
-            return true
-        }
-        handToObservers(taken)
-        // Outside the lock: a log handler is the user's code.
+        let intervalEnd = IntervalEnd(stamp: installStamp(ofIntervalEndingAt: end))
+        guard recorder.endInterval(intervalEnd, now: clock.coarseNow) else { return false }
+        handToObservers(intervalEnd.points)
         lossReporter.reportEndpointOverflow(
-            requests: aggregator.requestsOverflowed,
+            requests: pending.currentMetrics.requestsOverflowed,
             limit: aggregator.options.maximumEndpoints
         )
-        return open
+        return true
     }
 
     /// The instant interval points of the interval ending at `end` are stamped at: the end itself for an
@@ -111,8 +106,10 @@ extension APIHealthAgent {
         var now = nowTimestamp.nanosecondsSinceEpoch / unit * unit
         let interval = RequestSchema.wholeNanoseconds(aggregator.options.interval) ?? Int64.max
         if now % interval == 0 { now -= unit }
+        // The record loop has ended (intake closed, every request recorded): the aggregates are this thread's.
         let points = aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true)
         for point in points { pending.record(point, now: clock.coarseNow) }
+        recorder.publishCounts()
         kept.withLock { $0.lastIntervalPoints = points }
     }
 

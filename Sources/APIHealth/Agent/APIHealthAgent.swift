@@ -354,25 +354,19 @@ public final class APIHealthAgent: Sendable, Service {
     }
 
     /// `metrics` with the counts kept outside the batches: requests the hook let through, metrics
-    /// overflowed, interval points.
+    /// overflowed, the device's clock.
     func completed(_ batchMetrics: AgentMetrics) -> AgentMetrics {
         var metrics = batchMetrics
         metrics.requestsUncaptured = requestsUncaptured
         metrics.metricsOverflowed = kept.withLock { $0.metricsOverflowed }
-        metrics.intervalPoints = schema.aggregator?.pointsTaken ?? 0
-        metrics.requestsOnlyAggregated = schema.aggregator?.requestsOnlyAggregated ?? 0
         metrics.countryValuesIgnored = schema.countryValuesIgnored
         metrics.clockOffset = clockCorrection?.offset
         metrics.clockOffsetUncertainty = clockCorrection?.uncertainty
         metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0
         // Until an offset is known, every point recorded carries the device's time.
         if let clockCorrection, clockCorrection.offset == nil { metrics.pointsOnDeviceClock = metrics.pointsRecorded }
-        if let aggregator = schema.aggregator {
-            metrics.endpointLimit = aggregator.options.maximumEndpoints
-            metrics.endpoints = aggregator.count
-            metrics.requestsOverflowed = aggregator.requestsOverflowed
-            metrics.endpointsEvicted = aggregator.evicted
-        }
+        // The aggregates' counts are the record loop's, published with the batches' counters.
+        if let aggregator = schema.aggregator { metrics.endpointLimit = aggregator.options.maximumEndpoints }
         return metrics
     }
 }

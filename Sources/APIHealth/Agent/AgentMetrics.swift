@@ -135,3 +135,14 @@ public struct DestinationMetrics: Sendable, Hashable {
     /// All zero.
     public init() {}
 }
+
+extension AgentMetrics {
+    /// Sets what the endpoint aggregates counted, as the record loop published it.
+    mutating func set(_ counts: RequestAggregator.Counts) {
+        endpoints = counts.endpoints
+        requestsOverflowed = counts.requestsOverflowed
+        endpointsEvicted = counts.evicted
+        requestsOnlyAggregated = counts.requestsOnlyAggregated
+        intervalPoints = counts.pointsTaken
+    }
+}

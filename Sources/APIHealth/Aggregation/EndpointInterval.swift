@@ -98,15 +98,15 @@ struct RawPointPolicy: Sendable {
 }
 
 /// One endpoint's interval aggregate: host, templated path, method, module, status class and the global
-/// tags. Its counts are guarded by the lock of the schema's rendered series (``RenderedSeries``), so a
-/// request finds its series and is counted under one acquisition (no allocation); the aggregator takes
-/// its counts at the end of each interval.
+/// tags. A request's series holds it, so a request is counted in it with no lookup and no allocation;
+/// the aggregator takes its counts at the end of each interval.
 ///
 /// An aggregate idle for long enough is evicted by its aggregator; a request that still reaches it (through a
 /// series rendered before) readmits it, or goes to the aggregate that took its place (see
 /// ``RequestAggregator/readmit(_:)``), so no request is lost to an eviction.
 ///
-/// `@unchecked Sendable` because `lock`, not the type system, serialises every access to `state`.
+/// `@unchecked Sendable` because only the record loop touches it (it counts requests and takes the
+/// interval's counts), or the thread that closes intake once the loop has ended: it takes no lock.
 final class EndpointInterval: @unchecked Sendable {
     /// The interval point's tags, sorted by key.
     let tags: [Point.Tag]
@@ -126,8 +126,6 @@ final class EndpointInterval: @unchecked Sendable {
         var random: UInt64
         /// Set once the last interval point is taken (shutdown): later requests are not counted here.
         var isClosed = false
-        /// Requests counted here and not written as a point of their own, since the start.
-        var onlyAggregated: UInt64 = 0
         /// Requests counted here since the start.
         var total: UInt64 = 0
         /// Raw points this endpoint may still write in this interval (``RawPointPolicy/budget``).
@@ -152,9 +150,7 @@ final class EndpointInterval: @unchecked Sendable {
         /// takes the request to the aggregate in its place).
         case evicted
     }
-    /// Guards `state`: the lock of the schema's rendered series (see the type's documentation).
-    private let lock: Locked<Void>
-    /// Read and changed only while holding `lock`.
+    /// Only the record loop's (see the type's documentation).
     @exclusivity(unchecked) private var state: State
 
     /// Requests an interval needs before its p99 is trusted as the endpoint's.
@@ -166,7 +162,6 @@ final class EndpointInterval: @unchecked Sendable {
         policy: RawPointPolicy,
         objective: EndpointObjective,
         seed: UInt64,
-        guardedBy lock: Locked<Void>,
         aggregator: RequestAggregator? = nil
     ) {
         self.tags = tags
@@ -174,7 +169,6 @@ final class EndpointInterval: @unchecked Sendable {
         self.policy = policy
         self.objective = objective
         self.aggregator = aggregator
-        self.lock = lock
         self.state = State(
             counts: IntervalCounts(bucketCount: histogram.bounds.count + 1),
             random: seed == 0 ? 1 : seed,
@@ -190,14 +184,12 @@ final class EndpointInterval: @unchecked Sendable {
         responseBytes: UInt64
     ) -> Added {
         let nanoseconds = RequestSchema.wholeNanoseconds(duration) ?? .max
-        let added = lock.withLock {
-            addHoldingLock(
-                nanoseconds: nanoseconds,
-                failure: failure,
-                requestBytes: requestBytes,
-                responseBytes: responseBytes
-            )
-        }
+        let added = add(
+            nanoseconds: nanoseconds,
+            failure: failure,
+            requestBytes: requestBytes,
+            responseBytes: responseBytes
+        )
         guard added == .evicted else { return added }
         return moved(
             duration: duration,
@@ -207,11 +199,11 @@ final class EndpointInterval: @unchecked Sendable {
         )
     }
 
-    /// ``add(duration:failure:requestBytes:responseBytes:)`` for a caller that holds the lock already
-    /// (the record path, which found the request's series under it); `.evicted` is the caller's to
-    /// take to ``add(duration:failure:requestBytes:responseBytes:)`` once it has released the lock.
+    /// ``add(duration:failure:requestBytes:responseBytes:)`` as the record path calls it, as it finds the
+    /// request's series; `.evicted` is the caller's to take to
+    /// ``add(duration:failure:requestBytes:responseBytes:)``, which finds the aggregate in its place.
     @inline(__always)
-    func addHoldingLock(
+    func add(
         nanoseconds: Int64,
         failure: RequestFailure,
         requestBytes: UInt64,
@@ -227,7 +219,6 @@ final class EndpointInterval: @unchecked Sendable {
                 if policy.mode == .errorsAndSlow { state.rawLeft -= 1 }
                 return .counted
             }
-            state.onlyAggregated &+= 1
             return .countedOnly
         }
         let bucket = histogram.index(of: nanoseconds)
@@ -257,7 +248,6 @@ final class EndpointInterval: @unchecked Sendable {
         switch policy.mode {
         case .all: return .counted
         case .none:
-            state.onlyAggregated &+= 1
             return .countedOnly
         case .errorsAndSlow:
             if failure.isFailure || nanoseconds >= policy.slowerThan || nanoseconds > state.slowAbove {
@@ -272,25 +262,22 @@ final class EndpointInterval: @unchecked Sendable {
                 state.random ^= state.random << 17
                 if state.random < policy.sampleBelow { return .counted }
             }
-            state.onlyAggregated &+= 1
             return .countedOnly
         }
     }
 
     /// Counts the cache advisor's verdict on a response that took `nanoseconds`, of a request just added
-    /// (the record path's drain, with cache advice). A response whose request reached a closed or
-    /// evicted aggregate is not counted here: its request went to the aggregate in its place, or to none.
+    /// (the record loop, with cache advice). A response whose request reached a closed or evicted
+    /// aggregate is not counted here: its request went to the aggregate in its place, or to none.
     func count(_ judged: JudgedResponse, nanoseconds: Int64) {
-        lock.withLock {
-            if state.isClosed || state.isEvicted { return }
-            if state.counts.cache == nil { state.counts.cache = CacheCounts() }
-            state.counts.cache?.add(
-                judged.verdict,
-                policy: judged.policy,
-                servedLocally: judged.servedLocally,
-                nanoseconds: nanoseconds
-            )
-        }
+        if state.isClosed || state.isEvicted { return }
+        if state.counts.cache == nil { state.counts.cache = CacheCounts() }
+        state.counts.cache?.add(
+            judged.verdict,
+            policy: judged.policy,
+            servedLocally: judged.servedLocally,
+            nanoseconds: nanoseconds
+        )
     }
 
     /// Adds a request that reached this aggregate after it was evicted: to the aggregate now in its place.
@@ -302,7 +289,7 @@ final class EndpointInterval: @unchecked Sendable {
         responseBytes: UInt64
     ) -> Added {
         // Readmitted itself (added here, once), or sent to the aggregate in its place; none once closed.
-        guard let target = lock.withLock({ state.forward }) ?? aggregator?.readmit(self) else { return .closed }
+        guard let target = state.forward ?? aggregator?.readmit(self) else { return .closed }
         return target.add(
             duration: duration,
             failure: failure,
@@ -312,61 +299,50 @@ final class EndpointInterval: @unchecked Sendable {
     }
 
     /// Requests counted here since the start.
-    var total: UInt64 { lock.withLock { state.total } }
+    var total: UInt64 { state.total }
 
-    /// Evicts it if it was idle for `intervals` whole intervals and nothing came since; the aggregator
-    /// calls it under its registry's lock.
+    /// Evicts it if it was idle for `intervals` whole intervals and nothing came since.
     func evictIfIdle(for intervals: Int) -> Bool {
-        lock.withLock {
-            guard !state.isEvicted, state.idleIntervals >= intervals, state.counts.isEmpty else { return false }
-            state.isEvicted = true
-            return true
-        }
+        guard !state.isEvicted, state.idleIntervals >= intervals, state.counts.isEmpty else { return false }
+        state.isEvicted = true
+        return true
     }
 
-    /// Takes an evicted aggregate back (`to` itself), or sends its requests `to` another; under the
-    /// registry's lock.
+    /// Takes an evicted aggregate back (`to` itself), or sends its requests `to` another.
     func readmitted(to target: EndpointInterval) {
-        lock.withLock {
-            if target === self {
-                state.isEvicted = false
-                state.idleIntervals = 0
-            } else {
-                state.forward = target
-            }
+        if target === self {
+            state.isEvicted = false
+            state.idleIntervals = 0
+        } else {
+            state.forward = target
         }
     }
-
-    /// Requests counted here and not written as a point of their own, since the start.
-    var onlyAggregated: UInt64 { lock.withLock { state.onlyAggregated } }
 
     /// This interval's counts (`nil` if no request came), starting the next interval empty; with
     /// `closing`, the last: later requests are refused (``Added/closed``).
     func take(closing: Bool = false) -> IntervalCounts? {
-        lock.withLock { () -> IntervalCounts? in
-            if closing { state.isClosed = true }
-            state.rawLeft = policy.budget
-            guard !state.counts.isEmpty else {
-                state.idleIntervals += 1
-                return nil
-            }
-            state.idleIntervals = 0
-            let taken = state.counts
-            if taken.count >= Self.quantileMinimum {
-                state.slowAbove = taken.bound(ofQuantile: 0.99, in: histogram) ?? .max
-            }
-            state.counts.count = 0
-            state.counts.errors = 0
-            state.counts.durationSum = 0
-            state.counts.minimum = .max
-            state.counts.maximum = .min
-            state.counts.requestBytes = 0
-            state.counts.responseBytes = 0
-            state.counts.withinLatencyObjective = 0
-            state.counts.transportErrors = (0, 0, 0, 0, 0, 0)
-            for index in state.counts.buckets.indices { state.counts.buckets[index] = 0 }
-            if state.counts.cache != nil { state.counts.cache = nil }
-            return taken
+        if closing { state.isClosed = true }
+        state.rawLeft = policy.budget
+        guard !state.counts.isEmpty else {
+            state.idleIntervals += 1
+            return nil
         }
+        state.idleIntervals = 0
+        let taken = state.counts
+        if taken.count >= Self.quantileMinimum {
+            state.slowAbove = taken.bound(ofQuantile: 0.99, in: histogram) ?? .max
+        }
+        state.counts.count = 0
+        state.counts.errors = 0
+        state.counts.durationSum = 0
+        state.counts.minimum = .max
+        state.counts.maximum = .min
+        state.counts.requestBytes = 0
+        state.counts.responseBytes = 0
+        state.counts.withinLatencyObjective = 0
+        state.counts.transportErrors = (0, 0, 0, 0, 0, 0)
+        for index in state.counts.buckets.indices { state.counts.buckets[index] = 0 }
+        if state.counts.cache != nil { state.counts.cache = nil }
+        return taken
     }
 }

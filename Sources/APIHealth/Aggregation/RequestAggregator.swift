@@ -8,7 +8,13 @@ import LineProtocol
 /// Bounded: at most ``AggregationOptions/maximumEndpoints`` aggregates; the requests of any further
 /// endpoint are counted in one overflow aggregate (every endpoint tag the overflow value), so totals
 /// stay exact. An aggregate without a request for ``AggregationOptions/idleEviction`` is evicted.
-final class RequestAggregator: Sendable {
+///
+/// The record loop's alone: it counts requests and takes the interval points (the thread that closes
+/// intake takes the last ones, once the loop has ended). Readers see what it counted through
+/// ``counts``, which the loop publishes with the batches' counters after every round.
+///
+/// `@unchecked Sendable` because only that one thread at a time touches `registry`: it takes no lock.
+final class RequestAggregator: @unchecked Sendable {
     let options: AggregationOptions
     let histogram: DurationBuckets
     private let policy: RawPointPolicy
@@ -26,15 +32,14 @@ final class RequestAggregator: Sendable {
         /// Made on the first endpoint past the cap.
         var overflow: EndpointInterval?
         var evicted: UInt64 = 0
-        /// The `onlyAggregated` counts of the aggregates evicted and not taken back.
-        var onlyAggregatedByEvicted: UInt64 = 0
+        /// Requests counted and not written as a point of their own, since the start.
+        var onlyAggregated: UInt64 = 0
         /// Interval points taken since the start.
         var pointsTaken: UInt64 = 0
     }
 
-    /// Guards the aggregates by their tags. The lock order: the registry before the aggregates' lock
-    /// (``RenderedSeries``), which is never held while the registry's is taken.
-    private let registry = Locked(Registry())
+    /// The aggregates by their tags, and what they counted.
+    @exclusivity(unchecked) private var registry = Registry()
     /// The overflow aggregate's tags, sorted by key.
     private let overflowTags: [Point.Tag]
 
@@ -59,16 +64,12 @@ final class RequestAggregator: Sendable {
     /// The aggregate of the endpoint `tags` (sorted by key) name, made on first use; past the cap, the
     /// overflow aggregate (`overflowed`).
     func interval(for tags: [Point.Tag]) -> (interval: EndpointInterval, overflowed: Bool) {
-        registry.withLock { registry in
-            if let existing = registry.byTags[tags] { return (existing, false) }
-            guard registry.byTags.count < max(options.maximumEndpoints, 1) else {
-                return (overflow(&registry), true)
-            }
-            let made = make(tags, isClosed: registry.isClosed)
-            registry.byTags[tags] = made
-            registry.ordered.append(made)
-            return (made, false)
-        }
+        if let existing = registry.byTags[tags] { return (existing, false) }
+        guard registry.byTags.count < max(options.maximumEndpoints, 1) else { return (overflow(), true) }
+        let made = make(tags, isClosed: registry.isClosed)
+        registry.byTags[tags] = made
+        registry.ordered.append(made)
+        return (made, false)
     }
 
     private func make(_ tags: [Point.Tag], isClosed: Bool) -> EndpointInterval {
@@ -78,14 +79,13 @@ final class RequestAggregator: Sendable {
             policy: policy,
             objective: objectives.isEmpty ? .none : EndpointObjective(objectives, tags: tags),
             seed: Self.seed(tags),
-            guardedBy: renderedSeries.lock,
             aggregator: self
         )
         if isClosed { _ = made.take(closing: true) }
         return made
     }
 
-    private func overflow(_ registry: inout Registry) -> EndpointInterval {
+    private func overflow() -> EndpointInterval {
         if let overflow = registry.overflow { return overflow }
         let made = make(overflowTags, isClosed: registry.isClosed)
         registry.overflow = made
@@ -95,29 +95,50 @@ final class RequestAggregator: Sendable {
     /// Where the requests of `evicted` go now: itself, taken back under the cap; the aggregate made for
     /// its tags since; or the overflow aggregate. `nil` once the aggregates are closed.
     func readmit(_ evicted: EndpointInterval) -> EndpointInterval? {
-        registry.withLock { registry -> EndpointInterval? in
-            if registry.isClosed { return nil }
-            let target: EndpointInterval
-            if let existing = registry.byTags[evicted.tags] {
-                target = existing
-            } else if registry.byTags.count < max(options.maximumEndpoints, 1) {
-                registry.byTags[evicted.tags] = evicted
-                registry.ordered.append(evicted)
-                registry.onlyAggregatedByEvicted &-= evicted.onlyAggregated
-                target = evicted
-            } else {
-                target = overflow(&registry)
-            }
-            evicted.readmitted(to: target)
-            return target
+        if registry.isClosed { return nil }
+        let target: EndpointInterval
+        if let existing = registry.byTags[evicted.tags] {
+            target = existing
+        } else if registry.byTags.count < max(options.maximumEndpoints, 1) {
+            registry.byTags[evicted.tags] = evicted
+            registry.ordered.append(evicted)
+            target = evicted
+        } else {
+            target = overflow()
         }
+        evicted.readmitted(to: target)
+        return target
     }
 
-    /// Aggregates evicted since the start.
-    var evicted: UInt64 { registry.withLock { $0.evicted } }
+    /// Counts a request its aggregate counted and that is not written as a point of its own.
+    @inline(__always)
+    func countOnlyAggregated() {
+        registry.onlyAggregated &+= 1
+    }
 
-    /// Requests counted in the overflow aggregate since the start.
-    var requestsOverflowed: UInt64 { registry.withLock { $0.overflow }?.total ?? 0 }
+    /// What the aggregates counted since the start, as readers see it (``AgentMetrics``).
+    struct Counts: Equatable {
+        /// Endpoint aggregates held (the overflow aggregate is not one).
+        var endpoints = 0
+        /// Requests counted in the overflow aggregate.
+        var requestsOverflowed: UInt64 = 0
+        /// Aggregates evicted.
+        var evicted: UInt64 = 0
+        /// Requests counted and not written as a point of their own.
+        var requestsOnlyAggregated: UInt64 = 0
+        /// Interval points taken.
+        var pointsTaken: UInt64 = 0
+    }
+
+    var counts: Counts {
+        Counts(
+            endpoints: registry.byTags.count,
+            requestsOverflowed: registry.overflow?.total ?? 0,
+            evicted: registry.evicted,
+            requestsOnlyAggregated: registry.onlyAggregated,
+            pointsTaken: registry.pointsTaken
+        )
+    }
 
     /// A seed for the endpoint's sample that is the same in every run (FNV-1a over its tags).
     private static func seed(_ tags: [Point.Tag]) -> UInt64 {
@@ -128,58 +149,36 @@ final class RequestAggregator: Sendable {
         return mix64(hash)
     }
 
-    /// How many endpoint aggregates exist (the overflow aggregate is not one).
-    var count: Int { registry.withLock { $0.byTags.count } }
-
-    /// Interval points taken since the start.
-    var pointsTaken: UInt64 { registry.withLock { $0.pointsTaken } }
-
-    /// Requests counted and not written as a point of their own, since the start.
-    var requestsOnlyAggregated: UInt64 {
-        registry.withLock { registry in
-            (registry.ordered + (registry.overflow.map { [$0] } ?? [])).reduce(registry.onlyAggregatedByEvicted) {
-                $0 &+ $1.onlyAggregated
-            }
-        }
-    }
-
     /// One point per endpoint that saw requests since the last call, stamped `timestamp`; the next
     /// interval starts empty. With `closing`, these are the last: the aggregates count nothing more, and
     /// aggregates made later start closed.
     func takePoints(at timestamp: Timestamp, closing: Bool = false) -> [Point] {
-        let intervals = registry.withLock { registry in
-            if closing { registry.isClosed = true }
-            return registry.ordered + (registry.overflow.map { [$0] } ?? [])
-        }
+        if closing { registry.isClosed = true }
         var points: [Point] = []
         var idle = false
-        for interval in intervals {
+        for interval in registry.ordered + (registry.overflow.map { [$0] } ?? []) {
             guard let counts = interval.take(closing: closing) else {
                 idle = true
                 continue
             }
             points.append(point(counts, tags: interval.tags, objective: interval.objective, at: timestamp))
         }
-        registry.withLock { $0.pointsTaken += UInt64(points.count) }
+        registry.pointsTaken += UInt64(points.count)
         if idle && !closing { evictIdle() }
         return points
     }
 
     /// Evicts the aggregates idle for ``AggregationOptions/idleEviction``.
     private func evictIdle() {
-        let evicted = registry.withLock { registry -> [EndpointInterval] in
-            var evicted: [EndpointInterval] = []
-            registry.ordered.removeAll { interval in
-                guard interval.evictIfIdle(for: idleIntervals) else { return false }
-                registry.byTags[interval.tags] = nil
-                registry.onlyAggregatedByEvicted &+= interval.onlyAggregated
-                evicted.append(interval)
-                return true
-            }
-            registry.evicted += UInt64(evicted.count)
-            return evicted
+        var evicted = 0
+        registry.ordered.removeAll { interval in
+            guard interval.evictIfIdle(for: idleIntervals) else { return false }
+            registry.byTags[interval.tags] = nil
+            evicted += 1
+            return true
         }
-        if !evicted.isEmpty { renderedSeries.invalidate() }
+        registry.evicted += UInt64(evicted)
+        if evicted > 0 { renderedSeries.invalidate() }
     }
 
     private func point(

@@ -30,6 +30,8 @@ enum BatchingEvent {
     case cacheKeysEvicted
     /// Paths the endpoint learner sent to the overflow path past its cap.
     case pathsOverflowed(UInt64)
+    /// What the endpoint aggregates counted so far, as the record loop publishes it after each round.
+    case aggregates(RequestAggregator.Counts)
 
     // MARK: Sealing
     /// A shipper looks at the open batch at `now`: it is sealed if its debounce (plus `jitter`) or

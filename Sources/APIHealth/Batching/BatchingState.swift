@@ -83,6 +83,7 @@ struct BatchingState {
         case .requestFiltered: metrics.requestsFiltered += 1
         case .cacheKeysEvicted: metrics.cacheKeysEvicted += 1
         case .pathsOverflowed(let count): metrics.pathsOverflowed += count
+        case .aggregates(let counts): metrics.set(counts)
         case .flushDue(let now, let jitter):
             return BatchingAction(.wait(until: sealDue(now: now, jitter: jitter)))
         case .flushRequested:

@@ -1,4 +1,5 @@
 import Foundation
+import LineProtocol
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -18,6 +19,9 @@ struct DeferredSample {
         /// A response the app could not parse (``APIHealthAgent/recordParseFailure(method:url:statusCode:error:module:data:)``):
         /// its point is made by the loop, whose learners template its path.
         case parseFailure(ParseFailureReport)
+        /// The end of an aggregation interval: the loop takes the interval points, which count every
+        /// request queued before it.
+        case intervalEnd(IntervalEnd)
     }
 
     let now: Duration
@@ -29,7 +33,7 @@ struct DeferredSample {
         switch source {
         case .sample(let sample, _, _): sample
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
-        case .recorded, .parseFailure: nil
+        case .recorded, .parseFailure, .intervalEnd: nil
         }
     }
 
@@ -37,7 +41,7 @@ struct DeferredSample {
     /// built by the platform's metrics carries none).
     func responseHeader(_ name: String) -> String? {
         switch source {
-        case .sample, .recorded, .parseFailure: nil
+        case .sample, .recorded, .parseFailure, .intervalEnd: nil
         case .request(let request): request.responseHeader(name)
         }
     }
@@ -48,7 +52,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, _, let evidence): evidence?.servedLocally ?? false
         case .request(let request): request.servedLocally
-        case .recorded, .parseFailure: false
+        case .recorded, .parseFailure, .intervalEnd: false
         }
     }
 
@@ -57,7 +61,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, _, let evidence): evidence
         case .request(let request): request.cacheEvidence()
-        case .recorded, .parseFailure: nil
+        case .recorded, .parseFailure, .intervalEnd: nil
         }
     }
 
@@ -66,7 +70,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, let request, _): request
         case .request(let request): request.urlRequest
-        case .recorded, .parseFailure: nil
+        case .recorded, .parseFailure, .intervalEnd: nil
         }
     }
 
@@ -75,7 +79,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, let request, _): SentRequest(request)
         case .request(let request): SentRequest(request)
-        case .recorded, .parseFailure: SentRequest()
+        case .recorded, .parseFailure, .intervalEnd: SentRequest()
         }
     }
 }
@@ -120,6 +124,21 @@ final class ParseFailureReport: Sendable {
         (self.url, self.method, self.module, self.statusCode) = (url, method, module, statusCode)
         (self.kind, self.codingPath, self.at) = (kind, codingPath, at)
     }
+}
+
+/// The end of an aggregation interval, queued like a request: the loop takes the interval points in
+/// order with the requests, so every request queued before it is counted in the interval.
+///
+/// `@unchecked Sendable` because the loop writes ``points`` before it counts the entry recorded, and the
+/// thread that queued it reads them only after ``RecordIntake/catchUp()`` has returned (the intake's
+/// lock orders the two).
+final class IntervalEnd: @unchecked Sendable {
+    /// What the interval points are stamped.
+    let stamp: Timestamp
+    /// The points the loop took (none until it has).
+    var points: [Point] = []
+
+    init(stamp: Timestamp) { self.stamp = stamp }
 }
 
 /// A request that has ended and builds its own sample when the agent records it (see

@@ -64,8 +64,8 @@ final class RequestRecorder: Sendable {
     }
 
     /// Counts `sample` in its endpoint's aggregate and, when it is written raw, records its line: the
-    /// series is found and the request counted under one lock, the line encoded with no lock held, and
-    /// its bytes copied into the open batch under the batches' lock.
+    /// series is found and the request counted at once, the line encoded, and its bytes copied into the
+    /// open batch under the batches' lock.
     @inline(__always)
     private func encode(_ sample: borrowing RequestSample, now: Duration, cache: JudgedResponse?) -> Bool {
         let nanoseconds = RequestSchema.wholeNanoseconds(sample.duration) ?? .max
@@ -76,7 +76,7 @@ final class RequestRecorder: Sendable {
         let found: (RequestSeries, EndpointInterval.Added?)?
         do {
             found = try schema.series(for: sample) { series in
-                series.interval?.addHoldingLock(
+                series.interval?.add(
                     nanoseconds: nanoseconds,
                     failure: transportFailure ?? (series.succeeds ? .none : .failed),
                     requestBytes: requestBytes,
@@ -88,12 +88,11 @@ final class RequestRecorder: Sendable {
             return false
         }
         guard let (series, counted) = found else { return false }
-        // With cache advice, the verdict on the response (on the record loop, off the request's path: a second
-        // acquisition of the lock, which the record path without it never takes).
+        // With cache advice, the verdict on the response.
         if let cache, let interval = series.interval { interval.count(cache, nanoseconds: nanoseconds) }
         if var added = counted {
             if added == .evicted, let interval = series.interval {
-                // Outside the lock: the aggregate in its place is found under the registry's.
+                // The aggregate in its place, found in the aggregator's registry.
                 added = interval.add(
                     duration: sample.duration,
                     failure: RequestSchema.failure(sample, series: series),
@@ -103,7 +102,9 @@ final class RequestRecorder: Sendable {
             }
             switch added {
             case .counted: break
-            case .countedOnly: return true
+            case .countedOnly:
+                schema.aggregator?.countOnlyAggregated()
+                return true
             case .closed, .evicted:
                 pending.count(.pointDroppedAfterClose)
                 return false
@@ -148,9 +149,24 @@ final class RequestRecorder: Sendable {
     /// loop calls it (and tests, on a recorder whose loop has not started).
     func record(round: inout IntakeRound) {
         record(round.requests, samples: &round.samples)
-        // What the learners counted, published with the batches' counters, which readers see.
+        publishCounts()
+    }
+
+    /// What the learners and the aggregates counted, published with the batches' counters, which
+    /// readers see (``APIHealthAgent/metrics``, the health point).
+    func publishCounts() {
         let overflowed = schema.takePathsOverflowed()
         if overflowed > 0 { pending.count(.pathsOverflowed(overflowed)) }
+        if let aggregator = schema.aggregator { pending.count(.aggregates(aggregator.counts)) }
+    }
+
+    /// Queues the end of an aggregation interval and returns once the loop has taken its points
+    /// (``IntervalEnd/points``), after every request queued before it; `false`, with nothing taken, once
+    /// intake has closed (the last interval points are taken as it closes).
+    func endInterval(_ end: IntervalEnd, now: Duration) -> Bool {
+        guard intake.enqueue(DeferredSample(now: now, source: .intervalEnd(end))) else { return false }
+        intake.catchUp()
+        return true
     }
 
     /// `samples` are taken out of the round as their turn comes: moved, not copied (a sample is large, and
@@ -165,6 +181,11 @@ final class RequestRecorder: Sendable {
             switch deferred.source {
             case .parseFailure(let report):
                 recordParseFailure(report, now: deferred.now)
+                continue
+            case .intervalEnd(let end):
+                guard let aggregator = schema.aggregator else { continue }
+                end.points = aggregator.takePoints(at: end.stamp)
+                for point in end.points { pending.record(point, now: deferred.now) }
                 continue
             case .recorded where restamping == nil:
                 // A sample given whole, on the device's own clock: recorded as it is.

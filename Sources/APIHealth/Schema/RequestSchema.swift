@@ -200,9 +200,8 @@ final class RequestSchema: Sendable {
         return knownMethods.contains(upper) ? upper : "OTHER"
     }
 
-    /// The rendered series of `sample` and what `count` made of it, under the lock of the rendered
-    /// series (which guards the endpoint aggregates too: see ``RenderedSeries``); `nil` for an excluded
-    /// host; throws when the configured measurement cannot be written. (A typed throw rather than a
+    /// The rendered series of `sample` and what `count` made of it (counting it in its endpoint's
+    /// aggregate: see ``RenderedSeries``); `nil` for an excluded host; throws when the configured measurement cannot be written. (A typed throw rather than a
     /// `Result`: the record path returns one reference, with no copy of the error's payload to make
     /// and drop.)
     @inline(__always)

@@ -120,9 +120,8 @@ struct EndpointSeriesKey: Hashable {
     }
 }
 
-/// The schema's cache of rendered series, under the record path's first lock: it guards the cache and
-/// the counts of every endpoint aggregate (``EndpointInterval``), so a request finds its series and is
-/// counted in its aggregate under one acquisition. Nothing else is taken under it.
+/// The schema's cache of rendered series: a request finds its series here and is counted in its
+/// endpoint's aggregate (``EndpointInterval``) at once.
 ///
 /// Whatever changes the series of a URL (a path or host position learned, an endpoint's aggregate
 /// evicted) calls ``invalidate()``; a series rendered before that is not inserted.
@@ -133,22 +132,17 @@ struct EndpointSeriesKey: Hashable {
 /// if found == nil { rendered.insert(render(sample), url: url, hash: hash, generation: generation) { count($0) } }
 /// ```
 ///
-/// `@unchecked Sendable` because `lock`, not the type system, serialises every access to `cache`.
+/// `@unchecked Sendable` because only the record loop touches it (as it records, and as its learners
+/// and aggregator invalidate it): it takes no lock.
 final class RenderedSeries: @unchecked Sendable {
-    /// The lock: guards `cache` here and the counts of every endpoint aggregate, which hold it (not
-    /// this object, which holds them through the cache).
-    let lock = Locked<Void>()
-    /// Read and changed only while holding `lock`.
     @exclusivity(unchecked) private var cache = SeriesCache()
     /// The series of each endpoint seen since the last invalidation, for URLs not in `cache` (a path
-    /// with an id seen for the first time); emptied when it reaches ``maximumEndpoints``. Read and
-    /// changed only while holding `lock`.
+    /// with an id seen for the first time); emptied when it reaches ``maximumEndpoints``.
     @exclusivity(unchecked) private var endpoints: [EndpointSeriesKey: RequestSeries] = [:]
     static let maximumEndpoints = 4_096
 
     /// The cached series of `sample` (`url` its URL's text, `hash` their ``SeriesCache/hash(_:statusCode:)``)
-    /// with what `count` made of it, both under the lock; and the generation to insert a series rendered
-    /// on a miss with.
+    /// with what `count` made of it; and the generation to insert a series rendered on a miss with.
     @inline(__always)
     func series<Counted>(
         for sample: RequestSample,
@@ -156,14 +150,12 @@ final class RenderedSeries: @unchecked Sendable {
         hash: UInt64,
         counting count: (RequestSeries) -> Counted
     ) -> (found: (RequestSeries, Counted)?, generation: UInt64) {
-        lock.withLock {
-            guard let series = cache.series(for: sample, url: url, hash: hash) else { return (nil, cache.generation) }
-            return ((series, count(series)), cache.generation)
-        }
+        guard let series = cache.series(for: sample, url: url, hash: hash) else { return (nil, cache.generation) }
+        return ((series, count(series)), cache.generation)
     }
 
     /// The series of `endpoint` if one was rendered since `generation` (then cached for `url` too),
-    /// with what `count` made of it, under the lock.
+    /// with what `count` made of it.
     func series<Counted>(
         ofEndpoint endpoint: EndpointSeriesKey,
         url: String,
@@ -171,15 +163,13 @@ final class RenderedSeries: @unchecked Sendable {
         generation: UInt64,
         counting count: (RequestSeries) -> Counted
     ) -> (RequestSeries, Counted)? {
-        lock.withLock {
-            guard generation == cache.generation, let series = endpoints[endpoint] else { return nil }
-            cache.insert(series, url: url, hash: hash, learned: generation)
-            return (series, count(series))
-        }
+        guard generation == cache.generation, let series = endpoints[endpoint] else { return nil }
+        cache.insert(series, url: url, hash: hash, learned: generation)
+        return (series, count(series))
     }
 
     /// Caches `series` (for `url`, and for `endpoint` when given), unless the cache was invalidated
-    /// since `generation` (or `caches` is false), and returns what `count` made of it, under the lock.
+    /// since `generation` (or `caches` is false), and returns what `count` made of it.
     @inline(__always)
     func insert<Counted>(
         _ series: RequestSeries,
@@ -190,23 +180,19 @@ final class RenderedSeries: @unchecked Sendable {
         caches: Bool = true,
         counting count: (RequestSeries) -> Counted
     ) -> Counted {
-        lock.withLock {
-            if caches {
-                cache.insert(series, url: url, hash: hash, learned: generation)
-                if let endpoint, generation == cache.generation {
-                    if endpoints.count >= Self.maximumEndpoints { endpoints.removeAll(keepingCapacity: true) }
-                    endpoints[endpoint] = series
-                }
+        if caches {
+            cache.insert(series, url: url, hash: hash, learned: generation)
+            if let endpoint, generation == cache.generation {
+                if endpoints.count >= Self.maximumEndpoints { endpoints.removeAll(keepingCapacity: true) }
+                endpoints[endpoint] = series
             }
-            return count(series)
         }
+        return count(series)
     }
 
     /// Forgets every series: the series of some URL changed.
     func invalidate() {
-        lock.withLock {
-            cache.removeAll()
-            endpoints.removeAll()
-        }
+        cache.removeAll()
+        endpoints.removeAll()
     }
 }
