@@ -146,63 +146,53 @@ private struct StopsAtOnce: Service {
         #expect(logs.isEmpty, "\(logs)")
     }
 
-    /// Lines reach the spool on the configured beat: with an hour between write-throughs, a point recorded
-    /// after the first round stays in memory (where the 20 ms default would have written it) until
-    /// shutdown writes it, at once.
+    /// Lines reach the spool on the configured beat: a point recorded after a round stays in memory until
+    /// the next, a beat later on the spool worker's clock, or until shutdown writes it, at once. The test
+    /// moves that clock itself and is told when the worker waits for it (no sleep, no poll).
     @Test func linesReachTheSpoolOnTheConfiguredWriteThroughInterval() async throws {
+        let beat = Duration.seconds(3_600)
+        let spool = temporaryDirectory("write-through")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        var configuration = APIHealthConfiguration(serviceName: "write-through")
+        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: beat)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
         // On a manual clock that stays put, no batch is sealed by its age: only a spool worker round
         // writes a line through.
-        func makeAgent(_ spool: URL, writeThroughInterval: Duration) throws -> APIHealthAgent {
-            var configuration = APIHealthConfiguration(serviceName: "write-through")
-            configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: writeThroughInterval)
-            configuration.selfMetricsInterval = noPeriodicHealthPoint
-            return try APIHealthAgent(
-                configuration: configuration,
-                logger: Logger(label: "write-through"),
-                clock: ManualClock()
-            )
-        }
-        func spooled(_ spool: URL) -> [String] {
+        let spoolClock = ManualClock()
+        let agent = try APIHealthAgent(
+            configuration: configuration,
+            logger: Logger(label: "write-through"),
+            clock: ManualClock(),
+            spoolClock: spoolClock
+        )
+        func spooled() -> [String] {
             ((try? SpoolReader(directory: spool).segments()) ?? []).flatMap(\.lines).map {
                 String(decoding: $0, as: UTF8.self)
             }
         }
-        let spool = temporaryDirectory("write-through")
-        let agent = try makeAgent(spool, writeThroughInterval: .seconds(3_600))
-        // The same agent on the default beat, beside it: what the tested one would do if it ignored its
-        // setting. The write-through beat is real time (the spool worker does not wait on the agent's
-        // clock), so its rounds, counted by what they write, are the measure of "the next round".
-        let controlSpool = temporaryDirectory("write-through-control")
-        let control = try makeAgent(controlSpool, writeThroughInterval: .milliseconds(20))
         // Loading the spool at init asks the spool worker for a round, and that wake-up is kept until it
-        // waits: a second round would follow the first at once. Taken here, so the first round is the
-        // only one before the interval.
-        await agent.pending.filled.wait(atMost: .zero)
+        // waits: a second round would follow the first at once. Dropped here, so the first round is the
+        // only one before the beat.
+        _ = agent.pending.filled.dropKeptSignal()
         agent.write(Point(measurement: "first", fields: ["v": 1]))
         agent.start()
-        control.start()
-        // The spool worker's first round, at start, writes what was recorded before it.
-        #expect(await waitUntil { spooled(spool).contains { $0.hasPrefix("first ") } })
+        // The first round, at start, writes what was recorded before it, then waits a beat.
+        #expect(await spoolClock.waitForSleeper(until: beat))
+        #expect(spooled().contains { $0.hasPrefix("first ") })
         agent.write(Point(measurement: "second", fields: ["v": 2]))
-        // Three rounds of the default beat, each seen by the point it wrote, all after "second" was
-        // recorded.
-        for round in 0..<3 {
-            control.write(Point(measurement: "round\(round)", fields: ["v": 1]))
-            #expect(await waitUntil { spooled(controlSpool).contains { $0.hasPrefix("round\(round) ") } })
-        }
-        #expect(!spooled(spool).contains { $0.hasPrefix("second ") }, "not written through before the next round")
-        // Closing intake wakes the spool worker for its last round: shutdown neither waits out the hour
-        // between rounds nor its own deadline (an hour too).
-        let shutDown = Task { await agent.shutdown(deadline: .seconds(3_600)) }
-        let finished = Locked(false)
-        Task {
-            await shutDown.value
-            finished.withLock { $0 = true }
-        }
-        #expect(await waitUntil { finished.withLock { $0 } }, "shutdown waited for the next round")
-        await control.shutdown()
-        #expect(spooled(spool).contains { $0.hasPrefix("second ") }, "written at shutdown")
-        try? FileManager.default.removeItem(at: controlSpool)
+        #expect(!spooled().contains { $0.hasPrefix("second ") }, "not written through before the next round")
+        // A beat later, the next round writes it, then waits for the beat after.
+        spoolClock.advance(by: beat)
+        #expect(await spoolClock.waitForSleeper(until: beat * 2))
+        #expect(spooled().contains { $0.hasPrefix("second ") }, "written through on the beat")
+        agent.write(Point(measurement: "third", fields: ["v": 3]))
+        // Closing intake wakes the spool worker for its last round: shutdown neither waits out the beat
+        // (the clock is not moved again) nor its own deadline (an hour).
+        #expect(
+            await finishes { await agent.shutdown(deadline: .seconds(3_600)) } != nil,
+            "shutdown waited for the beat"
+        )
+        #expect(spooled().contains { $0.hasPrefix("third ") }, "written at shutdown")
     }
 
     @Test func aCleanShutdownDropsNothing() async throws {

@@ -29,3 +29,25 @@ public func waitUntil(
 /// test running then, or advancing its manual clock across it, saw one point more), while this one's
 /// first end is in 2070.
 public let noPeriodicHealthPoint: Duration = .seconds(100 * 365 * 86_400)
+
+/// Runs `operation` and returns what it returns, or `nil` if it has not returned within `timeout` of real
+/// time (it is then cancelled): for an event the test awaits directly, such as a shutdown, with a bound.
+///
+/// ```swift
+/// #expect(await finishes { await agent.shutdown(deadline: .seconds(3_600)) } != nil)
+/// ```
+public func finishes<Value: Sendable>(
+    within timeout: Duration = eventTimeout,
+    _ operation: @escaping @Sendable () async -> Value
+) async -> Value? {
+    await withTaskGroup(of: Value?.self) { group in
+        group.addTask { await operation() }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}

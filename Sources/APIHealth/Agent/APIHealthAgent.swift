@@ -132,11 +132,13 @@ public final class APIHealthAgent: Sendable, Service {
         try self.init(configuration: configuration, logger: logger, clock: SystemAgentClock())
     }
 
-    /// Makes an agent on `clock` (the package's tests pass a manual one).
+    /// Makes an agent on `clock`, whose spool worker's beat is measured on `spoolClock` (the package's
+    /// tests pass manual ones).
     package init(
         configuration: APIHealthConfiguration,
         logger: Logger,
-        clock: any AgentClock
+        clock: any AgentClock,
+        spoolClock: any AgentClock = SystemAgentClock()
     ) throws {
         try configuration.validate()
         for notice in configuration.notices { logger.warning("APIHealth configuration: \(notice)") }
@@ -224,6 +226,7 @@ public final class APIHealthAgent: Sendable, Service {
             compressesBatches: !configuration.destinations.isEmpty,
             lossReporter: lossReporter,
             writeThroughInterval: configuration.spool?.writeThroughInterval ?? SpoolOptions.defaultWriteThroughInterval,
+            clock: spoolClock,
             countryFile: learnsCountry ? spool : nil
         )
         self.intervalClock = IntervalClock(clock: clock, correction: clockCorrection)

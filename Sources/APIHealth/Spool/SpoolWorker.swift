@@ -3,13 +3,15 @@
 /// the files of batches that are gone, keeps a newly learned country in the spool directory, and has the
 /// batches waiting to be sent compressed. Recording never touches a file; this loop does it all.
 ///
-/// Its round waits on real time, not the agent's clock: the interval bounds how long a recorded line
-/// stays only in memory, which a crash measures in real time. A test that drives batching with a manual
-/// clock still gets its lines written through.
+/// Its rounds keep a clock of their own, the system's in an agent, not the agent's: the interval bounds
+/// how long a recorded line stays only in memory, which a crash measures in real time, and a test that
+/// drives batching with a manual clock still gets its lines written through. A test of the rounds
+/// themselves gives it a manual clock and moves it.
 ///
 /// ```swift
 /// let worker = SpoolWorker(pending: pending, recorder: recorder, compressesBatches: true,
-///                          lossReporter: reporter, writeThroughInterval: .milliseconds(20))
+///                          lossReporter: reporter, writeThroughInterval: .milliseconds(20),
+///                          clock: SystemAgentClock())
 /// await worker.run()   // returns once intake has closed, after a last write-through
 /// ```
 struct SpoolWorker: Sendable {
@@ -20,6 +22,8 @@ struct SpoolWorker: Sendable {
     let compressesBatches: Bool
     let lossReporter: LossReporter
     let writeThroughInterval: Duration
+    /// What the rounds' beat is measured on.
+    let clock: any AgentClock
     /// Where a learned country is kept for the next launch (``CountryLearner``), when one is learned.
     var countryFile: SpoolDirectory? = nil
 
@@ -32,7 +36,7 @@ struct SpoolWorker: Sendable {
             lossReporter.reportDroppedAtCap(pending)
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
-            await pending.filled.wait(atMost: writeThroughInterval)
+            await pending.filled.wait(until: clock.now + writeThroughInterval, on: clock)
         }
         recorder.catchUp()
         pending.writeThrough { _ in }

@@ -50,9 +50,12 @@ final class Wakeup: Sendable {
         await wait(orUntil: { try? await clock.sleep(until: deadline) })
     }
 
-    /// Waits for a signal, or for `timeout` of real time.
-    func wait(atMost timeout: Duration) async {
-        await wait(orUntil: { try? await Task.sleep(for: timeout) })
+    /// Drops a signal kept for the next wait, if one was sent; returns whether one was.
+    func dropKeptSignal() -> Bool {
+        state.withLock { state in
+            defer { state.pending = false }
+            return state.pending
+        }
     }
 
     private func wait(orUntil sleep: @escaping @Sendable () async -> Void) async {
