@@ -177,41 +177,53 @@ final class RequestRecorder: Sendable {
         var restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
         var nextSample = 0
         for deferred in requests {
-            let given: RequestSample?
             switch deferred.source {
             case .parseFailure(let report):
                 recordParseFailure(report, now: deferred.now)
-                continue
             case .intervalEnd(let end):
                 guard let aggregator = schema.aggregator else { continue }
                 end.points = aggregator.takePoints(at: end.stamp)
                 for point in end.points { pending.record(point, now: deferred.now) }
-                continue
-            case .recorded where restamping == nil:
-                // A sample given whole, on the device's own clock: recorded as it is.
-                if let sample = samples[nextSample].take() { record(sample, request: SentRequest(), now: deferred.now) }
-                nextSample += 1
-                continue
             case .recorded:
-                given = samples[nextSample].take()
+                let given = samples[nextSample].take()
                 nextSample += 1
-            case .sample, .request:
-                given = deferred.sample(correlationHeaders: correlationHeaders)
-            }
-            if let countryHeader, let value = deferred.responseHeader(countryHeader) { schema.observeCountry(value) }
-            if var sample = given {
-                if let graphQL = schema.graphQL, sample.graphQLOperation == nil, let request = deferred.urlRequest,
-                    graphQL.matches(sample.urlText)
-                {
-                    sample.setGraphQLOperation(GraphQLOperation.segment(of: request, url: sample.urlText))
-                }
-                restamping?.apply(to: &sample, of: deferred)
-                if let cacheAdvisor, let judged = judge(deferred, sample: sample, advisor: cacheAdvisor) {
-                    record(sample, request: deferred.request, now: deferred.now, cache: judged)
+                guard let sample = given else { continue }
+                if restamping == nil {
+                    // A sample given whole, on the device's own clock: recorded as it is.
+                    record(sample, request: SentRequest(), now: deferred.now)
                 } else {
-                    record(sample, request: deferred.request, now: deferred.now)
+                    record(captured: sample, of: deferred, restamping: &restamping)
+                }
+            case .sample, .request:
+                if let countryHeader, let value = deferred.responseHeader(countryHeader) {
+                    schema.observeCountry(value)
+                }
+                if let sample = deferred.sample(correlationHeaders: correlationHeaders) {
+                    record(captured: sample, of: deferred, restamping: &restamping)
                 }
             }
+        }
+    }
+
+    /// Records the sample of a captured request: its GraphQL operation named, stamped in corrected time,
+    /// judged by the cache advisor.
+    @inline(__always)
+    private func record(
+        captured sample: consuming RequestSample,
+        of deferred: DeferredSample,
+        restamping: inout Restamping?
+    ) {
+        var sample = sample
+        if let graphQL = schema.graphQL, sample.graphQLOperation == nil, let request = deferred.urlRequest,
+            graphQL.matches(sample.urlText)
+        {
+            sample.setGraphQLOperation(GraphQLOperation.segment(of: request, url: sample.urlText))
+        }
+        restamping?.apply(to: &sample, of: deferred)
+        if let cacheAdvisor, let judged = judge(deferred, sample: sample, advisor: cacheAdvisor) {
+            record(sample, request: deferred.request, now: deferred.now, cache: judged)
+        } else {
+            record(sample, request: deferred.request, now: deferred.now)
         }
     }
 
