@@ -38,6 +38,12 @@ final class AHCHarness: Sendable {
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
 
+    /// A test that ends before ``close()`` (a failed `#require`) still shuts its client down: an
+    /// `HTTPClient` released while running stops the whole test process, which would hide what failed.
+    deinit {
+        client.shutdown { _ in }
+    }
+
     func url(_ path: String) -> String { server.baseURL + path }
 
     func requests() -> [Point] {

@@ -86,10 +86,11 @@ extension APIHealthAgent {
         }
     }
 
-    /// The loops, in the order a line meets them: the interval clock records interval and health points,
-    /// the spool worker writes batches through to the spool and compresses them, and one shipper per
-    /// destination sends them. Delivery and the spool worker end on their own once intake has closed and
-    /// they are done; then the last health point (the final counts) is recorded and sent in one more round.
+    /// The loops, in the order a line meets them: the interval clock ends intervals (the record loop takes
+    /// their points) and records health points, the spool worker writes batches through to the spool and
+    /// compresses them, and one shipper per destination sends them. Delivery and the spool worker end on
+    /// their own once intake has closed and they are done; then the last health point (the final counts) is
+    /// recorded and sent in one more round.
     private func runLoopsUntilDrained() async {
         await withTaskGroup(of: Void.self) { timers in
             timers.addTask { await self.intervalClock.run() }

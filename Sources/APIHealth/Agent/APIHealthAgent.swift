@@ -97,7 +97,7 @@ public final class APIHealthAgent: Sendable, Service {
         var metricsOverflowed: UInt64 = 0
         /// Who is handed each interval's points (``observeIntervalPoints(_:)``).
         var intervalObservers: [@Sendable ([Point]) -> Void] = []
-        /// The last interval points, taken at shutdown under the lifecycle lock and handed over after it.
+        /// The last interval points, taken as shutdown closes intake and handed over after it.
         var lastIntervalPoints: [Point] = []
     }
     /// Guards the counts, observers and points kept beside the batches: a leaf.
