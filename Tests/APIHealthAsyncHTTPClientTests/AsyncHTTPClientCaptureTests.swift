@@ -35,6 +35,9 @@ final class AHCHarness: Sendable {
         agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "ahc-tests"))
         var clientConfiguration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
         clientConfiguration.timeout.read = .seconds(60)
+        // Also how long a request may wait for one of the pool's connections: a thousand at once on a loaded
+        // machine (a sanitizer, builds beside it) wait longer than the default 10 s.
+        clientConfiguration.timeout.connect = .seconds(60)
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
 
