@@ -173,7 +173,7 @@ private struct StopsAtOnce: Service {
         // Loading the spool at init asks the spool worker for a round, and that wake-up is kept until it
         // waits: a second round would follow the first at once. Dropped here, so the first round is the
         // only one before the beat.
-        _ = agent.pending.filled.dropKeptSignal()
+        agent.pending.filled.dropKeptSignal()
         agent.write(Point(measurement: "first", fields: ["v": 1]))
         agent.start()
         // The first round, at start, writes what was recorded before it, then waits a beat.

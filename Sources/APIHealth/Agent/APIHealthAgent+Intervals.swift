@@ -107,8 +107,11 @@ extension APIHealthAgent {
         let interval = RequestSchema.wholeNanoseconds(aggregator.options.interval) ?? Int64.max
         if now % interval == 0 { now -= unit }
         // The record loop has ended (intake closed, every request recorded): the aggregates are this thread's.
-        let points = aggregator.takePoints(at: Timestamp(nanosecondsSinceEpoch: now), closing: true)
-        for point in points { pending.record(point, now: clock.coarseNow) }
+        let points = recorder.recordIntervalPoints(
+            at: Timestamp(nanosecondsSinceEpoch: now),
+            closing: true,
+            now: clock.coarseNow
+        )
         recorder.publishCounts()
         kept.withLock { $0.lastIntervalPoints = points }
     }

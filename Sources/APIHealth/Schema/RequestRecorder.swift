@@ -181,15 +181,15 @@ final class RequestRecorder: Sendable {
             case .parseFailure(let report):
                 recordParseFailure(report, now: deferred.now)
             case .intervalEnd(let end):
-                guard let aggregator = schema.aggregator else { continue }
-                end.points = aggregator.takePoints(at: end.stamp)
-                for point in end.points { pending.record(point, now: deferred.now) }
+                end.points = recordIntervalPoints(at: end.stamp, now: deferred.now)
             case .recorded:
                 let given = samples[nextSample].take()
                 nextSample += 1
                 guard let sample = given else { continue }
                 if restamping == nil {
-                    // A sample given whole, on the device's own clock: recorded as it is.
+                    // A sample given whole, on the device's own clock: recorded as it is (through
+                    // `record(captured:)`, which moves it into a local of its own, it costs about 670
+                    // instructions more).
                     record(sample, request: SentRequest(), now: deferred.now)
                 } else {
                     record(captured: sample, of: deferred, restamping: &restamping)
@@ -205,8 +205,8 @@ final class RequestRecorder: Sendable {
         }
     }
 
-    /// Records the sample of a captured request: its GraphQL operation named, stamped in corrected time,
-    /// judged by the cache advisor.
+    /// Records the sample of a captured request (or one given whole, when the agent corrects the clock):
+    /// its GraphQL operation named, stamped in corrected time, judged by the cache advisor.
     @inline(__always)
     private func record(
         captured sample: consuming RequestSample,
@@ -225,6 +225,16 @@ final class RequestRecorder: Sendable {
         } else {
             record(sample, request: deferred.request, now: deferred.now)
         }
+    }
+
+    /// Takes the interval points of every endpoint aggregate, stamped `stamp`, and records them; with
+    /// `closing`, the last ones. The record loop calls it at an interval's end, and the thread that closes
+    /// intake once the loop has ended.
+    func recordIntervalPoints(at stamp: Timestamp, closing: Bool = false, now: Duration) -> [Point] {
+        guard let aggregator = schema.aggregator else { return [] }
+        let points = aggregator.takePoints(at: stamp, closing: closing)
+        for point in points { pending.record(point, now: now) }
+        return points
     }
 
     private func recordParseFailure(_ report: ParseFailureReport, now: Duration) {

@@ -50,12 +50,9 @@ final class Wakeup: Sendable {
         await wait(orUntil: { try? await clock.sleep(until: deadline) })
     }
 
-    /// Drops a signal kept for the next wait, if one was sent; returns whether one was.
-    func dropKeptSignal() -> Bool {
-        state.withLock { state in
-            defer { state.pending = false }
-            return state.pending
-        }
+    /// Drops a signal kept for the next wait, if one was sent.
+    func dropKeptSignal() {
+        state.withLock { $0.pending = false }
     }
 
     private func wait(orUntil sleep: @escaping @Sendable () async -> Void) async {
