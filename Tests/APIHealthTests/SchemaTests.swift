@@ -97,6 +97,43 @@ struct User: Decodable {
         #expect(agent.pendingPoints().map { $0.tag("host") } == ["other.example.com:9443", "other.example.com"])
     }
 
+    /// A request's own thread decides whether to hook it (its host read in place, with no lock and no
+    /// cache) as the record loop decides whether to record it (from the URL's parts), for plain URLs
+    /// and for those left to Foundation's reading (a user, an IPv6 literal, an escape, a port that is
+    /// not a number).
+    @Test func hookingAndRecordingAgreeOnWhatIsLeftOut() throws {
+        let agent = try Self.agent {
+            $0.capture.excludedHosts = [
+                "Internal.Example.com", "other.example.com:8443", "[::1]:9000", "x.example.com:abc",
+            ]
+        }
+        let urls = [
+            "https://internal.example.com/x", "HTTPS://INTERNAL.EXAMPLE.COM:1/x?q=1", "https://internal.example.co/x",
+            "https://internal.example.comm/x", "https://other.example.com:8443", "https://other.example.com:8444/x",
+            "https://other.example.com/x", "https://user@internal.example.com/x",
+            "https://user@other.example.com:8443/",
+            "http://[::1]:9000/x", "http://[::1]:9001/x", "https://internal.example.com/a%20b",
+            "https://x.example.com/x",
+            "https://api.example.com/x", "http://localhost:8086/api/v2/write", "http://localhost:8087/api/v2/write",
+        ]
+        var leftOut: [String] = []
+        for url in urls {
+            let recordedBefore = agent.pendingPoints().count
+            agent.record(Self.sample(url))
+            let recorded = agent.pendingPoints().count > recordedBefore
+            #expect(agent.isExcluded(URL(string: url)!) == !recorded, "\(url)")
+            if !recorded { leftOut.append(url) }
+        }
+        #expect(
+            leftOut == [
+                "https://internal.example.com/x", "HTTPS://INTERNAL.EXAMPLE.COM:1/x?q=1",
+                "https://other.example.com:8443",
+                "https://user@internal.example.com/x", "https://user@other.example.com:8443/", "http://[::1]:9000/x",
+                "https://internal.example.com/a%20b",
+            ]
+        )
+    }
+
     /// A request whose start no instant can hold (a clock gone wrong, a decoded date of 1e300 seconds)
     /// is refused and counted as invalid, never a crash; the interval aggregate still counts it.
     @Test func aStartNoInstantCanHoldIsRefusedAndCounted() throws {

@@ -15,14 +15,17 @@ struct ResolvedAuthority {
 /// them in place (nothing allocated on a hit).
 ///
 /// A host tag depends on what the ``HostLearner`` learned: every slot holds the generation of the
-/// rendered series it was resolved under (a learned host position bumps it), and is used for a later
-/// generation only for what does not depend on it (the parts and the exclusion).
+/// rendered series it was resolved under (a learned host position bumps it), and is used under that
+/// generation only.
 ///
 /// ```swift
 /// let authorities = AuthorityCache()
 /// let (resolved, path) = authorities.resolve(url, text: url.absoluteString, generation: 0) { parts in … }
 /// ```
-final class AuthorityCache: Sendable {
+///
+/// `@unchecked Sendable` because only the record loop touches it (as it renders a series): it takes no
+/// lock. Whether a request is left out is asked on its own thread, of ``ExcludedHosts``, not here.
+final class AuthorityCache: @unchecked Sendable {
     private struct Slot {
         var bytes: [UInt8]
         var resolved: ResolvedAuthority
@@ -30,7 +33,7 @@ final class AuthorityCache: Sendable {
     }
 
     private static let slotCount = 64
-    private let slots = Locked([Slot?](repeating: nil, count: AuthorityCache.slotCount))
+    @exclusivity(unchecked) private var slots = [Slot?](repeating: nil, count: AuthorityCache.slotCount)
 
     /// The resolved authority of `sample`'s URL (whose absolute string is `text`) under `generation`, and its path
     /// (as `URL.path` gives it); `resolve` works it out from the URL's lowercased parts when no slot holds it.
@@ -44,17 +47,13 @@ final class AuthorityCache: Sendable {
             guard let (_, _, _, path) = URLParts.split(bytes) else { return nil }
             let authority = UnsafeBufferPointer(rebasing: bytes[..<path.lowerBound])
             let slot = Self.slot(of: authority)
-            let found = slots.withLock { slots -> ResolvedAuthority? in
-                guard let held = slots[slot], held.generation == generation, Self.equal(held.bytes, authority) else {
-                    return nil
-                }
-                return held.resolved
+            if let held = slots[slot], held.generation == generation, Self.equal(held.bytes, authority) {
+                return (held.resolved, path)
             }
-            if let found { return (found, path) }
             let parts = URLParts(plain: text, readingPath: false)!.lowercased()
             let resolved = resolve(parts)
             let stored = Slot(bytes: Array(authority), resolved: resolved, generation: generation)
-            slots.withLock { $0[slot] = stored }
+            slots[slot] = stored
             return (resolved, path)
         }
         if let (resolved, path) = plain ?? nil {
@@ -67,32 +66,6 @@ final class AuthorityCache: Sendable {
         let parts = URLParts(url, text: text).lowercased()
         return (resolve(parts), Substring(parts.path))
     }
-
-    /// Whether requests to a URL whose absolute string is `text` are left out: from its slot when one
-    /// holds its authority (whatever its generation: exclusion does not change), else worked out by
-    /// `exclusion` from its lowercased parts and kept (with no host tag, for no generation); `nil` when
-    /// the URL is not a plain one.
-    func isExcluded(_ text: String, exclusion: (URLParts) -> Bool) -> Bool? {
-        text.utf8.withContiguousStorageIfAvailable { bytes -> Bool? in
-            guard let (_, _, _, path) = URLParts.split(bytes) else { return nil }
-            let authority = UnsafeBufferPointer(rebasing: bytes[..<path.lowerBound])
-            let slot = Self.slot(of: authority)
-            let found = slots.withLock { slots -> Bool? in
-                guard let held = slots[slot], Self.equal(held.bytes, authority) else { return nil }
-                return held.resolved.excluded
-            }
-            if let found { return found }
-            let parts = URLParts(plain: text, readingPath: false)!.lowercased()
-            let excluded = exclusion(parts)
-            let resolved = ResolvedAuthority(parts: parts, excluded: excluded, hostTag: "")
-            let stored = Slot(bytes: Array(authority), resolved: resolved, generation: Self.noGeneration)
-            slots.withLock { $0[slot] = stored }
-            return excluded
-        } ?? nil
-    }
-
-    /// The generation of a slot whose host tag was not worked out: no rendered series has it.
-    private static let noGeneration = UInt64.max
 
     private static func slot(of authority: UnsafeBufferPointer<UInt8>) -> Int {
         Int(truncatingIfNeeded: SeriesCache.hash(authority, statusCode: nil)) & (slotCount - 1)

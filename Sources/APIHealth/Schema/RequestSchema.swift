@@ -9,11 +9,8 @@ final class RequestSchema: Sendable {
     private let learner: EndpointLearner
     /// Folds the host names of the `host` tag.
     let hostLearner: HostLearner
-    /// The excluded hosts, lowercased, each entry whole: a request to one of them on any port is left out.
-    private let excludedHosts: Set<String>
-    /// The entries of `excludedHosts` that end in `:port`, split: a request to that host on that port is
-    /// left out (looked up without writing `host:port` out for every request).
-    private let excludedHostPorts: Set<HostAndPort>
+    /// The hosts whose requests are left out: the destinations and the configured ones.
+    private let excludedHosts: ExcludedHosts
     /// Decides, once per series, whether its requests succeed.
     private let successPolicy: SuccessPolicy
     /// The capture filter, if one is configured.
@@ -61,19 +58,11 @@ final class RequestSchema: Sendable {
             rules: configuration.capture.hostRules,
             renderedSeries: rendered
         )
-        var excluded = Set(configuration.capture.excludedHosts.map { $0.lowercased() })
-        // The destination is excluded by host and port, so other services on its host are still seen.
-        for destination in configuration.destinations {
-            for url in destination.urls { excluded.insert(Self.hostTag(url)) }
-        }
-        self.excludedHosts = excluded
-        self.excludedHostPorts = Set(
-            excluded.compactMap { entry in
-                guard let colon = entry.lastIndex(of: ":"), let port = Int(entry[entry.index(after: colon)...]),
-                    entry[entry.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber })
-                else { return nil }
-                return HostAndPort(name: String(entry[..<colon]), port: port)
-            }
+        // A destination is excluded by host and port, so other services on its host are still seen.
+        self.excludedHosts = ExcludedHosts(
+            entries: configuration.capture.excludedHosts.union(
+                configuration.destinations.flatMap { $0.urls.map(Self.hostTag) }
+            )
         )
         self.successPolicy = SuccessPolicy(configuration.capture.successRules)
         self.filter = configuration.capture.filter
@@ -150,26 +139,12 @@ final class RequestSchema: Sendable {
         return port.map { "\(host):\($0)" } ?? host
     }
 
-    /// Whether requests to `url` are left out (its text read in place when it is a plain URL).
+    /// Whether requests to `url` are left out (its text read in place when it is a plain URL). Asked
+    /// on a request's own thread, before it is hooked.
     func isExcluded(_ url: URL) -> Bool {
         let text = url.absoluteString
-        if let excluded = authorities.isExcluded(text, exclusion: isExcluded) { return excluded }
-        return isExcluded(URLParts(url, text: text, readingPath: false).lowercased())
-    }
-
-    /// Whether requests to a URL with `parts` (its host lowercased) are left out (the write
-    /// destinations, configured hosts).
-    func isExcluded(_ parts: URLParts) -> Bool {
-        guard let name = parts.host else { return true }
-        if excludedHosts.isEmpty { return false }
-        if excludedHosts.contains(name) { return true }
-        guard let port = parts.port, !excludedHostPorts.isEmpty else { return false }
-        return excludedHostPorts.contains(HostAndPort(name: name, port: port))
-    }
-
-    private struct HostAndPort: Hashable {
-        var name: String
-        var port: Int
+        if let excluded = excludedHosts.excludes(urlText: text) { return excluded }
+        return excludedHosts.excludes(URLParts(url, text: text, readingPath: false).lowercased())
     }
 
     /// The templated path (a user rule's, else a learned one), or the overflow value once the cap of
@@ -227,7 +202,7 @@ final class RequestSchema: Sendable {
     ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
         let url = sample.urlText
         let (authority, urlPath) = authorities.resolve(sample, text: url, generation: generation) { parts in
-            let excluded = isExcluded(parts)
+            let excluded = excludedHosts.excludes(parts)
             return ResolvedAuthority(parts: parts, excluded: excluded, hostTag: excluded ? "" : foldedHostTag(parts))
         }
         guard !authority.excluded else { return nil }

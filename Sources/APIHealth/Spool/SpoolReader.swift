@@ -218,35 +218,40 @@ public struct SpoolReader: Sendable {
             }
             // Checking lines is the costly part of reading a large segment: spread it over the cores.
             let chunks = ranges.count >= 2_048 ? ProcessInfo.processInfo.activeProcessorCount : 1
-            let verdicts = Locked([Int: LineParseError?]())
-            // The buffer outlives concurrentPerform, which returns only when every chunk is done.
-            let shared = ReadOnlyBytes(buffer: buffer, ranges: ranges)
-            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                let buffer = shared.buffer
-                let ranges = shared.ranges
-                let parser = LineParser()
-                var local: [Int: LineParseError?] = [:]
-                var index = chunk * ranges.count / chunks
-                let end = (chunk + 1) * ranges.count / chunks
-                while index < end {
-                    let line = (number: index + 1, range: ranges[index])
-                    do {
-                        if try !parser.validateLine(
-                            UnsafeBufferPointer(rebasing: buffer[line.range]),
-                            lineNumber: line.number
-                        ) {
-                            local[index] = .some(nil)
+            // Each chunk's verdicts go to a slot of its own, so the chunks share nothing they write. The
+            // buffer and the slots outlive concurrentPerform, which returns only when every chunk is done.
+            let verdictsByChunk = [[Int: LineParseError?]](unsafeUninitializedCapacity: chunks) { slots, initialized in
+                let shared = ChunkWork(buffer: buffer, ranges: ranges, verdicts: slots.baseAddress!)
+                DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+                    let buffer = shared.buffer
+                    let ranges = shared.ranges
+                    let parser = LineParser()
+                    var local: [Int: LineParseError?] = [:]
+                    var index = chunk * ranges.count / chunks
+                    let end = (chunk + 1) * ranges.count / chunks
+                    while index < end {
+                        let line = (number: index + 1, range: ranges[index])
+                        do {
+                            if try !parser.validateLine(
+                                UnsafeBufferPointer(rebasing: buffer[line.range]),
+                                lineNumber: line.number
+                            ) {
+                                local[index] = .some(nil)
+                            }
+                        } catch {
+                            local[index] = .some(
+                                error as? LineParseError
+                                    ?? LineParseError(line: line.number, column: 1, reason: "\(error)")
+                            )
                         }
-                    } catch {
-                        local[index] = .some(
-                            error as? LineParseError ?? LineParseError(line: line.number, column: 1, reason: "\(error)")
-                        )
+                        index += 1
                     }
-                    index += 1
+                    (shared.verdicts + chunk).initialize(to: local)
                 }
-                verdicts.withLock { $0.merge(local) { first, _ in first } }
+                initialized = chunks
             }
-            let skipped = verdicts.withLock { $0 }
+            var skipped: [Int: LineParseError?] = [:]
+            for verdicts in verdictsByChunk { skipped.merge(verdicts) { first, _ in first } }
             lines.reserveCapacity(ranges.count)
             for (index, line) in ranges.enumerated() {
                 switch skipped[index] {
@@ -335,8 +340,10 @@ private final class DirectoryHandle: Sendable {
     }
 }
 
-/// Bytes and line ranges read by several threads at once while their owner waits.
-private struct ReadOnlyBytes: @unchecked Sendable {
+/// Bytes and line ranges read by several threads at once while their owner waits, and a slot for
+/// each chunk's verdicts, initialized by that chunk's thread alone.
+private struct ChunkWork: @unchecked Sendable {
     let buffer: UnsafeBufferPointer<UInt8>
     let ranges: [Range<Int>]
+    let verdicts: UnsafeMutablePointer<[Int: LineParseError?]>
 }
