@@ -75,7 +75,7 @@ extension APIHealthAgent {
         _ module: String,
         data: Data?
     ) {
-        guard configuration.isEnabled, let url = RequestObservation.parsedURL(request.url) else { return }
+        guard configuration.isEnabled, let url = URLText.url(request.url) else { return }
         recordParseFailure(
             method: request.method.rawValue,
             url: url,

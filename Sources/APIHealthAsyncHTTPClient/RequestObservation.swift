@@ -173,18 +173,6 @@ package final class RequestObservation: EndedRequestSource {
         return .bytes(first)
     }
 
-    /// URLs with a host parsed lately, by their text (see ``ParsedURLCache``).
-    private static let parsed = ParsedURLCache()
-
-    package static func parsedURL(_ text: String) -> URL? {
-        parsed.url(for: text)
-    }
-
-    /// `text`, or its URL when it is not plain enough to keep (see ``ParsedURLCache/kept(_:)``).
-    static func keptURL(_ text: String) -> KeptURL? {
-        parsed.kept(text)
-    }
-
     /// Whether `error` says this machine's network is down or has no route out (`ENETDOWN`, `ENETUNREACH`), on
     /// every address a connection tried.
     static func isNetworkDown(_ error: any Error) -> Bool {
@@ -250,7 +238,7 @@ struct StartedRequest: Sendable {
     /// `correlationHeaders` (the request's before the response's); `nil` for a URL without a host.
     func sample(progress: RequestProgress, correlationHeaders: [String]) -> RequestSample? {
         // A plain URL stays text (the agent reads it as text); any other is parsed, and needs a host.
-        guard let kept = RequestObservation.keptURL(url) else { return nil }
+        guard let kept = URLText.kept(url) else { return nil }
         let correlationID = traceID ?? correlationID(correlationHeaders, responseHeaders: progress.responseHeaders)
         var sample = RequestSample(
             method: method,

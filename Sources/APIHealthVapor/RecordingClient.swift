@@ -61,9 +61,7 @@ struct RecordingClient: Client {
     /// Vapor's client sends requests through AsyncHTTPClient's delegate API, which injects no trace
     /// headers of its own, so the request's headers are the whole story.
     private func propagateTrace(into headers: inout HTTPHeaders, url: String) {
-        guard !headers.contains(name: "traceparent"), let parsed = RequestObservation.parsedURL(url),
-            let trace = agent.traceHeaders(for: parsed)
-        else { return }
+        guard !headers.contains(name: "traceparent"), let trace = agent.traceHeaders(forURLText: url) else { return }
         headers.add(name: "traceparent", value: trace.traceparent)
         if let state = trace.tracestate, !headers.contains(name: "tracestate") {
             headers.add(name: "tracestate", value: state)

@@ -265,18 +265,23 @@ private func withParentSpan<T>(_ body: () async throws -> T) async rethrows -> T
         var configuration = APIHealthConfiguration(serviceName: "trace-tests")
         configuration.spool = nil
         configuration.capture.tracePropagation = .w3c(
-            firstPartyHosts: ["api.example.com", "billing.example.com:8443", "*.internal.example.com"]
+            firstPartyHosts: ["api.example.com", "billing.example.com:8443", "*.internal.example.com", "[::1]:9000"]
         )
         let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "trace-tests"))
         let expected: [(String, Bool)] = [
             ("https://api.example.com/x", true), ("http://API.example.com:8080/x", true),
             ("https://billing.example.com:8443/x", true), ("https://billing.example.com/x", false),
-            ("https://a.internal.example.com/x", true), ("https://internal.example.com/x", false),
-            ("https://api.example.com.evil.com/x", false), ("https://example.com/x", false),
+            ("HTTP://billing.example.com:8443", true), ("https://a.internal.example.com/x", true),
+            ("https://internal.example.com/x", false), ("https://api.example.com.evil.com/x", false),
+            ("https://example.com/x", false), ("https://user@api.example.com/x", true),
+            ("https://api.example.com/a%20b", true), ("http://[::1]:9000/x", true), ("http://[::1]:9001/x", false),
         ]
         for (url, firstParty) in expected {
             #expect((agent.traceHeaders(for: URL(string: url)!) != nil) == firstParty, "\(url)")
+            // AsyncHTTPClient's and Vapor's requests give their URL as text: read in place when plain.
+            #expect((agent.traceHeaders(forURLText: url) != nil) == firstParty, "\(url) as text")
         }
+        #expect(agent.traceHeaders(forURLText: "not a url") == nil)
         for hosts in [[], ["api.example.com/path"], ["*"]] {
             configuration.capture.tracePropagation = .w3c(firstPartyHosts: hosts)
             #expect(throws: APIHealthConfiguration.Error.self, "\(hosts)") { try configuration.validate() }

@@ -125,6 +125,13 @@ struct TraceInjection: Sendable {
     func isFirstParty(_ url: URL) -> Bool {
         hosts.contains { $0.matches(url) }
     }
+
+    /// Whether requests to the URL written `text` get trace headers: read from the text when it is a
+    /// plain URL (``URLParts``), else parsed.
+    func isFirstParty(urlText text: String) -> Bool {
+        if let parts = URLParts(plain: text, readingPath: false) { return hosts.contains { $0.matches(parts) } }
+        return URLText.url(text).map(isFirstParty) ?? false
+    }
 }
 
 extension APIHealthAgent {
@@ -168,8 +175,19 @@ extension APIHealthAgent {
 
     /// The trace id of the calling task's context when trace propagation is configured for `url`'s host:
     /// for a client that propagates the context itself (AsyncHTTPClient with a tracer of its own).
-    package func currentTraceID(for url: URL) -> String? {
-        guard configuration.isEnabled, let injection = traceInjection, injection.isFirstParty(url) else { return nil }
+    package func currentTraceID(forURLText url: String) -> String? {
+        guard configuration.isEnabled, let injection = traceInjection, injection.isFirstParty(urlText: url) else {
+            return nil
+        }
         return injection.source.currentTraceID()
+    }
+
+    /// ``traceHeaders(for:)`` for a URL given as text (AsyncHTTPClient's and Vapor's requests), read
+    /// without parsing it when it is plain.
+    package func traceHeaders(forURLText url: String) -> TraceHeaders? {
+        guard configuration.isEnabled, let injection = traceInjection, injection.isFirstParty(urlText: url) else {
+            return nil
+        }
+        return injection.source.traceHeaders()
     }
 }

@@ -15,6 +15,25 @@ package enum URLText {
         } ?? false
     }
 
+    /// What a sample keeps of the URL `text`: the text itself when ``isSafe(_:)`` (nothing parsed), else
+    /// its URL; `nil` when it does not parse or has no host. Nothing is cached: the check reads the text
+    /// once, and a URL that is not plain (an escape, a user, an IPv6 literal) is parsed each time.
+    ///
+    /// ```swift
+    /// URLText.kept("https://api.example.com/users/1")  // .text, not parsed
+    /// ```
+    package static func kept(_ text: String) -> KeptURL? {
+        if isSafe(text) { return .text(text) }
+        guard let url = URL(string: text), url.host != nil else { return nil }
+        return .url(url)
+    }
+
+    /// The URL `text` names if it has a host, else `nil` (parsed each time).
+    package static func url(_ text: String) -> URL? {
+        guard let url = URL(string: text), url.host != nil else { return nil }
+        return url
+    }
+
     private static func safe(_ byte: UInt8) -> Bool {
         byte < 64 ? safeBelow64 >> byte & 1 == 1 : byte < 128 && safeFrom64 >> (byte - 64) & 1 == 1
     }
@@ -23,6 +42,13 @@ package enum URLText {
     private static var safeBelow64: UInt64 { 0xAFFF_FFD2_0000_0000 }
     /// The safe bytes from 64 to 127, one bit each: the letters and `_~@`.
     private static var safeFrom64: UInt64 { 0x47FF_FFFE_87FF_FFFF }
+}
+
+/// A URL as a sample keeps it (see ``URLText/kept(_:)``).
+package enum KeptURL: Sendable {
+    /// Text that `URL(string:)` takes unchanged.
+    case text(String)
+    case url(URL)
 }
 
 extension RequestSample {

@@ -55,10 +55,15 @@ struct HostPattern: Sendable, Hashable {
 
     /// Whether `url`'s host is one this pattern names (its port the scheme's default when it names none).
     func matches(_ url: URL) -> Bool {
-        guard var host = url.host?.lowercased() else { return false }
+        matches(URLParts(scheme: url.scheme, host: url.host, port: url.port, path: ""))
+    }
+
+    /// Whether the host of a URL with `parts` is one this pattern names (its port the scheme's default
+    /// when it names none).
+    func matches(_ parts: URLParts) -> Bool {
+        guard var host = parts.host?.lowercased() else { return false }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let port =
-            url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
-        return matches(host: host, port: port)
+        let scheme = parts.scheme?.lowercased()
+        return matches(host: host, port: parts.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil))
     }
 }
