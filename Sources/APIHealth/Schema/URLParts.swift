@@ -67,15 +67,14 @@ struct URLParts: Equatable {
         index += 3
         let hostStart = index
         var colon: Int?
+        // Most bytes are none of the few the loops look for: one test of a bit tells (the split is on the
+        // path of every request to a URL not seen before).
         while index < count {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
-            // A user, an IPv6 literal, an escape or anything not ASCII: Foundation's reading.
-            if byte == UInt8(ascii: "@") || byte == UInt8(ascii: "[") || byte == UInt8(ascii: "%") || byte >= 0x80 {
-                return nil
-            }
-            if byte == UInt8(ascii: ":") {
-                guard colon == nil else { return nil }
+            if isAmong(byte, below64: hostStopsBelow64, from64: hostStopsFrom64) {
+                if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
+                // A user, an IPv6 literal, an escape or anything not ASCII: Foundation's reading.
+                guard byte == UInt8(ascii: ":"), colon == nil else { return nil }
                 colon = index
             }
             index += 1
@@ -98,8 +97,11 @@ struct URLParts: Equatable {
         let pathStart = index
         while index < count {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
-            if byte == UInt8(ascii: "%") || byte == UInt8(ascii: ";") || byte >= 0x80 { return nil }
+            if isAmong(byte, below64: pathStopsBelow64, from64: 0) {
+                if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
+                // An escape, a parameter or anything not ASCII: Foundation's reading.
+                return nil
+            }
             index += 1
         }
         var pathEnd = index
@@ -107,6 +109,19 @@ struct URLParts: Equatable {
         while pathEnd - pathStart > 1, bytes[pathEnd - 1] == UInt8(ascii: "/") { pathEnd -= 1 }
         return (0..<schemeEnd, hostStart..<hostEnd, port, pathStart..<pathEnd)
     }
+
+    /// Whether `byte` is one of a set of bytes, given as one bit each below 64 and from 64 to 127, or
+    /// is not ASCII.
+    @inline(__always)
+    private static func isAmong(_ byte: UInt8, below64: UInt64, from64: UInt64) -> Bool {
+        byte < 64 ? below64 >> byte & 1 == 1 : byte >= 128 || from64 >> (byte & 63) & 1 == 1
+    }
+
+    /// The bytes the host stops at: `/?#:` (the end of the authority, a port) and `@[%` (left to Foundation).
+    private static var hostStopsBelow64: UInt64 { 0x8400_8028_0000_0000 }
+    private static var hostStopsFrom64: UInt64 { 0x0800_0001 }
+    /// The bytes the path stops at: `?#` (its end) and `%;` (left to Foundation).
+    private static var pathStopsBelow64: UInt64 { 0x8800_0028_0000_0000 }
 
     private static func isSchemeByte(_ byte: UInt8, first: Bool) -> Bool {
         let letter = (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
