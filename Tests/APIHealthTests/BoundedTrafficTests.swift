@@ -163,7 +163,7 @@ import Testing
         #expect(Set(raw.map { $0.tags }).count == 11, "ten raw series and one overflow series")
         let metrics = agent.metrics
         #expect(metrics.endpointLimit == 10 && metrics.endpoints == 10 && metrics.requestsOverflowed == 120)
-        let health = AgentHealthPoint.make(metrics, schema: agent.schema, configuration: agent.configuration)
+        let health = AgentHealthPoint.make(metrics, tags: agent.everyPointTags, configuration: agent.configuration)
         #expect(health.fields.contains { $0.key == "requests_overflowed" && $0.value == .uint(120) })
         #expect(health.fields.contains { $0.key == "endpoint_limit" && $0.value == .uint(10) })
         agent.recordIntervalPoints(endingAt: Self.end(1))

@@ -110,7 +110,7 @@ import FoundationNetworking
         let configuration = APIHealthConfiguration(serviceName: "filter")
         let point = AgentHealthPoint.make(
             metrics,
-            schema: RequestSchema(configuration: configuration),
+            tags: configuration.everyPointTags,
             configuration: configuration
         )
         #expect(point.field(PointSchema.AgentField.requestsFiltered) == .uint(3))

@@ -120,6 +120,51 @@ import FoundationNetworking
         #expect(learner.everyPointTags.filter { $0.key == "country" } == [Point.Tag("country", "DE")])
     }
 
+    /// The Apple platforms' hook reads the header as a response arrives, apart from the sample: the value
+    /// goes through the intake to the record loop's learner, in order with the samples, and what it
+    /// learns (the tags, the values ignored, the country to keep) is published for the health point,
+    /// `metrics` and the spool worker.
+    @Test func aHeaderSeenApartFromItsSampleTagsTheSamplesAfterIt() throws {
+        var configuration = APIHealthConfiguration(serviceName: "country")
+        configuration.spool = nil
+        configuration.capture.countryHeader = "CF-IPCountry"
+        configuration.capture.rawPoints = .all
+        let agent = try APIHealthAgent(configuration: configuration, logger: Logger(label: "country"))
+        let hook = CaptureRecorder(agent: agent)
+        func response(_ country: String) -> HTTPURLResponse? {
+            HTTPURLResponse(
+                url: URL(string: "https://api.example.com/x")!,
+                statusCode: 200,
+                httpVersion: nil,
+                headerFields: ["CF-IPCountry": country]
+            )
+        }
+        func record() {
+            agent.record(
+                RequestSample(
+                    method: "GET",
+                    url: URL(string: "https://api.example.com/x")!,
+                    module: "m",
+                    startedAt: Date(),
+                    duration: .milliseconds(5),
+                    statusCode: 200
+                )
+            )
+        }
+        record()
+        hook.observeCountry(in: response("BR"))
+        record()
+        hook.observeCountry(in: response("XX"))
+        record()
+        let countries = agent.pendingPoints().filter { $0.measurement == PointSchema.Measurement.request }
+            .map { point in point.tags.first { $0.key == "country" }?.value ?? "-" }
+        #expect(countries == ["-", "BR", "BR"])
+        #expect(agent.metrics.countryValuesIgnored == 1)
+        #expect(agent.everyPointTags.contains(Point.Tag("country", "BR")))
+        #expect(agent.pending.takeUnkeptCountry() == "BR")
+        #expect(agent.pending.takeUnkeptCountry() == nil, "kept once")
+    }
+
     /// Real requests through an instrumented URLSession to a loopback API whose CDN header says where the
     /// client is: the points carry the country the server saw, from the response that said it on.
     @Test func urlSessionRequestsLearnTheCountryFromTheResponseHeader() async throws {
@@ -165,7 +210,11 @@ import FoundationNetworking
             by: { point in point.tags.first { $0.key == "country" }?.value ?? "-" }
         ).mapValues { $0.reduce(0) { $0 + (Self.int($1, "count") ?? 0) } }
         #expect(counts == ["BR": 5, "DE": 2], "\(counts)")
-        let health = AgentHealthPoint.make(agent.metrics, schema: agent.schema, configuration: agent.configuration)
+        let health = AgentHealthPoint.make(
+            agent.metrics,
+            tags: agent.everyPointTags,
+            configuration: agent.configuration
+        )
         #expect(health.tags.contains(Point.Tag("country", "DE")))
         #expect(health.fields.contains(Point.Field("country_values_ignored", .uint(1))))
         await agent.shutdown(deadline: .seconds(5))

@@ -66,7 +66,7 @@ import FoundationNetworking
         }
         let health = AgentHealthPoint.make(
             AgentMetrics(),
-            schema: RequestSchema(configuration: agent.configuration),
+            tags: agent.configuration.everyPointTags,
             configuration: agent.configuration,
             at: Self.end
         )

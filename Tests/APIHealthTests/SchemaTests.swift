@@ -66,7 +66,7 @@ struct User: Decodable {
         #expect(paths == ["/a", "/b", "/c", "{overflow}", "{overflow}", "/a"])
         let selfMetrics = AgentHealthPoint.make(
             agent.metrics,
-            schema: RequestSchema(configuration: agent.configuration),
+            tags: agent.configuration.everyPointTags,
             configuration: agent.configuration
         )
         #expect(selfMetrics.field("paths_overflowed") != nil)

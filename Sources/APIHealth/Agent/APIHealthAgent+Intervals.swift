@@ -76,10 +76,7 @@ extension APIHealthAgent {
         let intervalEnd = IntervalEnd(stamp: installStamp(ofIntervalEndingAt: end))
         guard recorder.endInterval(intervalEnd, now: clock.coarseNow) else { return false }
         handToObservers(intervalEnd.points)
-        lossReporter.reportEndpointOverflow(
-            requests: pending.currentMetrics.requestsOverflowed,
-            limit: aggregator.options.maximumEndpoints
-        )
+        lossReporter.reportEndpointOverflow(pending, limit: aggregator.options.maximumEndpoints)
         return true
     }
 
@@ -149,11 +146,15 @@ extension APIHealthAgent {
         if first { pending.record(healthPoint(), now: clock.now, afterClose: true) }
     }
 
+    /// `service`, `instance` and the global tags, with the country the record loop learned so far (as it
+    /// published it).
+    var everyPointTags: [Point.Tag] { pending.publishedCountry?.everyPointTags ?? schema.configuredTags }
+
     /// The agent's health point now, from its counters as they are.
     private func healthPoint() -> Point {
         AgentHealthPoint.make(
             completed(pending.currentMetrics),
-            schema: schema,
+            tags: everyPointTags,
             configuration: configuration,
             at: nowTimestamp
         )

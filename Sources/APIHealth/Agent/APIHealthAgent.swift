@@ -298,6 +298,14 @@ public final class APIHealthAgent: Sendable, Service {
         }
     }
 
+    /// Hands the country header's `value`, read from a response as it arrives, to the record loop's
+    /// learner (the Apple platforms' hook, whose samples come without their response's headers).
+    func observeCountryHeader(_ value: String) {
+        guard configuration.isEnabled else { return }
+        // Once intake has closed there is nothing left to tag: the value is let go.
+        _ = recorder.intake.enqueue(DeferredSample(now: clock.coarseNow, source: .countryHeader(value)))
+    }
+
     /// Records any point through the same batches, spool and shipper (a metrics backend's, or your own).
     ///
     /// ```swift
@@ -362,7 +370,7 @@ public final class APIHealthAgent: Sendable, Service {
         var metrics = batchMetrics
         metrics.requestsUncaptured = requestsUncaptured
         metrics.metricsOverflowed = kept.withLock { $0.metricsOverflowed }
-        metrics.countryValuesIgnored = schema.countryValuesIgnored
+        metrics.countryValuesIgnored = pending.publishedCountry?.ignored ?? 0
         metrics.clockOffset = clockCorrection?.offset
         metrics.clockOffsetUncertainty = clockCorrection?.uncertainty
         metrics.clockReadingsIgnored = clockCorrection?.ignoredReadings ?? 0

@@ -6,7 +6,7 @@ import LineProtocol
 enum AgentHealthPoint {
     static func make(
         _ metrics: AgentMetrics,
-        schema: RequestSchema,
+        tags: [Point.Tag],
         configuration: APIHealthConfiguration,
         at timestamp: Timestamp = .systemNow()
     ) -> Point {
@@ -59,7 +59,7 @@ enum AgentHealthPoint {
         }
         return Point(
             measurement: configuration.agentMeasurement,
-            tags: schema.everyPointTags,
+            tags: tags,
             fields: fields,
             timestamp: timestamp
         )

@@ -1,23 +1,30 @@
 import Logging
 
-/// Says each kind of loss once at `warning` while the agent runs, and every loss in one warning at
-/// shutdown: a library says a problem once, not per point.
-final class LossReporter: Sendable {
-    /// Losses already reported at warning, so each kind is said once.
-    private struct Reported {
-        /// Destinations whose backlog reached its cap.
-        var droppedAtCap: Set<Int> = []
+/// The losses said at warning already, so that each kind is said once: kept by ``PendingBatches``
+/// beside the counts that tell of them, under the same lock.
+struct ReportedLosses {
+    enum Loss: Hashable {
+        /// A destination's backlog reached its cap.
+        case droppedAtCap(Int)
         /// A producer recorded after intake closed.
-        var recordedAfterStop = false
+        case recordedAfterStop
         /// Requests went to the overflow series past the endpoint cap.
-        var endpointsOverflowed = false
+        case endpointsOverflowed
     }
 
+    private var reported: Set<Loss> = []
+
+    /// Whether `loss` was not reported yet; it counts as reported from now on.
+    mutating func firstTime(_ loss: Loss) -> Bool { reported.insert(loss).inserted }
+}
+
+/// Says each kind of loss once at `warning` while the agent runs, and every loss in one warning at
+/// shutdown: a library says a problem once, not per point. Which were said is the batches' to keep
+/// (``ReportedLosses``).
+struct LossReporter: Sendable {
     /// The destinations' names, by index, for the warnings.
     private let destinationNames: [String]
     private let logger: Logger
-    /// Guards which losses were reported. A leaf of the lock order.
-    private let reported = Locked(Reported())
 
     /// A reporter that has said nothing yet.
     ///
@@ -34,12 +41,7 @@ final class LossReporter: Sendable {
     ///
     /// - Parameter pending: The agent's batches.
     func noticeIfStopped(_ pending: PendingBatches) {
-        guard pending.isClosed else { return }
-        let first = reported.withLock { reported -> Bool in
-            defer { reported.recordedAfterStop = true }
-            return !reported.recordedAfterStop
-        }
-        guard first else { return }
+        guard pending.isFirstRefusalAfterClose() else { return }
         logger.warning(
             "APIHealth was stopped before a service that still records into it; its points are dropped. List the agent before the services that record into it in the ServiceGroup (it stops services in reverse order), so it stops after them",
             metadata: ["apihealth.points.dropped_after_stop": "\(pending.droppedAfterClose)"]
@@ -50,9 +52,7 @@ final class LossReporter: Sendable {
     ///
     /// - Parameter pending: The agent's batches.
     func reportDroppedAtCap(_ pending: PendingBatches) {
-        let destinations = pending.currentMetrics.destinations
-        for (index, destination) in destinations.enumerated() where destination.pointsDropped > 0 {
-            guard reported.withLock({ $0.droppedAtCap.insert(index).inserted }) else { continue }
+        for (index, destination) in pending.destinationsFirstDroppingAtCap() {
             logger.warning(
                 "APIHealth is dropping points: the backlog for a destination reached its cap, so its oldest batches are dropped",
                 metadata: [
@@ -66,18 +66,13 @@ final class LossReporter: Sendable {
     }
 
     /// Says once, at warning, that endpoints came past the cap and their requests are counted in the
-    /// overflow series.
+    /// overflow series (nothing while none is).
     ///
     /// - Parameters:
-    ///   - requests: Requests counted in the overflow series so far (nothing is said while it is 0).
+    ///   - pending: The agent's batches, which count the requests overflowed.
     ///   - limit: The cap (``AggregationOptions/maximumEndpoints``).
-    func reportEndpointOverflow(requests: UInt64, limit: Int) {
-        guard requests > 0 else { return }
-        let first = reported.withLock { reported -> Bool in
-            defer { reported.endpointsOverflowed = true }
-            return !reported.endpointsOverflowed
-        }
-        guard first else { return }
+    func reportEndpointOverflow(_ pending: PendingBatches, limit: Int) {
+        guard let requests = pending.firstEndpointOverflow() else { return }
         logger.warning(
             "APIHealth reached its cap of distinct endpoints; the requests of further endpoints are counted in one overflow series (totals stay exact). Raise aggregation.maximumEndpoints (APIHEALTH_MAXIMUM_ENDPOINTS), or fold hosts and paths with capture.hostRules and capture.pathRules",
             metadata: [

@@ -12,6 +12,11 @@ final class PendingBatches: Sendable {
     private struct Guarded {
         var batching: BatchingState
         var departures = BatchDepartures()
+        /// The losses said at warning already, beside the counts that tell of them.
+        var reported = ReportedLosses()
+        /// What the record loop's country learner last published, and a country not yet kept.
+        var country: CountryLearner.Published?
+        var unkeptCountry: String?
     }
 
     /// Guards the batches, counters and the instants each series used: the only lock `record` takes.
@@ -256,4 +261,52 @@ final class PendingBatches: Sendable {
 
     /// The counters as they are.
     var currentMetrics: AgentMetrics { state.withLock { $0.batching.currentMetrics } }
+
+    // MARK: The country learned
+
+    /// Publishes what the record loop's ``CountryLearner`` has learned, for the threads that read it.
+    func publishCountry(_ published: CountryLearner.Published) {
+        state.withLock { state in
+            state.country = published
+            if let unkept = published.unkept { state.unkeptCountry = unkept }
+        }
+    }
+
+    /// What the country learner last published (`nil` without one).
+    var publishedCountry: CountryLearner.Published? { state.withLock { $0.country } }
+
+    /// The country learned since the last call that is not yet kept in the spool directory, if any.
+    func takeUnkeptCountry() -> String? {
+        state.withLock { state in
+            defer { state.unkeptCountry = nil }
+            return state.unkeptCountry
+        }
+    }
+
+    // MARK: Losses said once
+
+    /// Whether intake has closed and no refusal after it was reported yet (then it counts as reported).
+    func isFirstRefusalAfterClose() -> Bool {
+        state.withLock { $0.batching.isClosed && $0.reported.firstTime(.recordedAfterStop) }
+    }
+
+    /// The destinations whose backlog has dropped points at its cap and that were not reported yet
+    /// (each then counts as reported), with their counters.
+    func destinationsFirstDroppingAtCap() -> [(index: Int, metrics: DestinationMetrics)] {
+        state.withLock { state in
+            state.batching.currentMetrics.destinations.enumerated().compactMap { index, destination in
+                guard destination.pointsDropped > 0, state.reported.firstTime(.droppedAtCap(index)) else { return nil }
+                return (index, destination)
+            }
+        }
+    }
+
+    /// The requests counted in the overflow series, the first time there are any (then it counts as
+    /// reported); `nil` otherwise.
+    func firstEndpointOverflow() -> UInt64? {
+        state.withLock { state in
+            let requests = state.batching.currentMetrics.requestsOverflowed
+            return requests > 0 && state.reported.firstTime(.endpointsOverflowed) ? requests : nil
+        }
+    }
 }

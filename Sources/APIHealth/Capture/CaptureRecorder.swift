@@ -29,9 +29,9 @@ final class CaptureRecorder: SampleRecorder, @unchecked Sendable {
     }
     func recordEnded(_ request: any EndedRequestSource) { agent?.recordLater(request) }
     func observeCountry(in response: HTTPURLResponse?) {
-        guard let response, let schema = agent?.schema, let header = schema.countryLearner?.header,
+        guard let response, let agent, let header = agent.schema.countryLearner?.header,
             let value = CorrelationID.find(in: response, headers: [header])
         else { return }
-        schema.observeCountry(value)
+        agent.observeCountryHeader(value)
     }
 }

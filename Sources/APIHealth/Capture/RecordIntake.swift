@@ -22,6 +22,9 @@ struct DeferredSample {
         /// The end of an aggregation interval: the loop takes the interval points, which count every
         /// request queued before it.
         case intervalEnd(IntervalEnd)
+        /// The country header's value in a response whose sample comes without it (the Apple platforms'
+        /// hook, which reads it as the response arrives): the loop's ``CountryLearner`` takes it.
+        case countryHeader(String)
     }
 
     let now: Duration
@@ -33,7 +36,7 @@ struct DeferredSample {
         switch source {
         case .sample(let sample, _, _): sample
         case .request(let request): request.makeSample(correlationHeaders: correlationHeaders)
-        case .recorded, .parseFailure, .intervalEnd: nil
+        case .recorded, .parseFailure, .intervalEnd, .countryHeader: nil
         }
     }
 
@@ -41,7 +44,7 @@ struct DeferredSample {
     /// built by the platform's metrics carries none).
     func responseHeader(_ name: String) -> String? {
         switch source {
-        case .sample, .recorded, .parseFailure, .intervalEnd: nil
+        case .sample, .recorded, .parseFailure, .intervalEnd, .countryHeader: nil
         case .request(let request): request.responseHeader(name)
         }
     }
@@ -52,7 +55,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, _, let evidence): evidence?.servedLocally ?? false
         case .request(let request): request.servedLocally
-        case .recorded, .parseFailure, .intervalEnd: false
+        case .recorded, .parseFailure, .intervalEnd, .countryHeader: false
         }
     }
 
@@ -61,7 +64,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, _, let evidence): evidence
         case .request(let request): request.cacheEvidence()
-        case .recorded, .parseFailure, .intervalEnd: nil
+        case .recorded, .parseFailure, .intervalEnd, .countryHeader: nil
         }
     }
 
@@ -70,7 +73,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, let request, _): request
         case .request(let request): request.urlRequest
-        case .recorded, .parseFailure, .intervalEnd: nil
+        case .recorded, .parseFailure, .intervalEnd, .countryHeader: nil
         }
     }
 
@@ -79,7 +82,7 @@ struct DeferredSample {
         switch source {
         case .sample(_, let request, _): SentRequest(request)
         case .request(let request): SentRequest(request)
-        case .recorded, .parseFailure, .intervalEnd: SentRequest()
+        case .recorded, .parseFailure, .intervalEnd, .countryHeader: SentRequest()
         }
     }
 }

@@ -2,35 +2,41 @@ import LineProtocol
 
 /// The `country` tag learned from a response header the API's CDN adds (``APIHealthConfiguration/CaptureOptions/countryHeader``):
 /// the country the server saw this client in. The tag changes once per change of the header's value,
-/// never per request: while the value stays the same, a response costs one short lock and a comparison.
+/// never per request: while the value stays the same, a response costs a comparison.
 ///
 /// A value that is no ``CountryCode`` (`XX`, `T1`, a typo) is ignored and counted
 /// (``AgentMetrics/countryValuesIgnored``); the caller says it once at `warning`.
 ///
 /// A country learned is kept across launches: the spool worker writes it to the spool directory
-/// (``takeUnkept()``), and the next launch starts from it (`learned`), so installs that cannot reach the
-/// API, the outage the tag exists for, are still tagged with where they are.
+/// (``Published/unkept``), and the next launch starts from it (`learned`), so installs that cannot reach
+/// the API, the outage the tag exists for, are still tagged with where they are.
+///
+/// Only the record loop touches a learner (it takes every response's header, the Apple platforms' hook's
+/// through the intake), so it takes no lock; what others read (the health point's tags, the count of
+/// values ignored, the country to keep) the loop publishes when it changes (``published``).
 ///
 /// ```swift
 /// let learner = CountryLearner(header: "CloudFront-Viewer-Country", everyPointTags: configuration.everyPointTags)
-/// if case .changed(let tags) = learner.observe("BR") { /* render new series with `tags` */ }
+/// if case .changed(let country, let tags) = learner.observe("BR") { /* render new series with `tags` */ }
 /// ```
-final class CountryLearner: Sendable {
+final class CountryLearner: @unchecked Sendable {
     /// The response header read.
     let header: String
 
-    private struct State {
-        /// The last value seen, as the header had it: the same value again changes nothing.
-        var lastSeen: String?
+    /// What the loop publishes of a learner for other threads.
+    struct Published: Sendable, Equatable {
         /// `service`, `instance`, the global tags and the learned country, sorted by key.
         var everyPointTags: [Point.Tag]
+        /// Values of the header that were not country codes, since the start.
         var ignored: UInt64 = 0
         /// A country learned that is not yet kept in the spool directory.
         var unkept: String?
     }
 
-    /// Guards the learned tags, the last value seen, the count of ignored values and the country to keep.
-    private let state: Locked<State>
+    /// The last value seen, as the header had it: the same value again changes nothing.
+    @exclusivity(unchecked) private var lastSeen: String?
+    /// The tags, the count of values ignored and the country to keep, as published.
+    @exclusivity(unchecked) private(set) var published: Published
 
     /// What a value seen did.
     enum Outcome: Equatable {
@@ -50,15 +56,7 @@ final class CountryLearner: Sendable {
         if let learned = learned.flatMap({ CountryCode($0)?.code }) {
             tags = Self.tags(tags, country: learned)
         }
-        self.state = Locked(State(everyPointTags: tags))
-    }
-
-    /// The country learned since the last call that is not yet kept, if any (see the type's summary).
-    func takeUnkept() -> String? {
-        state.withLock { state in
-            defer { state.unkept = nil }
-            return state.unkept
-        }
+        self.published = Published(everyPointTags: tags)
     }
 
     private static func tags(_ tags: [Point.Tag], country: String) -> [Point.Tag] {
@@ -69,27 +67,32 @@ final class CountryLearner: Sendable {
         return tags
     }
 
+    /// What to publish now: the tags, the values ignored and the country learned since the last call
+    /// (which then counts as handed over).
+    func takePublished() -> Published {
+        defer { published.unkept = nil }
+        return published
+    }
+
     /// The tags every point carries now.
-    var everyPointTags: [Point.Tag] { state.withLock { $0.everyPointTags } }
+    var everyPointTags: [Point.Tag] { published.everyPointTags }
 
     /// Values of the header that were not country codes, since the start.
-    var ignored: UInt64 { state.withLock { $0.ignored } }
+    var ignored: UInt64 { published.ignored }
 
     /// Takes the header's `value` from one response.
     func observe(_ value: String) -> Outcome {
-        state.withLock { state in
-            if state.lastSeen == value { return .unchanged }
-            state.lastSeen = value
-            guard let country = CountryCode(value) else {
-                state.ignored &+= 1
-                return .ignored(value: String(value.prefix(64)), first: state.ignored == 1)
-            }
-            let key = PointSchema.Tag.country
-            if state.everyPointTags.contains(where: { $0.key == key && $0.value == country.code }) { return .unchanged }
-            let tags = Self.tags(state.everyPointTags, country: country.code)
-            state.everyPointTags = tags
-            state.unkept = country.code
-            return .changed(country: country.code, everyPointTags: tags)
+        if lastSeen == value { return .unchanged }
+        lastSeen = value
+        guard let country = CountryCode(value) else {
+            published.ignored &+= 1
+            return .ignored(value: String(value.prefix(64)), first: published.ignored == 1)
         }
+        let key = PointSchema.Tag.country
+        if published.everyPointTags.contains(where: { $0.key == key && $0.value == country.code }) { return .unchanged }
+        let tags = Self.tags(published.everyPointTags, country: country.code)
+        published.everyPointTags = tags
+        published.unkept = country.code
+        return .changed(country: country.code, everyPointTags: tags)
     }
 }

@@ -35,6 +35,8 @@ final class RequestRecorder: Sendable {
         self.clockCorrection = clockCorrection
         self.clock = clock
         self.cacheAdvisor = cacheAdvisor
+        // The tags a country kept by an earlier launch makes, before the loop learns any.
+        if let learner = schema.countryLearner { pending.publishCountry(learner.takePublished()) }
         intake.startsLoop { [weak self] intake in
             guard let self else { return }
             RecordLoop.start(intake: intake, recorder: self)
@@ -182,6 +184,8 @@ final class RequestRecorder: Sendable {
                 recordParseFailure(report, now: deferred.now)
             case .intervalEnd(let end):
                 end.points = recordIntervalPoints(at: end.stamp, now: deferred.now)
+            case .countryHeader(let value):
+                observeCountry(value)
             case .recorded:
                 let given = samples[nextSample].take()
                 nextSample += 1
@@ -196,7 +200,7 @@ final class RequestRecorder: Sendable {
                 }
             case .sample, .request:
                 if let countryHeader, let value = deferred.responseHeader(countryHeader) {
-                    schema.observeCountry(value)
+                    observeCountry(value)
                 }
                 if let sample = deferred.sample(correlationHeaders: correlationHeaders) {
                     record(captured: sample, of: deferred, restamping: &restamping)
@@ -225,6 +229,13 @@ final class RequestRecorder: Sendable {
         } else {
             record(sample, request: deferred.request, now: deferred.now)
         }
+    }
+
+    /// Takes the country header's `value` from a response and publishes what the learner then has
+    /// new (tags, a value ignored, a country to keep) for the threads that read it.
+    private func observeCountry(_ value: String) {
+        guard schema.observeCountry(value), let learner = schema.countryLearner else { return }
+        pending.publishCountry(learner.takePublished())
     }
 
     /// Takes the interval points of every endpoint aggregate, stamped `stamp`, and records them; with

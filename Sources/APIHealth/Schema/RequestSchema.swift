@@ -91,15 +91,16 @@ final class RequestSchema: Sendable {
     /// `service`, `instance` and the global tags, with the country learned so far: on every point.
     var everyPointTags: [Point.Tag] { countryLearner?.everyPointTags ?? configuredEveryPointTags }
 
-    /// Values of the country header that were no country code.
-    var countryValuesIgnored: UInt64 { countryLearner?.ignored ?? 0 }
+    /// `service`, `instance` and the global tags as configured, before any country is learned.
+    var configuredTags: [Point.Tag] { configuredEveryPointTags }
 
     /// Takes the country header's `value` from a response: a new country re-renders every series (the
-    /// interval aggregates of the old one end with their interval).
-    func observeCountry(_ value: String) {
-        guard let countryLearner else { return }
+    /// interval aggregates of the old one end with their interval). Returns whether the learner has
+    /// something new to publish (a country, a value ignored).
+    func observeCountry(_ value: String) -> Bool {
+        guard let countryLearner else { return false }
         switch countryLearner.observe(value) {
-        case .unchanged: return
+        case .unchanged: return false
         case .changed(let country, _):
             rendered.invalidate()
             logger?.info(
@@ -107,7 +108,7 @@ final class RequestSchema: Sendable {
                 metadata: ["apihealth.country": "\(country)", "apihealth.country.header": "\(countryLearner.header)"]
             )
         case .ignored(let value, let first):
-            guard first else { return }
+            guard first else { return true }
             logger?.warning(
                 "APIHealth ignores a country header value that is not an ISO 3166-1 alpha-2 code (counted in country_values_ignored; said once)",
                 metadata: [
@@ -115,6 +116,7 @@ final class RequestSchema: Sendable {
                 ]
             )
         }
+        return true
     }
 
     /// The `host` tag of `url`: its host name folded (``HostLearner``), and `:port` when it names one.

@@ -46,7 +46,7 @@ struct SpoolWorker: Sendable {
     /// Writes the country learned since the last round, if any, for the next launch; a failure leaves the
     /// file as it was (the next launch starts from the country kept before).
     private func keepLearnedCountry() {
-        guard let countryFile, let country = recorder.schema.countryLearner?.takeUnkept() else { return }
+        guard let countryFile, let country = pending.takeUnkeptCountry() else { return }
         countryFile.keepLearnedCountry(country)
     }
 }
