@@ -55,12 +55,12 @@ extension APIHealthAgent {
     ///
     /// - Parameter observer: Given each interval's points; must not block.
     @_spi(Benchmarking) public func observeIntervalPoints(_ observer: @escaping @Sendable ([Point]) -> Void) {
-        kept.withLock { $0.intervalObservers.append(observer) }
+        lifecycle.withLock { $0.intervalObservers.append(observer) }
     }
 
-    private func handToObservers(_ points: [Point]) {
+    func handToObservers(_ points: [Point]) {
         guard !points.isEmpty else { return }
-        for observer in kept.withLock({ $0.intervalObservers }) { observer(points) }
+        for observer in lifecycle.withLock({ $0.intervalObservers }) { observer(points) }
     }
 
     /// Records one point per endpoint that saw requests since the last interval, stamped `end`, and
@@ -96,9 +96,10 @@ extension APIHealthAgent {
     }
 
     /// The interval points of the interval shutdown cuts short, stamped now (never an interval's end, which
-    /// a restarted replica of the same name writes for the interval it starts in).
-    func recordLastIntervals() {
-        guard configuration.isEnabled, let aggregator = schema.aggregator else { return }
+    /// a restarted replica of the same name writes for the interval it starts in). Returns them, for the
+    /// observers once shutdown has closed intake.
+    func recordLastIntervals() -> [Point] {
+        guard configuration.isEnabled, let aggregator = schema.aggregator else { return [] }
         let unit = configuration.precision.nanosecondsPerUnit
         var now = nowTimestamp.nanosecondsSinceEpoch / unit * unit
         let interval = RequestSchema.wholeNanoseconds(aggregator.options.interval) ?? Int64.max
@@ -110,17 +111,7 @@ extension APIHealthAgent {
             now: clock.coarseNow
         )
         recorder.publishCounts()
-        kept.withLock { $0.lastIntervalPoints = points }
-    }
-
-    /// Hands the last interval points to the observers, once shutdown has closed intake (outside its locks).
-    func handLastIntervalPointsToObservers() {
-        handToObservers(
-            kept.withLock { kept in
-                defer { kept.lastIntervalPoints = [] }
-                return kept.lastIntervalPoints
-            }
-        )
+        return points
     }
 
     /// Records the agent's health point while intake is open; `false` once it has closed. The interval

@@ -212,9 +212,10 @@ extension APIHealthAgent {
             state.shutdownDeadline = deadline
         }
         // Outside the lock: the last drain runs the capture filter, which is the user's code.
-        recorder.close { recordLastIntervals() }
+        var lastIntervalPoints: [Point] = []
+        recorder.close { lastIntervalPoints = recordLastIntervals() }
         for waiter in lifecycle.withLock({ $0.pass(.intakeClosed) }) { waiter.resume() }
-        handLastIntervalPointsToObservers()
+        handToObservers(lastIntervalPoints)
         for shipper in shippers { shipper.startDraining() }
         shutdownBegan.continuation.yield()
         shutdownBegan.continuation.finish()

@@ -55,6 +55,8 @@ public final class APIHealthAgent: Sendable, Service {
         var shutdownDeadline = APIHealthConfiguration.defaultShutdownDeadline
         /// The bodies to run when shutdown begins; `nil` once they have run.
         var shutdownHooks: [@Sendable () -> Void]? = []
+        /// Who is handed each interval's points (``observeIntervalPoints(_:)``), the last ones included.
+        var intervalObservers: [@Sendable ([Point]) -> Void] = []
         /// The milestones passed, and the tasks waiting for one (``APIHealthAgent/wait(for:)``).
         var passed: Set<Milestone> = []
         var waiters: [(milestone: Milestone, continuation: CheckedContinuation<Void, Never>)] = []
@@ -81,27 +83,14 @@ public final class APIHealthAgent: Sendable, Service {
             return waiters.filter { $0.milestone == milestone }.map(\.continuation)
         }
     }
-    /// Guards the agent's life cycle: its phase, intake, the shutdown deadline and hooks, and who waits
-    /// for a milestone. The first of the agent's locks: interval points, the health point and a metrics
-    /// backend's interval tick are recorded under it, and intake is marked closed under it, so none of
-    /// them follows the last ones. The `onShutdown` bodies and the capture filter never run under it.
+    /// Guards the agent's life cycle: its phase, intake, the shutdown deadline and hooks, who waits for a
+    /// milestone, and who is handed interval points. The first of the agent's locks: the health point and
+    /// a metrics backend's interval tick are recorded under it, and intake is marked closed under it, so
+    /// neither follows the last ones. The `onShutdown` bodies and the capture filter never run under it.
     /// Every lock and its level: the article "How a request becomes a line".
     let lifecycle = Locked(Lifecycle())
     /// Yields once, when shutdown begins.
     let shutdownBegan = AsyncStream<Void>.makeStream()
-    /// What the agent keeps beside the batches, each taken briefly and alone.
-    struct Kept {
-        /// Requests the hook let through unrecorded.
-        var uncaptured: UInt64 = 0
-        /// Metrics handlers a metrics backend sent to its overflow series (see ``countMetricsOverflowed()``).
-        var metricsOverflowed: UInt64 = 0
-        /// Who is handed each interval's points (``observeIntervalPoints(_:)``).
-        var intervalObservers: [@Sendable ([Point]) -> Void] = []
-        /// The last interval points, taken as shutdown closes intake and handed over after it.
-        var lastIntervalPoints: [Point] = []
-    }
-    /// Guards the counts, observers and points kept beside the batches: a leaf.
-    let kept = Locked(Kept())
     /// Trace propagation, when configured.
     let traceInjection: TraceInjection?
     /// Whether trace propagation is configured (and the agent enabled): read on every AsyncHTTPClient request.
@@ -355,7 +344,7 @@ public final class APIHealthAgent: Sendable, Service {
     /// Counts a metrics handler that a metrics backend (APIHealthMetrics) sent to its shared overflow
     /// series because its cardinality cap was reached; shipped as `metrics_overflowed`.
     package func countMetricsOverflowed() {
-        kept.withLock { $0.metricsOverflowed += 1 }
+        pending.count(.counted(\.metricsOverflowed))
     }
 
     /// What happened to the points so far.
@@ -364,12 +353,10 @@ public final class APIHealthAgent: Sendable, Service {
         return completed(pending.currentMetrics)
     }
 
-    /// `metrics` with the counts kept outside the batches: requests the hook let through, metrics
-    /// overflowed, the device's clock.
+    /// `metrics` with the counts kept outside the batches: the country header's values ignored, the
+    /// device's clock.
     func completed(_ batchMetrics: AgentMetrics) -> AgentMetrics {
         var metrics = batchMetrics
-        metrics.requestsUncaptured = requestsUncaptured
-        metrics.metricsOverflowed = kept.withLock { $0.metricsOverflowed }
         metrics.countryValuesIgnored = pending.publishedCountry?.ignored ?? 0
         metrics.clockOffset = clockCorrection?.offset
         metrics.clockOffsetUncertainty = clockCorrection?.uncertainty

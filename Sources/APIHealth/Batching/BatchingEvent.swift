@@ -22,12 +22,11 @@ enum BatchingEvent {
     /// A point or sample whose line could not be written (counted as dropped once intake has closed,
     /// as its line would have been).
     case lineInvalid
-    /// A request the capture filter chose not to record.
-    case requestFiltered
+    /// One more of a counter nothing else changes (a request the capture filter chose not to record, a
+    /// cache key evicted, a request the hook let through unrecorded, a metrics handler overflowed).
+    case counted(WritableKeyPath<AgentMetrics, UInt64>)
     /// A point offered after intake closed.
     case pointDroppedAfterClose
-    /// The cache advisor evicted a key to make room for another.
-    case cacheKeysEvicted
     /// Paths the endpoint learner sent to the overflow path past its cap.
     case pathsOverflowed(UInt64)
     /// What the endpoint aggregates counted so far, as the record loop publishes it after each round.

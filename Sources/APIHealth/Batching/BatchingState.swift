@@ -80,8 +80,7 @@ struct BatchingState {
         case .pointDroppedAfterClose:
             countDroppedAfterClose()
             return BatchingAction()
-        case .requestFiltered: metrics.requestsFiltered += 1
-        case .cacheKeysEvicted: metrics.cacheKeysEvicted += 1
+        case .counted(let counter): metrics[keyPath: counter] &+= 1
         case .pathsOverflowed(let count): metrics.pathsOverflowed += count
         case .aggregates(let counts): metrics.set(counts)
         case .flushDue(let now, let jitter):

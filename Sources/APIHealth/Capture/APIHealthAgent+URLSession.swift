@@ -55,10 +55,7 @@ extension APIHealthAgent {
 
     /// Counts a request the hook let through without recording it.
     func countUncaptured() {
-        kept.withLock { $0.uncaptured += 1 }
+        pending.count(.counted(\.requestsUncaptured))
     }
-
-    /// Requests an instrumented session made that the hook let through unrecorded.
-    var requestsUncaptured: UInt64 { kept.withLock { $0.uncaptured } }
 
 }

@@ -59,7 +59,7 @@ final class RequestRecorder: Sendable {
     ) -> Bool {
         guard let filter = schema.filter else { return encode(sample, now: now, cache: cache) }
         guard let kept = filter(sample, request()) else {
-            pending.count(.requestFiltered)
+            pending.count(.counted(\.requestsFiltered))
             return true
         }
         return encode(kept, now: now, cache: cache)
@@ -271,7 +271,7 @@ final class RequestRecorder: Sendable {
             startedAt: startedAt,
             endedAt: startedAt &+ sample.duration.nanoseconds
         )
-        if verdict.evicted { pending.count(.cacheKeysEvicted) }
+        if verdict.evicted { pending.count(.counted(\.cacheKeysEvicted)) }
         return JudgedResponse(verdict: verdict, policy: evidence.policy, servedLocally: false)
     }
 
