@@ -17,8 +17,7 @@ final class IntervalClock: Sendable {
     /// What a job does at the end of an interval; returns `false` when it is done for good.
     typealias Tick = @Sendable (_ end: Timestamp) -> Bool
 
-    private struct ScheduledJob {
-        let identifier: Int
+    private struct ScheduledJob: Sendable {
         /// The interval, in nanoseconds.
         let interval: Int64
         /// The end of the interval it ticks for next, in nanoseconds since the Unix epoch.
@@ -30,11 +29,6 @@ final class IntervalClock: Sendable {
         let tick: Tick
     }
 
-    private struct Jobs {
-        var scheduled: [ScheduledJob] = []
-        var nextIdentifier = 0
-    }
-
     private let clock: any AgentClock
     /// The wall time intervals end on, in nanoseconds since the epoch: the agent's, corrected when it
     /// corrects its clock.
@@ -42,10 +36,8 @@ final class IntervalClock: Sendable {
     /// How many times the wall clock has been stepped (a device's clock corrected): a job's end set
     /// before a step is set again from the corrected clock.
     private let wallClockSteps: @Sendable () -> UInt64
-    /// Guards the jobs: added from any thread, taken by ``run()``. A leaf of the lock order.
-    private let jobs = Locked(Jobs())
-    /// Wakes ``run()`` when a job is added.
-    private let added = Wakeup()
+    /// The jobs added from any thread, which ``run()`` takes: the jobs are its own.
+    private let added = Mailbox<ScheduledJob>()
 
     /// A clock on `clock` with no job yet.
     ///
@@ -70,54 +62,43 @@ final class IntervalClock: Sendable {
         let wallNow = wallNow()
         let end = (wallNow / nanoseconds + 1) * nanoseconds
         let due = clock.now + .nanoseconds(end - wallNow)
-        jobs.withLock { jobs in
-            jobs.scheduled.append(
-                ScheduledJob(
-                    identifier: jobs.nextIdentifier,
-                    interval: nanoseconds,
-                    end: end,
-                    due: due,
-                    steps: wallClockSteps(),
-                    tick: tick
-                )
-            )
-            jobs.nextIdentifier += 1
-        }
-        added.signal()
+        added.post(ScheduledJob(interval: nanoseconds, end: end, due: due, steps: wallClockSteps(), tick: tick))
     }
 
-    /// Waits for each interval's end and runs the jobs due, until cancelled.
+    /// Waits for each interval's end and runs the jobs due, until cancelled. The jobs are this task's
+    /// alone: `every` posts a new one, taken here before each wait and after it.
     func run() async {
+        var jobs: [ScheduledJob] = []
         while !Task.isCancelled {
-            let next = jobs.withLock { $0.scheduled.map(\.due).min() }
-            await added.wait(until: next, on: clock)
+            jobs += added.takePosted()
+            await added.wait(until: jobs.map(\.due).min(), on: clock)
             if Task.isCancelled { return }
+            jobs += added.takePosted()
             let now = clock.now
-            let due = jobs.withLock { jobs in jobs.scheduled.filter { $0.due <= now } }
             let steps = wallClockSteps()
-            for job in due {
+            var index = 0
+            while index < jobs.count {
+                let job = jobs[index]
+                guard job.due <= now else {
+                    index += 1
+                    continue
+                }
                 // The end it was scheduled for, unless the wall clock was stepped since (a device's clock
                 // corrected): then the last end the corrected clock has passed.
                 let ended = job.steps == steps ? job.end : wallNow() / job.interval * job.interval
-                let goesOn = job.tick(Timestamp(nanosecondsSinceEpoch: ended))
-                let wallNow = wallNow()
-                jobs.withLock { jobs in
-                    guard let index = jobs.scheduled.firstIndex(where: { $0.identifier == job.identifier }) else {
-                        return
-                    }
-                    guard goesOn else {
-                        jobs.scheduled.remove(at: index)
-                        return
-                    }
-                    // The next end after the wall clock's now, and after the end just ticked (the agent's
-                    // clock and the wall clock drift apart a little).
-                    let end = max((wallNow / job.interval + 1) * job.interval, ended + job.interval)
-                    jobs.scheduled[index].end = end
-                    jobs.scheduled[index].steps = steps
-                    jobs.scheduled[index].due = clock.now + .nanoseconds(max(0, end - wallNow))
+                guard job.tick(Timestamp(nanosecondsSinceEpoch: ended)) else {
+                    jobs.remove(at: index)
+                    continue
                 }
+                // The next end after the wall clock's now, and after the end just ticked (the agent's clock
+                // and the wall clock drift apart a little).
+                let wallNow = wallNow()
+                let end = max((wallNow / job.interval + 1) * job.interval, ended + job.interval)
+                jobs[index].end = end
+                jobs[index].steps = steps
+                jobs[index].due = clock.now + .nanoseconds(max(0, end - wallNow))
+                index += 1
             }
         }
     }
-
 }

@@ -1,10 +1,37 @@
 /// Wakes one waiting task; a signal sent while nobody waits is kept for the next wait.
-final class Wakeup: Sendable {
+typealias Wakeup = Mailbox<Never>
+
+/// Wakes one waiting task, and holds what was posted to it until it takes it: the task that waits owns
+/// what it is sent (an interval clock's jobs) and needs no lock of its own for it. A signal or post sent
+/// while nobody waits is kept for the next wait.
+///
+/// ```swift
+/// let added = Mailbox<Job>()
+/// added.post(job)                               // any thread
+/// await added.wait(until: deadline, on: clock)  // the one task that owns the jobs
+/// jobs += added.takePosted()
+/// ```
+final class Mailbox<Message: Sendable>: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
+        var posted: [Message] = []
     }
     private let state = Locked(State())
+
+    /// Keeps `message` for the task that waits, and wakes it.
+    func post(_ message: Message) {
+        state.withLock { $0.posted.append(message) }
+        signal()
+    }
+
+    /// What was posted since the last call, oldest first.
+    func takePosted() -> [Message] {
+        state.withLock { state in
+            defer { state.posted.removeAll() }
+            return state.posted
+        }
+    }
 
     func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
