@@ -139,18 +139,7 @@ import FoundationNetworking
                 headerFields: ["CF-IPCountry": country]
             )
         }
-        func record() {
-            agent.record(
-                RequestSample(
-                    method: "GET",
-                    url: URL(string: "https://api.example.com/x")!,
-                    module: "m",
-                    startedAt: Date(),
-                    duration: .milliseconds(5),
-                    statusCode: 200
-                )
-            )
-        }
+        func record() { agent.record(SchemaTests.sample("https://api.example.com/x")) }
         record()
         hook.observeCountry(in: response("BR"))
         record()
