@@ -23,8 +23,9 @@ struct DeferredSample {
         /// request queued before it.
         case intervalEnd(IntervalEnd)
         /// The country header's value in a response whose sample comes without it (the Apple platforms'
-        /// hook, which reads it as the response arrives): the loop's ``CountryLearner`` takes it.
-        case countryHeader(String)
+        /// hook, which reads it as the response arrives): the loop's ``CountryLearner`` takes it. Boxed, so
+        /// that every payload stays one reference and copying an entry stays a retain.
+        indirect case countryHeader(String)
     }
 
     let now: Duration
