@@ -58,6 +58,7 @@ extension APIHealthAgent {
         lifecycle.withLock { $0.intervalObservers.append(observer) }
     }
 
+    /// Hands `points` to every interval observer, outside the agent's locks.
     func handToObservers(_ points: [Point]) {
         guard !points.isEmpty else { return }
         for observer in lifecycle.withLock({ $0.intervalObservers }) { observer(points) }

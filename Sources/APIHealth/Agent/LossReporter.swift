@@ -26,7 +26,7 @@ struct LossReporter: Sendable {
     private let destinationNames: [String]
     private let logger: Logger
 
-    /// A reporter that has said nothing yet.
+    /// A reporter for the agent configured by `configuration`.
     ///
     /// - Parameters:
     ///   - configuration: The agent's settings, for its destinations' names.
