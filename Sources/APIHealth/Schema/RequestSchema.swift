@@ -88,7 +88,8 @@ final class RequestSchema: Sendable {
     /// Paths that fell past the cap since the last call (the record loop's, which publishes them).
     func takePathsOverflowed() -> UInt64 { learner.takeOverflowed() }
 
-    /// `service`, `instance` and the global tags, with the country learned so far: on every point.
+    /// `service`, `instance` and the global tags, with the country learned so far: on every point. The
+    /// record loop's to read; other threads read what it published (``APIHealthAgent/everyPointTags``).
     var everyPointTags: [Point.Tag] { countryLearner?.everyPointTags ?? configuredEveryPointTags }
 
     /// `service`, `instance` and the global tags as configured, before any country is learned.
