@@ -140,7 +140,7 @@ extension APIHealthAgent {
 
     /// `service`, `instance` and the global tags, with the country the record loop learned so far (as it
     /// published it).
-    var everyPointTags: [Point.Tag] { pending.publishedCountry?.everyPointTags ?? schema.configuredTags }
+    var everyPointTags: [Point.Tag] { pending.publishedCountry?.everyPointTags ?? configuration.everyPointTags }
 
     /// The agent's health point now, from its counters as they are.
     private func healthPoint() -> Point {

@@ -23,9 +23,7 @@ package enum URLText {
     /// URLText.kept("https://api.example.com/users/1")  // .text, not parsed
     /// ```
     package static func kept(_ text: String) -> KeptURL? {
-        if isSafe(text) { return .text(text) }
-        guard let url = URL(string: text), url.host != nil else { return nil }
-        return .url(url)
+        isSafe(text) ? .text(text) : url(text).map(KeptURL.url)
     }
 
     /// The URL `text` names if it has a host, else `nil` (parsed each time).

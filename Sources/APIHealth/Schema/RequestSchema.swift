@@ -92,9 +92,6 @@ final class RequestSchema: Sendable {
     /// record loop's to read; other threads read what it published (``APIHealthAgent/everyPointTags``).
     var everyPointTags: [Point.Tag] { countryLearner?.everyPointTags ?? configuredEveryPointTags }
 
-    /// `service`, `instance` and the global tags as configured, before any country is learned.
-    var configuredTags: [Point.Tag] { configuredEveryPointTags }
-
     /// Takes the country header's `value` from a response: a new country re-renders every series (the
     /// interval aggregates of the old one end with their interval). Returns whether the learner has
     /// something new to publish (a country, a value ignored).
