@@ -94,14 +94,25 @@ extension APIHealthAgent {
     private func runLoopsUntilDrained() async {
         await withTaskGroup(of: Void.self) { timers in
             timers.addTask { await self.intervalClock.run() }
-            await withTaskGroup(of: Void.self) { drain in
-                for shipper in shippers { drain.addTask { await shipper.run() } }
-                drain.addTask { await self.spoolWorker.run() }
+            // Each shipper's loop hands what it kept (the URL in use, its backoff) to its last round.
+            let kept = await withTaskGroup(of: (index: Int, loop: Shipper.Loop)?.self) { drain in
+                for (index, shipper) in shippers.enumerated() {
+                    drain.addTask { (index, await shipper.run()) }
+                }
+                drain.addTask {
+                    await self.spoolWorker.run()
+                    return nil
+                }
+                var kept = [Shipper.Loop?](repeating: nil, count: shippers.count)
+                for await case let (index, loop)? in drain { kept[index] = loop }
+                return kept
             }
             if !Task.isCancelled {
                 recordLastHealthPoint()
                 await withTaskGroup(of: Void.self) { lastRound in
-                    for shipper in shippers { lastRound.addTask { await shipper.run() } }
+                    for (shipper, loop) in zip(shippers, kept) {
+                        lastRound.addTask { await shipper.run(resuming: loop) }
+                    }
                 }
             }
             timers.cancelAll()
@@ -216,7 +227,8 @@ extension APIHealthAgent {
         recorder.close { lastIntervalPoints = recordLastIntervals() }
         for waiter in lifecycle.withLock({ $0.pass(.intakeClosed) }) { waiter.resume() }
         handToObservers(lastIntervalPoints)
-        for shipper in shippers { shipper.startDraining() }
+        // Retries wait no longer: shutdown sends what is pending without waiting out backoff.
+        pending.clearRetryWaits()
         shutdownBegan.continuation.yield()
         shutdownBegan.continuation.finish()
     }

@@ -9,6 +9,10 @@ import FoundationNetworking
 /// Sends the sealed batches one destination still needs, oldest first, one request at a time, to the
 /// URL of its failover group in use, and decides what each answer means. One per destination, each
 /// with its own cursor over the pending batches, retry schedule and session.
+///
+/// What it keeps between sends (``Shipper/Loop``: the URL in use, each URL's backoff, the state last
+/// logged) is its loop's own, a value no other thread sees: ``run(resuming:)`` returns it, and the
+/// agent's last round after the drain starts from it.
 final class Shipper: Sendable {
     private let pending: PendingBatches
     /// Which of the configured destinations it ships to (its cursor in the pending batches).
@@ -23,20 +27,15 @@ final class Shipper: Sendable {
     private let logger: Logger
     private let session: URLSession
     private let userAgent: String
-    /// What the shipper's loop keeps between sends.
-    private struct State {
+    /// What the shipper's loop keeps between sends, and hands from its drain to its last round.
+    struct Loop: Sendable {
         /// The last state logged, so each change of state is logged once.
-        var health = Health.starting
+        fileprivate var health = Health.starting
         /// The failover group: the URL in use and each URL's backoff.
-        var endpoints: EndpointGroup
+        fileprivate var endpoints: EndpointGroup
         /// The generator of the retry delays' jitter.
-        var random = SystemRandomNumberGenerator()
-        /// Shutdown in progress: retries wait briefly instead of backing off.
-        var isDraining = false
+        fileprivate var random = SystemRandomNumberGenerator()
     }
-
-    /// Guards the shipper's state: changed by its loop, and by shutdown (``startDraining()``).
-    private let state: Locked<State>
 
     enum Health: Equatable {
         case starting
@@ -70,10 +69,6 @@ final class Shipper: Sendable {
             logger[metadataKey: "apihealth.destination"] = "\(destination.displayName)"
         }
         self.logger = logger
-        let urls = destination?.urls ?? []
-        self.state = Locked(
-            State(endpoints: EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
-        )
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = configuration.requestTimeout.secondsDouble
         sessionConfiguration.timeoutIntervalForResource = configuration.requestTimeout.secondsDouble * 2
@@ -84,13 +79,17 @@ final class Shipper: Sendable {
         self.userAgent = "apihealth/1.0 (\(configuration.serviceName))"
     }
 
-    func startDraining() {
-        state.withLock { $0.isDraining = true }
-        pending.clearRetryWaits()
+    /// The loop's state at its first start: a URL of the failover group drawn at random, none backing off.
+    private func startingLoop() -> Loop {
+        let urls = destination?.urls ?? []
+        return Loop(endpoints: EndpointGroup(urls: urls, start: urls.isEmpty ? 0 : Int.random(in: 0..<urls.count)))
     }
 
-    /// Runs until the task is cancelled, or intake is closed and nothing is left to send.
-    func run() async {
+    /// Runs until the task is cancelled, or intake is closed and nothing is left to send; returns what it
+    /// kept, for a later run to resume from (`nil`: the first run).
+    @discardableResult
+    func run(resuming kept: Loop? = nil) async -> Loop {
+        var loop = kept ?? startingLoop()
         // Drawn once per shipper: how much later than the others this replica flushes.
         let jitter =
             configuration.batching.flushJitter > .zero
@@ -100,7 +99,7 @@ final class Shipper: Sendable {
             let now = clock.now
             beforeSealing()
             let openDeadline = pending.sealDue(now: now, jitter: jitter)
-            if pending.isClosed && (pending.isDrained(for: id) || destination == nil) { return }
+            if pending.isClosed && (pending.isDrained(for: id) || destination == nil) { return loop }
             guard destination != nil else {
                 await pending.wakeup(for: id).wait(until: openDeadline, on: clock)
                 continue
@@ -109,18 +108,19 @@ final class Shipper: Sendable {
             case .wait(let deadline):
                 await pending.wakeup(for: id).wait(until: deadline, on: clock)
             case .send(let segment, let body, let lineCount, let lineBytes):
-                await send(segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
+                await send(segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes, &loop)
             }
         }
+        return loop
     }
 
-    private func send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int) async {
+    private func send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int, _ loop: inout Loop) async {
         guard let destination else { return }
         guard let body = body ?? pending.body(of: segment) else {
             pending.reject(segment, reason: "gzip failed", refused: .all, for: id)
             return
         }
-        let url = state.withLock { $0.endpoints.currentURL }
+        let url = loop.endpoints.currentURL
         let precision = destination.precision ?? configuration.precision
         var request = URLRequest(url: destination.writeURL(at: url, precision: precision))
         request.httpMethod = "POST"
@@ -159,7 +159,7 @@ final class Shipper: Sendable {
             let (data, response) = try await Self.send(request, through: session)
             guard let http = response as? HTTPURLResponse else {
                 outcome = .retry(reason: "not an HTTP response", retryAfter: nil)
-                return await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
+                return handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes, &loop)
             }
             var headers: [String: String] = [:]
             for (name, value) in http.allHeaderFields {
@@ -180,7 +180,7 @@ final class Shipper: Sendable {
             if Task.isCancelled { return }
             outcome = .retry(reason: Self.describe(error), retryAfter: nil, unreachable: Self.isUnreachable(error))
         }
-        await handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes)
+        handle(outcome, segment: segment, body: body, lineCount: lineCount, lineBytes: lineBytes, &loop)
     }
 
     /// Sends `request` and returns the answer, as `URLSession.data(for:)` does, but cancels the task off the
@@ -228,19 +228,20 @@ final class Shipper: Sendable {
         segment: String,
         body: [UInt8],
         lineCount: Int,
-        lineBytes: Int
-    ) async {
+        lineBytes: Int,
+        _ loop: inout Loop
+    ) {
         let now = clock.now
-        let url = InfluxDestination.redacted(state.withLock { $0.endpoints.currentURL.absoluteString })
+        let url = InfluxDestination.redacted(loop.endpoints.currentURL.absoluteString)
         switch outcome {
         case .delivered:
-            state.withLock { $0.endpoints.succeeded() }
+            loop.endpoints.succeeded()
             pending.acknowledge(segment, sentBytes: lineBytes, compressedBytes: body.count, for: id)
-            transition(to: .healthy)
+            transition(to: .healthy, &loop)
         case .rejected(let status, let message, let dropped):
-            state.withLock { $0.endpoints.succeeded() }
+            loop.endpoints.succeeded()
             let firstLine = ((try? Gzip.decompress(body)) ?? []).prefix { $0 != UInt8(ascii: "\n") }
-            if transition(to: .rejecting) {
+            if transition(to: .rejecting, &loop) {
                 logger.info(
                     "InfluxDB refused a batch; it is kept in the spool's rejected/ area",
                     metadata: [
@@ -257,8 +258,8 @@ final class Shipper: Sendable {
                 for: id
             )
         case .partial(let refused):
-            state.withLock { $0.endpoints.succeeded() }
-            if transition(to: .rejecting) {
+            loop.endpoints.succeeded()
+            if transition(to: .rejecting, &loop) {
                 logger.info(
                     "InfluxDB stored a batch but for some lines; they are kept in the spool's rejected/ area",
                     metadata: [
@@ -271,7 +272,7 @@ final class Shipper: Sendable {
                 .joined(separator: "\n")
             pending.reject(segment, reason: summary, refused: .numbered(refused), for: id)
         case .tooLarge:
-            state.withLock { $0.endpoints.succeeded() }
+            loop.endpoints.succeeded()
             if !pending.split(segment, for: id) {
                 pending.reject(
                     segment,
@@ -281,7 +282,7 @@ final class Shipper: Sendable {
                 )
             }
         case .misconfigured(let status, let message):
-            let firstTime = state.withLock { $0.endpoints.reportConfigurationError(status) }
+            let firstTime = loop.endpoints.reportConfigurationError(status)
             if firstTime {
                 let destinations = pending.currentMetrics.destinations
                 let backlog = destinations.indices.contains(id.index) ? destinations[id.index] : DestinationMetrics()
@@ -295,10 +296,10 @@ final class Shipper: Sendable {
                     ]
                 )
             }
-            transition(to: .misconfigured(status))
-            scheduleRetry(segment, error: "HTTP \(status): \(message)", retryAfter: nil, now: now, expires: false)
+            transition(to: .misconfigured(status), &loop)
+            scheduleRetry(segment, error: "HTTP \(status): \(message)", retryAfter: nil, now: now, expires: false, &loop)
         case .retry(let reason, let retryAfter, let unreachable):
-            if transition(to: .failing(reason)) {
+            if transition(to: .failing(reason), &loop) {
                 logger.info(
                     "Writing to InfluxDB failed; retrying with backoff",
                     metadata: ["apihealth.url": "\(url)", "apihealth.error": "\(reason)"]
@@ -310,7 +311,8 @@ final class Shipper: Sendable {
                 retryAfter: retryAfter,
                 now: now,
                 expires: true,
-                unreachable: unreachable
+                unreachable: unreachable,
+                &loop
             )
         }
     }
@@ -324,15 +326,15 @@ final class Shipper: Sendable {
         retryAfter: Duration?,
         now: Duration,
         expires: Bool,
-        unreachable: Bool = false
+        unreachable: Bool = false,
+        _ loop: inout Loop
     ) {
-        let notBefore = state.withLock { state -> Duration in
-            let attempt = state.endpoints.currentFailures + 1
-            var delay = retryAfter ?? configuration.retry.delay(afterAttempt: attempt, using: &state.random)
-            if unreachable && retryAfter == nil { delay = min(delay, configuration.retry.maximumReconnectDelay) }
-            if state.isDraining { delay = min(delay, AgentIntervals.drainingRetryDelay) }
-            return state.endpoints.failed(until: now + delay, now: now)
-        }
+        let attempt = loop.endpoints.currentFailures + 1
+        var delay = retryAfter ?? configuration.retry.delay(afterAttempt: attempt, using: &loop.random)
+        if unreachable && retryAfter == nil { delay = min(delay, configuration.retry.maximumReconnectDelay) }
+        // Shutdown in progress (intake closed): retries wait briefly instead of backing off.
+        if pending.isClosed { delay = min(delay, AgentIntervals.drainingRetryDelay) }
+        let notBefore = loop.endpoints.failed(until: now + delay, now: now)
         pending.scheduleRetry(
             segment,
             notBefore: notBefore,
@@ -345,16 +347,15 @@ final class Shipper: Sendable {
 
     /// Records the new state; `true` when it changed (and should be logged).
     @discardableResult
-    private func transition(to next: Health) -> Bool {
-        let (changed, worksAgain) = state.withLock { state -> (Bool, Bool) in
-            let current = state.health
-            state.health = next
-            switch (current, next) {
-            case (.failing, .failing): return (false, false)
-            case (.starting, _): return (current != next, false)
-            case (_, .healthy): return (current != next, current != next)
-            default: return (current != next, false)
-            }
+    private func transition(to next: Health, _ loop: inout Loop) -> Bool {
+        let current = loop.health
+        loop.health = next
+        let (changed, worksAgain): (Bool, Bool)
+        switch (current, next) {
+        case (.failing, .failing): (changed, worksAgain) = (false, false)
+        case (.starting, _): (changed, worksAgain) = (current != next, false)
+        case (_, .healthy): (changed, worksAgain) = (current != next, current != next)
+        default: (changed, worksAgain) = (current != next, false)
         }
         if worksAgain { logger.info("Writing to InfluxDB works again") }
         return changed
