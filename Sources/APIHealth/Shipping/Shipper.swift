@@ -297,7 +297,14 @@ final class Shipper: Sendable {
                 )
             }
             transition(to: .misconfigured(status), &loop)
-            scheduleRetry(segment, error: "HTTP \(status): \(message)", retryAfter: nil, now: now, expires: false, &loop)
+            scheduleRetry(
+                segment,
+                error: "HTTP \(status): \(message)",
+                retryAfter: nil,
+                now: now,
+                expires: false,
+                &loop
+            )
         case .retry(let reason, let retryAfter, let unreachable):
             if transition(to: .failing(reason), &loop) {
                 logger.info(
