@@ -234,6 +234,37 @@ private func spoolText(_ directory: URL) throws -> String {
         #expect(pending.currentMetrics.pointsLost == 7)
     }
 
+    /// Shutdown lets go of the spool at once, not when the agent object goes: the next agent (an app's
+    /// next start in the same process, a replacement service) opens the directory while the first is
+    /// still alive, and the first writes nothing there after.
+    @Test func anAgentThatHasShutDownGivesUpItsSpoolAtOnce() async throws {
+        let directory = temporaryDirectory("released").appendingPathComponent("spool")
+        defer { try? FileManager.default.removeItem(at: directory.deletingLastPathComponent()) }
+        var configuration = APIHealthConfiguration(serviceName: "released")
+        configuration.spool = SpoolOptions(directory: directory)
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
+        // Learning a country keeps the spool directory beside the batches too.
+        configuration.capture.countryHeader = "CloudFront-Viewer-Country"
+        let first = try APIHealthAgent(configuration: configuration, logger: .init(label: "released"))
+        for index in 0..<3 { first.write(point(index)) }
+        first.start()
+        await first.shutdown(deadline: .milliseconds(100))
+
+        let second = try APIHealthAgent(configuration: configuration, logger: .init(label: "released"))
+        #expect(second.pendingPoints().count(where: { $0.measurement == "m" }) == 3, "the first agent's points")
+
+        // The first agent's spool refuses every write now; nothing it is asked to do reaches the files.
+        let released = first.pending.worker.spool
+        #expect(released?.isReleased == true)
+        #expect(throws: SpoolError.self) {
+            try released?.writeSealed("00000000000000000099", bytes: Array("m v=1i 1\n".utf8))
+        }
+        #expect(released?.keepLearnedCountry("BR") == false)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent(".country").path))
+        await second.shutdown(deadline: .milliseconds(100))
+        withExtendedLifetime(first) {}
+    }
+
     @Test func sealedBatchesHoldOnlyTheirBytes() throws {
         var batching = APIHealthConfiguration.Batching()
         batching.maximumLines = 10

@@ -6,19 +6,17 @@ import LineProtocol
 struct BatchWorker: Sendable {
     /// Makes the request bodies of batches.
     let compressor: BatchCompressor
-    /// Guards the spool directory while the agent holds it (`nil` without one, or once released).
-    private let spoolDirectory: Locked<SpoolDirectory?>
+    /// The spool directory (`nil` without one). Once released, it refuses every operation under its
+    /// own lock (``SpoolDirectory/release()``).
+    let spool: SpoolDirectory?
 
     init(compressor: BatchCompressor, spool: SpoolDirectory?) {
         self.compressor = compressor
-        self.spoolDirectory = Locked(spool)
+        self.spool = spool
     }
 
-    /// The spool directory, `nil` without one or once released.
-    var spool: SpoolDirectory? { spoolDirectory.withLock { $0 } }
-
-    /// Lets go of the spool directory: no later work touches it.
-    func releaseSpool() { spoolDirectory.withLock { $0 = nil } }
+    /// Lets go of the spool directory: its lock is given up and no later work touches its files.
+    func releaseSpool() { spool?.release() }
 
     /// Does `work`; returns the event that reports what it achieved, if it has one (the rest is the
     /// caller's: a send, a wait, a body, a split, a report).

@@ -23,7 +23,7 @@ final class PendingBatches: Sendable {
     private let state: Locked<Guarded>
     private let encoder: LineEncoder
     /// Does the work after the lock, and holds the spool directory.
-    private let worker: BatchWorker
+    let worker: BatchWorker
     /// Held while the spool worker runs a round, so no bytes are appended twice.
     private let spoolRound = Locked<Void>()
     /// One per destination's shipper, signalled when a batch is sealed or opened (see ``wakeup(for:)``).

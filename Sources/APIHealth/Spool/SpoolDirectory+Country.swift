@@ -28,6 +28,7 @@ extension SpoolDirectory {
         guard let code = CountryCode(country)?.code else { return false }
         mutex.acquire()
         defer { mutex.release() }
+        if isReleased { return false }
         return (try? writeFileAtomically(rootDescriptor, Self.countryName, bytes: Array(code.utf8))) != nil
     }
 }

@@ -16,6 +16,7 @@ extension SpoolDirectory {
     func writeSealed(_ segment: String, bytes: [UInt8]) throws(SpoolError) {
         mutex.acquire()
         defer { mutex.release() }
+        if isReleased { throw .released(directory: root.path) }
         try writeFileAtomically(rootDescriptor, Self.sealedName(segment), bytes: bytes)
     }
 
@@ -55,6 +56,7 @@ extension SpoolDirectory {
     func reject(_ segment: String, bytes: [UInt8], reason: String, removingSegment: Bool = true) throws(SpoolError) {
         mutex.acquire()
         defer { mutex.release() }
+        if isReleased { throw .released(directory: root.path) }
         try writeFileAtomically(rejectedDescriptor, SegmentName.sealedFile(segment), bytes: bytes)
         try writeFileAtomically(rejectedDescriptor, segment + ".reason", bytes: Array(reason.utf8))
         if removingSegment { removeLocked(segment) }

@@ -23,6 +23,9 @@ import Darwin
 /// shipper writes joined, split and rejected batches, each outside the lock `record` takes, so
 /// recording never waits for the disk. A segment once removed is never written again, even by an
 /// append that was already on its way.
+///
+/// After shutdown the agent lets go of the spool (``release()``): its lock is given up at once, so
+/// another agent may open the directory, and every later operation is refused under the same lock.
 final class SpoolDirectory: @unchecked Sendable {
     /// Written when the agent creates (or adopts an empty) spool directory; a non-empty directory
     /// without it is never used.
@@ -49,6 +52,8 @@ final class SpoolDirectory: @unchecked Sendable {
     /// Segments removed lately (acknowledged, dropped, rejected, split), oldest first.
     private var removed: Set<String> = []
     private var removedOrder: [String] = []
+    /// Let go of (``release()``): every operation is refused, the lock is given up.
+    private(set) var isReleased = false
 
     /// Opens (or creates) the spool directory and takes its lock.
     init(
@@ -93,11 +98,29 @@ final class SpoolDirectory: @unchecked Sendable {
     }
 
     deinit {
-        for descriptor in descriptors.values { _ = fileSystem.close(descriptor) }
-        flock(lockDescriptor, LOCK_UN)
-        _ = fileSystem.close(lockDescriptor)
+        closeFilesAndUnlock()
         _ = fileSystem.close(rejectedDescriptor)
         _ = fileSystem.close(rootDescriptor)
+    }
+
+    /// Lets go of the spool: closes the open segment files, gives up the directory's lock (another agent
+    /// may open it now) and refuses every later operation (``SpoolError/Code/released``). Called once
+    /// the agent's loops have ended; what they wrote stays for the next start.
+    func release() {
+        mutex.acquire()
+        defer { mutex.release() }
+        guard !isReleased else { return }
+        closeFilesAndUnlock()
+        isReleased = true
+    }
+
+    private func closeFilesAndUnlock() {
+        guard !isReleased else { return }
+        for descriptor in descriptors.values { _ = fileSystem.close(descriptor) }
+        descriptors.removeAll()
+        lengths.removeAll()
+        flock(lockDescriptor, LOCK_UN)
+        _ = fileSystem.close(lockDescriptor)
     }
 
     /// A reader over the same open directory (what the agent restores from).
@@ -303,6 +326,7 @@ final class SpoolDirectory: @unchecked Sendable {
     func append(_ bytes: ArraySlice<UInt8>, to segment: String) throws(SpoolError) {
         mutex.acquire()
         defer { mutex.release() }
+        if isReleased { throw .released(directory: root.path) }
         if removed.contains(segment) { return }
         let name = Self.openName(segment)
         var descriptor = descriptors[segment] ?? -1
@@ -376,6 +400,7 @@ final class SpoolDirectory: @unchecked Sendable {
     func seal(_ segment: String) throws(SpoolError) {
         mutex.acquire()
         defer { mutex.release() }
+        if isReleased { throw .released(directory: root.path) }
         if removed.contains(segment) { return }
         if let descriptor = descriptors.removeValue(forKey: segment) { _ = fileSystem.close(descriptor) }
         lengths[segment] = nil
@@ -393,6 +418,7 @@ final class SpoolDirectory: @unchecked Sendable {
     func remove(_ segment: String) {
         mutex.acquire()
         defer { mutex.release() }
+        if isReleased { return }
         removeLocked(segment)
     }
 

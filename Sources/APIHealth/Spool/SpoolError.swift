@@ -12,7 +12,12 @@ public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
-        public var description: String { name }
+        /// The agent let go of the spool at `directory`; nothing more is written there.
+    package static func released(directory: String) -> SpoolError {
+        SpoolError(code: .released, path: directory, reason: "released after shutdown: nothing more is written")
+    }
+
+    public var description: String { name }
 
         /// Another agent holds the directory's lock: one agent per spool directory.
         public static let locked = Code("locked")
@@ -29,6 +34,8 @@ public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unsafe = Code("unsafe")
         /// The directory holds files but was not created as a spool: the agent never touches it.
         public static let notASpool = Code("notASpool")
+        /// The agent let go of the spool after shutdown: it writes no more files there.
+        public static let released = Code("released")
     }
 
     /// What kind of problem it is.
@@ -69,6 +76,11 @@ public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
         SpoolError(code: .io, path: path, reason: reason)
     }
 
+    /// The agent let go of the spool at `directory`; nothing more is written there.
+    package static func released(directory: String) -> SpoolError {
+        SpoolError(code: .released, path: directory, reason: "released after shutdown: nothing more is written")
+    }
+
     public var description: String {
         switch code {
         case .missing: return reason
@@ -104,6 +116,11 @@ public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
         self.file = file
         self.offset = offset
         self.kind = kind
+    }
+
+    /// The agent let go of the spool at `directory`; nothing more is written there.
+    package static func released(directory: String) -> SpoolError {
+        SpoolError(code: .released, path: directory, reason: "released after shutdown: nothing more is written")
     }
 
     public var description: String {
