@@ -55,7 +55,7 @@ struct RelayServer: Service {
         } catch {
             return Response(status: .badRequest)
         }
-        let answer = intake.handle(
+        let answer = await intake.handle(
             IntakeRequest(
                 authorization: request.headers.first(name: .authorization),
                 password: request.query[String.self, at: "p"],

@@ -68,7 +68,7 @@ var taken = 0
 for _ in 0..<(lines / 5_000) {
     switch mode {
     case "relay":
-        let answer = intake.handle(
+        let answer = await intake.handle(
             IntakeRequest(authorization: "Token k", contentEncoding: "gzip", client: "203.0.113.9", body: body)
         )
         if answer.status == 204 { taken += 5_000 }

@@ -80,7 +80,7 @@ extension APIHealthAgent {
     }
 
     /// Waits until the agent's life has passed `milestone`.
-    private func wait(for milestone: Lifecycle.Milestone) async {
+    func wait(for milestone: Lifecycle.Milestone) async {
         await withCheckedContinuation { continuation in
             if !lifecycle.withLock({ $0.wait(for: milestone, continuation) }) { continuation.resume() }
         }

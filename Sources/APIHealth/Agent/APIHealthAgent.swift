@@ -335,10 +335,23 @@ public final class APIHealthAgent: Sendable, Service {
         return accepted
     }
 
-    /// Writes what was recorded through to the spool now, as the spool worker's next round would: for a
-    /// relay that acknowledges a write only once its lines are on disk. Nothing without a spool.
-    package func writeThrough() {
-        pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
+    /// Returns once what was recorded before the call is written through to the spool: for a relay that
+    /// acknowledges a write only once its lines are on disk. At once without a spool.
+    ///
+    /// Spool rounds are the spool worker's: while the agent runs, this asks the worker for a round and
+    /// waits for it (or, once the worker's loop has ended, for `run()` to end: it writes the rest as it
+    /// releases the spool). Before the agent starts there is no worker: the caller runs the round itself,
+    /// under the life cycle's lock, so the worker cannot start beside it.
+    package func writeThrough() async {
+        guard pending.worker.spool != nil else { return }
+        var failure: String?
+        let phase = lifecycle.withLock { state -> Lifecycle.Phase in
+            if state.phase == .idle { pending.writeThrough { failure = $0 } }
+            return state.phase
+        }
+        if let failure { lossReporter.spoolWriteFailed(failure) }
+        guard phase == .running, await !spoolWorker.writtenThrough() else { return }
+        await wait(for: .runEnded)
     }
 
     /// Counts a metrics handler that a metrics backend (APIHealthMetrics) sent to its shared overflow

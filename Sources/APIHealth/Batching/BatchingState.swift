@@ -134,9 +134,10 @@ struct BatchingState {
             cursors.clearRetryWaits()
             return BatchingAction(wakeups: .shippers)
         case .spoolRoundStarted:
-            let work = ledger.work(for: queue.batches)
+            let work = ledger.startRound(for: queue.batches)
             return BatchingAction(work.isEmpty ? .none : .writeSpool(work))
         case .spoolRoundFinished(let progress):
+            ledger.roundFinished()
             for item in progress.written {
                 queue.spooled(item.segment, to: item.end, sealed: item.sealed, hasSpool: ledger.isActive)
             }

@@ -24,13 +24,12 @@ final class PendingBatches: Sendable {
     private let encoder: LineEncoder
     /// Does the work after the lock, and holds the spool directory.
     let worker: BatchWorker
-    /// Held while the spool worker runs a round, so no bytes are appended twice.
-    private let spoolRound = Locked<Void>()
     /// One per destination's shipper, signalled when a batch is sealed or opened (see ``wakeup(for:)``).
     private let wakeups: [Wakeup]
     /// Signalled when the spool worker has work now: a batch sealed by its size (to write through and
-    /// compress at once, rather than at its next round), or files to remove.
-    let filled = Wakeup()
+    /// compress at once, rather than at its next round), or files to remove. A caller that waits for
+    /// what it recorded to be on disk posts itself to it (``SpoolWorker/writtenThrough()``).
+    let filled = Mailbox<CheckedContinuation<Bool, Never>>()
 
     /// Pending batches for `destinationCaps.count` destinations (one with the batching cap when `nil`),
     /// each backlog within its cap.
@@ -200,15 +199,16 @@ final class PendingBatches: Sendable {
     /// Called every few milliseconds. The work is taken out under the state lock and done outside it,
     /// so recording never waits for the disk. `logFailure` is called once, with the first spool
     /// failure; later ones are only counted (``AgentMetrics/spoolWriteErrors``).
+    ///
+    /// Rounds are the spool worker's: only its loop calls this while the agent runs, and
+    /// ``releaseSpool(logFailure:)`` once its loops have ended (``APIHealthAgent/writeThrough()`` asks
+    /// the worker, or runs the round itself before the agent starts). The batching state hands out one
+    /// round's work at a time all the same, so a second caller never appends the same bytes twice.
     func writeThrough(logFailure: (String) -> Void) {
-        let report = spoolRound.withLock { () -> String? in
-            guard worker.spool != nil else { return nil }
-            guard case .reportSpoolFailure(let message) = modifyStateAndRunActions(.spoolRoundStarted) else {
-                return nil
-            }
-            return message
-        }
-        if let report { logFailure(report) }
+        guard worker.spool != nil,
+            case .reportSpoolFailure(let message) = modifyStateAndRunActions(.spoolRoundStarted)
+        else { return }
+        logFailure(message)
     }
 
     /// Loads the batches a previous run left in the spool, before any new data, cut again within the
@@ -226,12 +226,10 @@ final class PendingBatches: Sendable {
     @discardableResult
     func releaseSpool(logFailure: (String) -> Void = { _ in }) -> UInt64 {
         writeThrough(logFailure: logFailure)
-        return spoolRound.withLock {
-            let work = modifyStateAndRunActions(.spoolReleased)
-            worker.releaseSpool()
-            guard case .lost(let lost) = work else { return 0 }
-            return lost
-        }
+        let work = modifyStateAndRunActions(.spoolReleased)
+        worker.releaseSpool()
+        guard case .lost(let lost) = work else { return 0 }
+        return lost
     }
 
     // MARK: Reading

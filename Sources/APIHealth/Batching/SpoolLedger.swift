@@ -12,6 +12,9 @@ struct SpoolLedger {
     private var reported = false
     /// Failed spool operations.
     private(set) var failures: UInt64 = 0
+    /// A round's work is out, not yet reported back: no second round is handed out meanwhile, so no
+    /// bytes are appended twice.
+    private var roundIsOut = false
 
     init(isActive: Bool) { self.isActive = isActive }
 
@@ -41,10 +44,11 @@ struct SpoolLedger {
     }
 
     /// What the spool worker writes this round: of `batches`, the bytes recorded since the last round and
-    /// the seals of sealed batches, and the files to remove.
-    mutating func work(for batches: [PendingBatch]) -> SpoolWork {
+    /// the seals of sealed batches, and the files to remove. Nothing while another round is out: its
+    /// report (``roundFinished()``) comes first, and the next round writes the rest.
+    mutating func startRound(for batches: [PendingBatch]) -> SpoolWork {
         var work = SpoolWork()
-        guard isActive else { return work }
+        guard isActive && !roundIsOut else { return work }
         for batch in batches where batch.spooledBytes < batch.bytes.count || (batch.isSealed && !batch.isSpoolSealed) {
             work.appends.append(
                 SpoolWork.Append(
@@ -56,8 +60,12 @@ struct SpoolLedger {
             )
         }
         swap(&work.removals, &removals)
+        roundIsOut = !work.isEmpty
         return work
     }
+
+    /// The round handed out has reported back.
+    mutating func roundFinished() { roundIsOut = false }
 
     /// The spool is let go after shutdown. Returns the lines of `batches` neither delivered nor on disk.
     mutating func release(_ batches: [PendingBatch]) -> UInt64 {

@@ -12,12 +12,7 @@ public struct SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
-        /// The agent let go of the spool at `directory`; nothing more is written there.
-    package static func released(directory: String) -> SpoolError {
-        SpoolError(code: .released, path: directory, reason: "released after shutdown: nothing more is written")
-    }
-
-    public var description: String { name }
+        public var description: String { name }
 
         /// Another agent holds the directory's lock: one agent per spool directory.
         public static let locked = Code("locked")
@@ -116,11 +111,6 @@ public struct SpoolProblem: Sendable, Hashable, CustomStringConvertible {
         self.file = file
         self.offset = offset
         self.kind = kind
-    }
-
-    /// The agent let go of the spool at `directory`; nothing more is written there.
-    package static func released(directory: String) -> SpoolError {
-        SpoolError(code: .released, path: directory, reason: "released after shutdown: nothing more is written")
     }
 
     public var description: String {

@@ -30,7 +30,10 @@ struct SpoolWorker: Sendable {
     /// Runs rounds until intake has closed, then one last write-through keeps the rest.
     func run() async {
         while !Task.isCancelled {
+            // Who asked before this round began has what it recorded on disk once the round is done.
+            let waiting = pending.filled.takePosted()
             pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
+            for waiter in waiting { waiter.resume(returning: true) }
             keepLearnedCountry()
             if compressesBatches { pending.makeWaitingBodies() }
             lossReporter.reportDroppedAtCap(pending)
@@ -39,8 +42,18 @@ struct SpoolWorker: Sendable {
             await pending.filled.wait(until: clock.now + writeThroughInterval, on: clock)
         }
         recorder.catchUp()
+        let waiting = pending.filled.close()
         pending.writeThrough { _ in }
+        for waiter in waiting { waiter.resume(returning: true) }
         keepLearnedCountry()
+    }
+
+    /// Waits until a round that began after this call is done: what the caller recorded before it is
+    /// then on disk. `false` at once when the worker's loop has ended (its last round is done).
+    func writtenThrough() async -> Bool {
+        await withCheckedContinuation { continuation in
+            if !pending.filled.post(continuation) { continuation.resume(returning: false) }
+        }
     }
 
     /// Writes the country learned since the last round, if any, for the next launch; a failure leaves the

@@ -16,13 +16,29 @@ final class Mailbox<Message: Sendable>: Sendable {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
         var posted: [Message] = []
+        var isClosed = false
     }
     private let state = Locked(State())
 
-    /// Keeps `message` for the task that waits, and wakes it.
-    func post(_ message: Message) {
-        state.withLock { $0.posted.append(message) }
-        signal()
+    /// Keeps `message` for the task that waits, and wakes it; `false` (the message not kept) once the
+    /// mailbox is closed.
+    @discardableResult
+    func post(_ message: Message) -> Bool {
+        let kept = state.withLock { state -> Bool in
+            if !state.isClosed { state.posted.append(message) }
+            return !state.isClosed
+        }
+        if kept { signal() }
+        return kept
+    }
+
+    /// Takes no more posts (the task that waited has ended); returns what was posted and not yet taken.
+    func close() -> [Message] {
+        state.withLock { state in
+            state.isClosed = true
+            defer { state.posted.removeAll() }
+            return state.posted
+        }
     }
 
     /// What was posted since the last call, oldest first.

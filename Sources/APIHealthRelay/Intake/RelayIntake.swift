@@ -9,7 +9,7 @@ import LineProtocol
 ///
 /// ```swift
 /// let intake = RelayIntake(configuration: configuration, agent: agent)
-/// let answer = intake.handle(IntakeRequest(authorization: "Token k3y", client: "203.0.113.9", body: body))
+/// let answer = await intake.handle(IntakeRequest(authorization: "Token k3y", client: "203.0.113.9", body: body))
 /// ```
 ///
 /// Parsing and checking run on the caller's thread, without a lock; the limits and counters are one
@@ -61,8 +61,8 @@ package final class RelayIntake: Sendable {
     /// The counters so far.
     package var counters: RelayCounters { state.withLock { $0.counters } }
 
-    /// Answers one write request.
-    package func handle(_ request: IntakeRequest) -> IntakeAnswer {
+    /// Answers one write request, once the lines it took are written through to the agent's spool.
+    package func handle(_ request: IntakeRequest) async -> IntakeAnswer {
         guard let key = request.key, let app = configuration.keys.app(forKey: key) else {
             count(.key, lines: 1)
             return .error(401, code: "unauthorized", message: "unknown or revoked app key")
@@ -86,9 +86,11 @@ package final class RelayIntake: Sendable {
             count(.body, lines: 1)
             return .error(400, code: "invalid", message: "precision must be one of ns, us, ms, s")
         }
-        return body.withUnsafeBufferPointer { bytes in
+        let (answer, accepted) = body.withUnsafeBufferPointer { bytes in
             handle(lines: bytes, precision: precision, app: app, client: request.client)
         }
+        if accepted > 0 { await agent.writeThrough() }
+        return answer
     }
 
     private func handle(
@@ -96,7 +98,7 @@ package final class RelayIntake: Sendable {
         precision: Precision,
         app: AppKeys.App,
         client: String
-    ) -> IntakeAnswer {
+    ) -> (answer: IntakeAnswer, accepted: Int) {
         var ranges: [(number: Int, range: Range<Int>)] = []
         for line in LineSplitter(bytes) where Self.holdsPoint(bytes, line.range) {
             ranges.append((line.number, line.range))
@@ -104,12 +106,13 @@ package final class RelayIntake: Sendable {
         let now = clock.now
         if let wait = admit(lines: ranges.count, app: app, client: client, now: now) {
             let seconds = max(1, (wait + .milliseconds(999)).components.seconds)
-            return .error(
+            let throttled = IntakeAnswer.error(
                 429,
                 code: "too many requests",
                 message: "over the lines per minute of this client or key; retry after \(seconds) s",
                 headers: ["Retry-After": "\(seconds)"]
             )
+            return (throttled, 0)
         }
         let parser = LineParser(precision: precision)
         let wall = clock.wallNow
@@ -188,14 +191,13 @@ package final class RelayIntake: Sendable {
                 }
             }
         }
-        if accepted > 0 { agent.writeThrough() }
         refused.sort { $0.number < $1.number }
         state.withLock { state in
             state.counters.requests += 1
             state.counters.linesAccepted += UInt64(accepted)
             for line in refused { state.counters.refused[line.reason, default: 0] += 1 }
         }
-        return refused.isEmpty ? .taken : .partial(refused, of: ranges.count)
+        return (refused.isEmpty ? .taken : .partial(refused, of: ranges.count), accepted)
     }
 
     /// Whether `lines` of `client` with `app`'s key may go now (`nil`), or how long they must wait; when
