@@ -65,6 +65,25 @@ import Testing
         #expect(try Gzip.decompress(Array(output.dropFirst(3))) == input)
     }
 
+    /// A loop's kept workspace serves one compression after another, at any level and any size (output
+    /// past the kept buffer's bound goes to memory of its own), with the same bytes as a fresh one.
+    @Test func aKeptWorkspaceCompressesAsAFreshOneAcrossLevelsAndSizes() throws {
+        let workspace = GzipWorkspace()
+        let small = try Self.sampleLines(50)
+        let large = try Self.sampleLines(60_000)
+        // Random bytes barely compress: its output is larger than the buffer a workspace keeps (4 MiB).
+        var random = SystemRandomNumberGenerator()
+        let incompressible = (0..<(5 << 20)).map { _ in UInt8.random(in: 0...255, using: &random) }
+        for (input, level) in [(small, 1), (large, 1), (small, 6), (incompressible, 1), (small, 1), (large, 9)] {
+            var kept: [UInt8] = []
+            try Gzip.compress(input, level: level, into: &kept, keeping: workspace)
+            var fresh: [UInt8] = []
+            try Gzip.compress(input, level: level, into: &fresh)
+            #expect(kept == fresh, "level \(level), \(input.count) bytes")
+            #expect(try Gzip.decompress(kept) == input)
+        }
+    }
+
     @Test func decompressReadsConcatenatedMembersAndRefusesTruncation() throws {
         let first = Array("first\n".utf8)
         let second = Array("second\n".utf8)

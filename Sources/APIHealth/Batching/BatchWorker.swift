@@ -18,16 +18,18 @@ struct BatchWorker: Sendable {
     /// Lets go of the spool directory: its lock is given up and no later work touches its files.
     func releaseSpool() { spool?.release() }
 
-    /// Does `work`; returns the event that reports what it achieved, if it has one (the rest is the
-    /// caller's: a send, a wait, a body, a split, a report).
-    func run(_ work: BatchingAction.Work) -> BatchingEvent? {
+    /// Does `work`, a body made in the caller's `workspace`; returns the event that reports what it
+    /// achieved, if it has one (the rest is the caller's: a send, a wait, a body, a split, a report).
+    func run(_ work: BatchingAction.Work, compressingIn workspace: GzipWorkspace?) -> BatchingEvent? {
         switch work {
         case .none, .send, .wait, .useBody, .split, .reportSpoolFailure, .lost:
             return nil
         case .join(let plan):
             return join(plan, spool: spool)
         case .makeBody(let segment, let lines, let shift):
-            guard let made = compressor.body(of: shift?.apply(to: lines) ?? lines) else { return nil }
+            guard let made = compressor.body(of: shift?.apply(to: lines) ?? lines, keeping: workspace) else {
+                return nil
+            }
             return .bodyMade(
                 segment: segment,
                 body: made.body,

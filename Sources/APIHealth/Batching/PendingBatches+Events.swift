@@ -36,8 +36,10 @@ extension PendingBatches {
 
     /// The gzip body of batch `segment`: the one kept, or one made of its lines (outside the lock) and
     /// kept for the batch's retries. `nil` if the batch is gone or gzip failed.
-    func body(of segment: String) -> [UInt8]? {
-        guard case .useBody(let body) = modifyStateAndRunActions(.bodyWanted(segment: segment)) else { return nil }
+    func body(of segment: String, compressingIn workspace: GzipWorkspace? = nil) -> [UInt8]? {
+        guard
+            case .useBody(let body) = modifyStateAndRunActions(.bodyWanted(segment: segment), compressingIn: workspace)
+        else { return nil }
         return body
     }
 
@@ -51,8 +53,8 @@ extension PendingBatches {
     /// makes the head's as it sends it), so a backlog is held compressed: once a batch's lines are on
     /// disk (or there is no spool), only its body stays in memory and its buffer is reused. Stops at
     /// the first body that cannot be made.
-    func makeWaitingBodies() {
-        while case .useBody = modifyStateAndRunActions(.waitingBodyWanted) {}
+    func makeWaitingBodies(compressingIn workspace: GzipWorkspace? = nil) {
+        while case .useBody = modifyStateAndRunActions(.waitingBodyWanted, compressingIn: workspace) {}
     }
 
     /// `destination` stored the batch. Its spool file is removed by the spool worker once no

@@ -61,15 +61,19 @@ final class PendingBatches: Sendable {
 
     /// Applies `event` under the lock, wakes the loops its action names, and runs its work after the
     /// lock is released; work that reports back (a join, a body, a spool round, a copy to `rejected/`)
-    /// feeds its outcome in as the next event. Returns the last action's work: what the caller asked
-    /// for (a send or a wait, a body, the lines lost).
+    /// feeds its outcome in as the next event. A body is made in the caller's `workspace` (the loop's
+    /// own gzip memory). Returns the last action's work: what the caller asked for (a send or a wait,
+    /// a body, the lines lost).
     @discardableResult
-    func modifyStateAndRunActions(_ first: BatchingEvent) -> BatchingAction.Work {
+    func modifyStateAndRunActions(
+        _ first: BatchingEvent,
+        compressingIn workspace: GzipWorkspace? = nil
+    ) -> BatchingAction.Work {
         var event = first
         while true {
             let action = state.withLock { $0.batching.handle(event) }
             wake(action.wakeups)
-            guard let outcome = worker.run(action.work) else { return action.work }
+            guard let outcome = worker.run(action.work, compressingIn: workspace) else { return action.work }
             event = outcome
         }
     }

@@ -6,7 +6,7 @@ import LineProtocol
 ///
 /// ```swift
 /// let compressor = BatchCompressor(level: 1, writesUnsignedAsSigned: false)
-/// let made = compressor.body(of: Array("m v=1i 1\n".utf8))
+/// let made = compressor.body(of: Array("m v=1i 1\n".utf8), keeping: GzipWorkspace())
 /// ```
 struct BatchCompressor: Sendable {
     /// zlib level.
@@ -35,9 +35,11 @@ struct BatchCompressor: Sendable {
     /// The request body of `lines`, and how many lines had a value clamped on the way; `nil` if gzip
     /// failed.
     ///
-    /// - Parameter lines: Line protocol.
+    /// - Parameters:
+    ///   - lines: Line protocol.
+    ///   - workspace: The caller's gzip memory, kept between its compressions (`nil`: memory of its own).
     /// - Returns: The gzip body and the lines clamped.
-    func body(of lines: [UInt8]) -> (body: [UInt8], linesClamped: Int)? {
+    func body(of lines: [UInt8], keeping workspace: GzipWorkspace?) -> (body: [UInt8], linesClamped: Int)? {
         var payload = lines
         var clamped = 0
         if writesUnsignedAsSigned {
@@ -47,7 +49,8 @@ struct BatchCompressor: Sendable {
             if rewrite.rewrittenFields > 0 { payload = rewrite.lines }
             clamped = rewrite.clampedLines
         }
-        guard let body = try? Gzip.compress(payload, level: level) else { return nil }
+        var body: [UInt8] = []
+        guard (try? Gzip.compress(payload, level: level, into: &body, keeping: workspace)) != nil else { return nil }
         return (body, clamped)
     }
 }

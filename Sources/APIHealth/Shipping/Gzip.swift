@@ -44,13 +44,20 @@ import Darwin
         return output
     }
 
-    /// Appends one complete gzip member holding `input` to `output`.
-    public static func compress(_ input: [UInt8], level: Int, into output: inout [UInt8]) throws(Failure) {
-        try compress(input, level: level, using: implementation, into: &output)
+    /// Appends one complete gzip member holding `input` to `output`; with `workspace`, in the memory it
+    /// keeps from the last compression (see ``GzipWorkspace``).
+    public static func compress(
+        _ input: [UInt8],
+        level: Int,
+        into output: inout [UInt8],
+        keeping workspace: GzipWorkspace? = nil
+    ) throws(Failure) {
+        try compress(input, level: level, using: implementation, into: &output, keeping: workspace)
     }
 
     /// Appends one complete gzip member holding `input` to `output`, compressed by `implementation`
-    /// (zlib when libdeflate is asked for but missing, and for level 0).
+    /// (zlib when libdeflate is asked for but missing, and for level 0). libdeflate compresses in
+    /// `workspace`'s memory when one is given, else in memory of its own, freed after.
     ///
     /// ```swift
     /// var body: [UInt8] = []
@@ -60,11 +67,12 @@ import Darwin
         _ input: [UInt8],
         level: Int,
         using implementation: Implementation,
-        into output: inout [UInt8]
+        into output: inout [UInt8],
+        keeping workspace: GzipWorkspace? = nil
     ) throws(Failure) {
         let clamped = min(max(level, levels.lowerBound), levels.upperBound)
         if implementation == .libdeflate, clamped > 0, let library = Libdeflate.shared {
-            try library.compress(input, level: clamped, into: &output)
+            try library.compress(input, level: clamped, into: &output, keeping: workspace)
             return
         }
         var stream = z_stream()
@@ -151,7 +159,7 @@ import Darwin
 /// the package builds without its headers and runs without it (falling back to zlib).
 final class Libdeflate: Sendable {
     private typealias AllocateCompressor = @convention(c) (Int32) -> OpaquePointer?
-    private typealias FreeCompressor = @convention(c) (OpaquePointer?) -> Void
+    typealias FreeCompressor = @convention(c) (OpaquePointer?) -> Void
     private typealias CompressBound = @convention(c) (OpaquePointer?, Int) -> Int
     private typealias Compress =
         @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?, Int) -> Int
@@ -191,10 +199,21 @@ final class Libdeflate: Sendable {
         gzipCompress = compress
     }
 
-    /// Appends one gzip member holding `input`, at `level` (1–9).
-    func compress(_ input: [UInt8], level: Int, into output: inout [UInt8]) throws(Gzip.Failure) {
-        let workspace = try takeWorkspace(level: Int32(level))
-        defer { giveBack(workspace) }
+    /// Appends one gzip member holding `input`, at `level` (1–9), in `kept`'s workspace when one is given
+    /// (made or remade at this level first), else in one of its own.
+    func compress(
+        _ input: [UInt8],
+        level: Int,
+        into output: inout [UInt8],
+        keeping kept: GzipWorkspace?
+    ) throws(Gzip.Failure) {
+        let workspace: Workspace
+        if let reused = kept?.libdeflate, reused.level == Int32(level) {
+            workspace = reused
+        } else {
+            workspace = try makeWorkspace(level: Int32(level))
+            kept?.libdeflate = workspace
+        }
         let bound = compressBound(workspace.compressor, input.count)
         let keepsScratch = bound <= Self.largestKeptScratch
         let scratch =
@@ -208,9 +227,9 @@ final class Libdeflate: Sendable {
     }
 
     /// A compressor at one level and the buffer it writes into, used by one compression at a time and
-    /// kept between them: allocating a compressor clears its hash tables, and output written into a
-    /// kept buffer touches no new pages.
-    private final class Workspace: @unchecked Sendable {
+    /// kept between them (``GzipWorkspace``): allocating a compressor clears its hash tables, and output
+    /// written into a kept buffer touches no new pages.
+    final class Workspace {
         let level: Int32
         let compressor: OpaquePointer
         private let free: FreeCompressor
@@ -237,28 +256,30 @@ final class Libdeflate: Sendable {
         }
     }
 
-    /// Workspaces not in use (at most ``idleLimit``): one per thread compressing at once.
-    private let idle = Locked<[Workspace]>([])
-    private static let idleLimit = 2
     /// Output larger than this is written into a buffer of its own, freed after.
     private static let largestKeptScratch = 4 << 20
 
-    private func takeWorkspace(level: Int32) throws(Gzip.Failure) -> Workspace {
-        let kept = idle.withLock { idle -> Workspace? in
-            guard let index = idle.lastIndex(where: { $0.level == level }) else { return nil }
-            return idle.remove(at: index)
-        }
-        if let kept { return kept }
+    private func makeWorkspace(level: Int32) throws(Gzip.Failure) -> Workspace {
         guard let compressor = allocateCompressor(level) else {
             throw Gzip.Failure(code: -4, operation: "libdeflate_alloc_compressor")
         }
         return Workspace(level: level, compressor: compressor, free: freeCompressor)
     }
+}
 
-    private func giveBack(_ workspace: Workspace) {
-        idle.withLock { idle in
-            if idle.count == Self.idleLimit { idle.removeFirst() }
-            idle.append(workspace)
-        }
-    }
+/// The memory a gzip compression works in (libdeflate's compressor, its hash tables, the buffer it
+/// writes into), kept from one compression to the next by the one loop that owns it: the spool
+/// worker's, each shipper's. Allocating a compressor clears its tables, about as costly as compressing
+/// a small batch; a kept one is reused. No lock: it is its owner's, used by one compression at a time.
+///
+/// ```swift
+/// let workspace = GzipWorkspace()   // one per loop that compresses
+/// var body: [UInt8] = []
+/// try Gzip.compress(lines, level: 1, into: &body, keeping: workspace)
+/// ```
+@_spi(Benchmarking) public final class GzipWorkspace: @unchecked Sendable {
+    /// libdeflate's workspace, made at the first compression (and again when the level changes).
+    fileprivate var libdeflate: Libdeflate.Workspace?
+
+    public init() {}
 }

@@ -35,6 +35,8 @@ final class Shipper: Sendable {
         fileprivate var endpoints: EndpointGroup
         /// The generator of the retry delays' jitter.
         fileprivate var random = SystemRandomNumberGenerator()
+        /// The gzip memory the loop makes bodies in.
+        fileprivate let compression = GzipWorkspace()
     }
 
     enum Health: Equatable {
@@ -116,7 +118,7 @@ final class Shipper: Sendable {
 
     private func send(segment: String, body: [UInt8]?, lineCount: Int, lineBytes: Int, _ loop: inout Loop) async {
         guard let destination else { return }
-        guard let body = body ?? pending.body(of: segment) else {
+        guard let body = body ?? pending.body(of: segment, compressingIn: loop.compression) else {
             pending.reject(segment, reason: "gzip failed", refused: .all, for: id)
             return
         }
@@ -133,8 +135,10 @@ final class Shipper: Sendable {
             if precision != configuration.precision {
                 lines = PrecisionRewrite.rewrite(lines, from: configuration.precision, to: precision)
             }
+            var compressed: [UInt8] = []
             if destination.compression == .gzip,
-                let compressed = try? Gzip.compress(lines, level: configuration.gzipLevel)
+                (try? Gzip.compress(lines, level: configuration.gzipLevel, into: &compressed, keeping: loop.compression))
+                    != nil
             {
                 request.httpBody = Data(compressed)
                 request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")

@@ -26,6 +26,8 @@ struct SpoolWorker: Sendable {
     let clock: any AgentClock
     /// Where a learned country is kept for the next launch (``CountryLearner``), when one is learned.
     var countryFile: SpoolDirectory? = nil
+    /// The gzip memory the worker's loop makes bodies in, its own.
+    private let compression = GzipWorkspace()
 
     /// Runs rounds until intake has closed, then one last write-through keeps the rest.
     func run() async {
@@ -35,7 +37,7 @@ struct SpoolWorker: Sendable {
             pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
             for waiter in waiting { waiter.resume(returning: true) }
             keepLearnedCountry()
-            if compressesBatches { pending.makeWaitingBodies() }
+            if compressesBatches { pending.makeWaitingBodies(compressingIn: compression) }
             lossReporter.reportDroppedAtCap(pending)
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
             if pending.isClosed { break }
