@@ -16,8 +16,10 @@ import FoundationNetworking
 /// - On Apple platforms, which have no such protocol to hand over to, the request is re-issued on an
 ///   ``InnerSession`` and its events are forwarded in order (see ``InnerSessionLoad``).
 ///
-/// The URL loading system calls `startLoading` and `stopLoading` on the task's work queue; the state of
-/// an instance is guarded by `loading`.
+/// The URL loading system calls `startLoading` and `stopLoading` one at a time, on one queue: corelibs on
+/// the task's serial work queue (`URLSessionTask.resume()`, `suspend()` and `cancel()` each hop to it),
+/// Apple's URL loading system on the protocol's client thread. So how an instance is loading
+/// (`loading`) is that queue's, and needs no lock: only those two calls and `deinit` touch it.
 class InterceptingURLProtocol: URLProtocol {
     /// Marks the requests the inner session re-issues, so they are never intercepted twice.
     static let handledKey = "APIHealth.handled"
@@ -46,7 +48,8 @@ class InterceptingURLProtocol: URLProtocol {
         case inner(InnerSessionLoad)
     }
 
-    private let loading = Locked(Loading.notStarted)
+    /// Touched only by `startLoading`, `stopLoading` (on the task's queue, one at a time) and `deinit`.
+    nonisolated(unsafe) private var loading = Loading.notStarted
     /// When the URL loading system made this protocol for the task: the start of the request as the
     /// hook can see it, before the hop to the task's work queue that `startLoading` comes after.
     private let created = ContinuousClock.now
@@ -89,8 +92,7 @@ class InterceptingURLProtocol: URLProtocol {
     override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
 
     override func startLoading() {
-        let current = loading.withLock { $0 }
-        switch current {
+        switch loading {
         case .native(let native, _):
             // Resumed after a suspension: the native protocol picks up its transfer.
             native.startLoading()
@@ -113,7 +115,7 @@ class InterceptingURLProtocol: URLProtocol {
             }
             let observer = captured.map { ObservingProtocolClient(forwardingTo: client, request: $0, leg: 0) }
             let native = nativeClass.init(task: task, cachedResponse: cachedResponse, client: observer ?? client)
-            loading.withLock { $0 = .native(native, captured) }
+            loading = .native(native, captured)
             native.startLoading()
         } else {
             guard let registration, let inner = registration.innerSession else {
@@ -121,13 +123,13 @@ class InterceptingURLProtocol: URLProtocol {
                 return
             }
             let load = InnerSessionLoad(owner: self, client: client, registration: registration, inner: inner)
-            loading.withLock { $0 = .inner(load) }
+            loading = .inner(load)
             load.start(request, started: created, startedAt: createdAt)
         }
     }
 
     override func stopLoading() {
-        switch loading.withLock({ $0 }) {
+        switch loading {
         case .native(let native, let captured):
             let suspending = task?.state == .suspended
             native.stopLoading()
@@ -145,6 +147,6 @@ class InterceptingURLProtocol: URLProtocol {
     }
 
     deinit {
-        if case .native(_, let captured?) = loading.withLock({ $0 }) { captured.abandoned() }
+        if case .native(_, let captured?) = loading { captured.abandoned() }
     }
 }
