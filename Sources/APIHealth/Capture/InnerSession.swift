@@ -215,16 +215,21 @@ final class InnerSessionLoad: @unchecked Sendable {
 
 /// Routes the inner session's events to the request that owns each task.
 final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    /// Guards the owners of running inner tasks and the metrics collected for them.
-    private let owners = Locked([Int: InnerSessionLoad]())
-    private let metrics = Locked([Int: URLSessionTaskMetrics]())
+    /// The running inner tasks, by task identifier: their owners and the metrics collected for them.
+    private struct Tasks {
+        var owners: [Int: InnerSessionLoad] = [:]
+        var metrics: [Int: URLSessionTaskMetrics] = [:]
+    }
+
+    /// Guards the running inner tasks: registered from the app's protocol, read by the session's calls.
+    private let tasks = Locked(Tasks())
 
     func register(_ task: URLSessionTask, for owner: InnerSessionLoad) {
-        owners.withLock { $0[task.taskIdentifier] = owner }
+        tasks.withLock { $0.owners[task.taskIdentifier] = owner }
     }
 
     private func owner(_ task: URLSessionTask) -> InnerSessionLoad? {
-        owners.withLock { $0[task.taskIdentifier] }
+        tasks.withLock { $0.owners[task.taskIdentifier] }
     }
 
     func urlSession(
@@ -254,12 +259,16 @@ final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked S
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
-        self.metrics.withLock { $0[task.taskIdentifier] = metrics }
+        tasks.withLock { $0.metrics[task.taskIdentifier] = metrics }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let owner = owners.withLock { $0.removeValue(forKey: task.taskIdentifier) }
-        let collected = metrics.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        let (owner, collected) = tasks.withLock { tasks in
+            (
+                tasks.owners.removeValue(forKey: task.taskIdentifier),
+                tasks.metrics.removeValue(forKey: task.taskIdentifier)
+            )
+        }
         owner?.innerDidComplete(task: task, error: error, metrics: collected)
     }
 }
