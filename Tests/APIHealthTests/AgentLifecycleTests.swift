@@ -195,6 +195,50 @@ private struct StopsAtOnce: Service {
         #expect(spooled().contains { $0.hasPrefix("third ") }, "written at shutdown")
     }
 
+    /// `writeThrough()` returns once what its caller wrote is in the spool's files: written by the caller
+    /// before the agent runs, by a round of the spool worker asked for while it runs (its own beat is an
+    /// hour on a clock that stays put), at once after it stopped. Callers on many tasks at once each
+    /// find their own lines on disk; no line is written twice.
+    @Test func writeThroughReturnsOnceTheCallersLinesAreInTheSpool() async throws {
+        let spool = temporaryDirectory("asked-write-through")
+        defer { try? FileManager.default.removeItem(at: spool) }
+        var configuration = APIHealthConfiguration(serviceName: "asked-write-through")
+        configuration.spool = SpoolOptions(directory: spool, writeThroughInterval: .seconds(3_600))
+        configuration.selfMetricsInterval = noPeriodicHealthPoint
+        let agent = try APIHealthAgent(
+            configuration: configuration,
+            logger: Logger(label: "asked-write-through"),
+            clock: ManualClock(),
+            spoolClock: ManualClock()
+        )
+        func spooled(_ measurement: String) -> Int {
+            ((try? SpoolReader(directory: spool).segments()) ?? []).flatMap(\.lines)
+                .filter { $0.starts(with: Array("\(measurement) ".utf8)) }.count
+        }
+        agent.write(Point(measurement: "before", fields: ["v": 1]))
+        await agent.writeThrough()
+        #expect(spooled("before") == 1, "written by the caller: no worker yet")
+
+        agent.start()
+        let callers = 16
+        let found = await withTaskGroup(of: Int.self) { group in
+            for caller in 0..<callers {
+                group.addTask {
+                    for line in 0..<5 {
+                        agent.write(Point(measurement: "caller\(caller)", fields: ["v": .int(Int64(line))]))
+                    }
+                    await agent.writeThrough()
+                    return spooled("caller\(caller)")
+                }
+            }
+            return await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(found == Array(repeating: 5, count: callers), "each caller's 5 lines, once each")
+
+        await agent.shutdown(deadline: .seconds(5))
+        #expect(await finishes { await agent.writeThrough() } != nil, "at once after the agent stopped")
+    }
+
     @Test func aCleanShutdownDropsNothing() async throws {
         let server = try await LoopbackHTTPServer.start { _ in
             LoopbackHTTPServer.Response(status: 204, delay: .milliseconds(30))
