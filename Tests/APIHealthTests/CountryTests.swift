@@ -150,8 +150,7 @@ import FoundationNetworking
         #expect(countries == ["-", "BR", "BR"])
         #expect(agent.metrics.countryValuesIgnored == 1)
         #expect(agent.everyPointTags.contains(Point.Tag("country", "BR")))
-        #expect(agent.pending.takeUnkeptCountry() == "BR")
-        #expect(agent.pending.takeUnkeptCountry() == nil, "kept once")
+        #expect(agent.pending.publishedCountry?.country == "BR", "published for the spool worker to keep")
     }
 
     /// Real requests through an instrumented URLSession to a loopback API whose CDN header says where the

@@ -14,9 +14,8 @@ final class PendingBatches: Sendable {
         var departures = BatchDepartures()
         /// The losses said at warning already, beside the counts that tell of them.
         var reported = ReportedLosses()
-        /// What the record loop's country learner last published, and a country not yet kept.
+        /// What the record loop's country learner last published.
         var country: CountryLearner.Published?
-        var unkeptCountry: String?
     }
 
     /// Guards the batches, counters and the instants each series used: the only lock `record` takes.
@@ -268,22 +267,11 @@ final class PendingBatches: Sendable {
 
     /// Publishes what the record loop's ``CountryLearner`` has learned, for the threads that read it.
     func publishCountry(_ published: CountryLearner.Published) {
-        state.withLock { state in
-            state.country = published
-            if let unkept = published.unkept { state.unkeptCountry = unkept }
-        }
+        state.withLock { $0.country = published }
     }
 
     /// What the country learner last published (`nil` without one).
     var publishedCountry: CountryLearner.Published? { state.withLock { $0.country } }
-
-    /// The country learned since the last call that is not yet kept in the spool directory, if any.
-    func takeUnkeptCountry() -> String? {
-        state.withLock { state in
-            defer { state.unkeptCountry = nil }
-            return state.unkeptCountry
-        }
-    }
 
     // MARK: Losses said once
 

@@ -7,9 +7,9 @@ import LineProtocol
 /// A value that is no ``CountryCode`` (`XX`, `T1`, a typo) is ignored and counted
 /// (``AgentMetrics/countryValuesIgnored``); the caller says it once at `warning`.
 ///
-/// A country learned is kept across launches: the spool worker writes it to the spool directory
-/// (``Published/unkept``), and the next launch starts from it (`learned`), so installs that cannot reach
-/// the API, the outage the tag exists for, are still tagged with where they are.
+/// A country learned is kept across launches: the spool worker writes it to the spool directory once it
+/// is published (``Published/country``), and the next launch starts from it (`learned`), so installs
+/// that cannot reach the API, the outage the tag exists for, are still tagged with where they are.
 ///
 /// Only the record loop touches a learner (it takes every response's header, the Apple platforms' hook's
 /// through the intake), so it takes no lock; what others read (the health point's tags, the count of
@@ -29,13 +29,14 @@ final class CountryLearner: @unchecked Sendable {
         var everyPointTags: [Point.Tag]
         /// Values of the header that were not country codes, since the start.
         var ignored: UInt64 = 0
-        /// A country learned that is not yet kept in the spool directory.
-        var unkept: String?
+
+        /// The country the tags carry, if any.
+        var country: String? { everyPointTags.first { $0.key == PointSchema.Tag.country }?.value }
     }
 
     /// The last value seen, as the header had it: the same value again changes nothing.
     @exclusivity(unchecked) private var lastSeen: String?
-    /// The tags, the count of values ignored and the country to keep, as published.
+    /// The tags and the count of values ignored: what the loop publishes for other threads to read.
     @exclusivity(unchecked) private(set) var published: Published
 
     /// What a value seen did.
@@ -67,13 +68,6 @@ final class CountryLearner: @unchecked Sendable {
         return tags
     }
 
-    /// What to publish now: the tags, the values ignored and the country learned since the last call
-    /// (which then counts as handed over).
-    func takePublished() -> Published {
-        defer { published.unkept = nil }
-        return published
-    }
-
     /// The tags every point carries now.
     var everyPointTags: [Point.Tag] { published.everyPointTags }
 
@@ -92,7 +86,6 @@ final class CountryLearner: @unchecked Sendable {
         if published.everyPointTags.contains(where: { $0.key == key && $0.value == country.code }) { return .unchanged }
         let tags = Self.tags(published.everyPointTags, country: country.code)
         published.everyPointTags = tags
-        published.unkept = country.code
         return .changed(country: country.code, everyPointTags: tags)
     }
 }

@@ -36,7 +36,7 @@ final class RequestRecorder: Sendable {
         self.clock = clock
         self.cacheAdvisor = cacheAdvisor
         // The tags a country kept by an earlier launch makes, before the loop learns any.
-        if let learner = schema.countryLearner { pending.publishCountry(learner.takePublished()) }
+        if let learner = schema.countryLearner { pending.publishCountry(learner.published) }
         intake.startsLoop { [weak self] intake in
             guard let self else { return }
             RecordLoop.start(intake: intake, recorder: self)
@@ -232,10 +232,10 @@ final class RequestRecorder: Sendable {
     }
 
     /// Takes the country header's `value` from a response and publishes what the learner then has
-    /// new (tags, a value ignored, a country to keep) for the threads that read it.
+    /// new (tags, a value ignored) for the threads that read it.
     private func observeCountry(_ value: String) {
         guard schema.observeCountry(value), let learner = schema.countryLearner else { return }
-        pending.publishCountry(learner.takePublished())
+        pending.publishCountry(learner.published)
     }
 
     /// Takes the interval points of every endpoint aggregate, stamped `stamp`, and records them; with

@@ -31,12 +31,14 @@ struct SpoolWorker: Sendable {
 
     /// Runs rounds until intake has closed, then one last write-through keeps the rest.
     func run() async {
+        // The country in the spool directory: one learned later replaces it.
+        var keptCountry = countryFile?.learnedCountry()
         while !Task.isCancelled {
             // Who asked before this round began has what it recorded on disk once the round is done.
             let waiting = pending.filled.takePosted()
             pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
             for waiter in waiting { waiter.resume(returning: true) }
-            keepLearnedCountry()
+            keepLearnedCountry(replacing: &keptCountry)
             if compressesBatches { pending.makeWaitingBodies(compressingIn: compression) }
             lossReporter.reportDroppedAtCap(pending)
             // Intake is closed: nothing new can arrive, so one last write-through (below) keeps the rest.
@@ -47,7 +49,7 @@ struct SpoolWorker: Sendable {
         let waiting = pending.filled.close()
         pending.writeThrough { _ in }
         for waiter in waiting { waiter.resume(returning: true) }
-        keepLearnedCountry()
+        keepLearnedCountry(replacing: &keptCountry)
     }
 
     /// Waits until a round that began after this call is done: what the caller recorded before it is
@@ -58,10 +60,11 @@ struct SpoolWorker: Sendable {
         }
     }
 
-    /// Writes the country learned since the last round, if any, for the next launch; a failure leaves the
-    /// file as it was (the next launch starts from the country kept before).
-    private func keepLearnedCountry() {
-        guard let countryFile, let country = pending.takeUnkeptCountry() else { return }
+    /// Writes the country the record loop learned, once, when it is not the one `kept`, for the next
+    /// launch; a failure leaves the file as it was (the next launch starts from the country kept before).
+    private func keepLearnedCountry(replacing kept: inout String?) {
+        guard let countryFile, let country = pending.publishedCountry?.country, country != kept else { return }
+        kept = country
         countryFile.keepLearnedCountry(country)
     }
 }
