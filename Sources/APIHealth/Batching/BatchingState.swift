@@ -284,6 +284,9 @@ struct BatchingState {
         return cursors.adding(to: metrics)
     }
 
+    /// Requests counted in the endpoints' overflow series, as the record loop last published them.
+    var requestsOverflowed: UInt64 { metrics.requestsOverflowed }
+
     /// Memory held by the batches' lines and bodies and the spare buffers, spare capacity included.
     var reservedBytes: Int { queue.reservedBytes }
 

@@ -295,7 +295,7 @@ final class PendingBatches: Sendable {
     /// reported); `nil` otherwise.
     func firstEndpointOverflow() -> UInt64? {
         state.withLock { state in
-            let requests = state.batching.currentMetrics.requestsOverflowed
+            let requests = state.batching.requestsOverflowed
             return requests > 0 && state.reported.firstTime(.endpointsOverflowed) ? requests : nil
         }
     }
