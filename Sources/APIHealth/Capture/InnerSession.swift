@@ -141,7 +141,10 @@ final class InnerSessionLoad: @unchecked Sendable {
 
     func innerDidComplete(task: URLSessionTask, error: (any Error)?, metrics: URLSessionTaskMetrics?) {
         let state = progress.withLock { $0 }
-        if state.redirects > 0 && state.response == nil { return }
+        // A redirect went to the app's task, which starts the next request itself (recorded as its own):
+        // this one ends there. The session answers a redirect it is told not to follow with the redirect
+        // response as the final one, before the cancel takes: that is no answer the app sees.
+        if state.redirects > 0 { return }
         let sampleError: (any Error)? = error ?? (state.stopped ? URLError(.cancelled) : nil)
         var sample: RequestSample
         if let metrics,
@@ -231,6 +234,9 @@ final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked S
     private func owner(_ task: URLSessionTask) -> InnerSessionLoad? {
         tasks.withLock { $0.owners[task.taskIdentifier] }
     }
+
+    /// How many inner tasks are registered and not yet completed.
+    var runningTasks: Int { tasks.withLock { $0.owners.count } }
 
     func urlSession(
         _ session: URLSession,
