@@ -27,6 +27,10 @@ final class InnerSession: Sendable {
 /// One request re-issued on the inner session. Every call into the app's task goes through
 /// `clientCalls`, a serial queue, and only between `start` and `stop`: once the app's task has
 /// stopped, finished or failed, nothing more reaches it.
+///
+/// What has been seen of the request (`progress`) is that queue's: each event of the inner session hops
+/// to it, updates what was seen and forwards the event to the app's task in the same turn, so it needs
+/// no lock, and the sample is built there once the inner request ends, after every event before it.
 final class InnerSessionLoad: @unchecked Sendable {
     private let client: any URLProtocolClient
     private weak var owner: URLProtocol?
@@ -49,8 +53,8 @@ final class InnerSessionLoad: @unchecked Sendable {
         var digest: BodyDigest?
     }
 
-    /// Guards the state of this request.
-    private let progress = Locked(Progress())
+    /// What has been seen of this request: touched only on `clientCalls` (and in `init`, before any use).
+    private var progress = Progress()
 
     init(
         owner: URLProtocol,
@@ -62,7 +66,7 @@ final class InnerSessionLoad: @unchecked Sendable {
         self.client = client
         self.registration = registration
         self.inner = inner
-        if registration.recorder.digestsBodies { progress.withLock { $0.digest = BodyDigest() } }
+        if registration.recorder.digestsBodies { progress.digest = BodyDigest() }
     }
 
     /// Issues `request` on the inner session; the sample's duration runs from `started`, when the
@@ -70,81 +74,108 @@ final class InnerSessionLoad: @unchecked Sendable {
     func start(_ request: URLRequest, started: ContinuousClock.Instant, startedAt: Date) {
         guard let marked = (request as NSURLRequest).mutableCopy() as? NSMutableURLRequest else { return }
         URLProtocol.setProperty(true, forKey: InterceptingURLProtocol.handledKey, in: marked)
-        let outgoing = marked as URLRequest
-        progress.withLock { state in
-            state.request = request
-            state.started = started
-            state.startedAt = startedAt
+        let innerTask = inner.session.dataTask(with: marked as URLRequest)
+        clientCalls.sync {
+            progress.request = request
+            progress.started = started
+            progress.startedAt = startedAt
+            progress.innerTask = innerTask
         }
-        let innerTask = inner.session.dataTask(with: outgoing)
-        progress.withLock { $0.innerTask = innerTask }
         inner.delegate.register(innerTask, for: self)
         innerTask.resume()
     }
 
     func stop() {
-        let innerTask = clientCalls.sync {
-            progress.withLock { state -> URLSessionDataTask? in
-                state.stopped = true
-                return state.innerTask
-            }
+        let innerTask = clientCalls.sync { () -> URLSessionDataTask? in
+            progress.stopped = true
+            return progress.innerTask
         }
         innerTask?.cancel()
     }
 
-    /// Runs `call` against the app's task unless it has stopped or ended.
+    /// On `clientCalls`: updates what was seen with `update`, then makes `call` against the app's task
+    /// unless it has stopped or ended (`ending`: this call ends it).
     private func toClient(
         ending: Bool = false,
+        updating update: @escaping @Sendable (inout Progress) -> Void = { _ in },
         _ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void
     ) {
-        let client = UncheckedSendable(client)
-        let owner = WeakOwner(owner)
-        clientCalls.async { [progress] in
-            guard let owner = owner.value else { return }
-            let allowed = progress.withLock { state -> Bool in
-                if state.stopped || state.ended { return false }
-                if ending { state.ended = true }
-                return true
-            }
-            if allowed { call(client.value, owner) }
+        clientCalls.async { [self] in
+            update(&progress)
+            forward(ending: ending, call)
         }
+    }
+
+    /// Makes `call` against the app's task unless it has stopped or ended; on `clientCalls`.
+    private func forward(ending: Bool, _ call: (any URLProtocolClient, URLProtocol) -> Void) {
+        guard let owner, !progress.stopped, !progress.ended else { return }
+        if ending { progress.ended = true }
+        call(client, owner)
     }
 
     // MARK: Events from the inner session
 
     func innerDidReceive(_ response: URLResponse) {
-        progress.withLock { state in
-            state.firstByte = .now - state.started
-            state.response = response as? HTTPURLResponse
-        }
+        let now = ContinuousClock.now
         let response = UncheckedSendable(response)
-        toClient { $0.urlProtocol($1, didReceive: response.value, cacheStoragePolicy: .notAllowed) }
+        toClient(
+            updating: { progress in
+                progress.firstByte = now - progress.started
+                progress.response = response.value as? HTTPURLResponse
+            },
+            { $0.urlProtocol($1, didReceive: response.value, cacheStoragePolicy: .notAllowed) }
+        )
     }
 
     func innerDidReceive(_ data: Data) {
-        progress.withLock { state in
-            state.responseBytes += UInt64(data.count)
-            if state.digest != nil { data.withUnsafeBytes { state.digest?.update($0) } }
-        }
-        toClient { $0.urlProtocol($1, didLoad: data) }
+        toClient(
+            updating: { progress in
+                progress.responseBytes += UInt64(data.count)
+                if progress.digest != nil { data.withUnsafeBytes { progress.digest?.update($0) } }
+            },
+            { $0.urlProtocol($1, didLoad: data) }
+        )
     }
 
     /// Hands a redirect to the app's task, which asks the app's delegate and starts the new request
     /// itself; the inner task stops here.
     func innerWillRedirect(to request: URLRequest, response: HTTPURLResponse) {
-        progress.withLock { $0.redirects += 1 }
         let redirect = UncheckedSendable((request, response))
-        toClient(ending: true) {
+        toClient(ending: true, updating: { $0.redirects += 1 }) {
             $0.urlProtocol($1, wasRedirectedTo: redirect.value.0, redirectResponse: redirect.value.1)
         }
     }
 
+    /// The inner request ended: its sample is recorded and the end forwarded, on `clientCalls`, after
+    /// every event before it.
     func innerDidComplete(task: URLSessionTask, error: (any Error)?, metrics: URLSessionTaskMetrics?) {
-        let state = progress.withLock { $0 }
-        // A redirect went to the app's task, which starts the next request itself (recorded as its own):
-        // this one ends there. The session answers a redirect it is told not to follow with the redirect
-        // response as the final one, before the cancel takes: that is no answer the app sees.
-        if state.redirects > 0 { return }
+        let ended = ContinuousClock.now
+        let completion = UncheckedSendable((task: task, error: error, metrics: metrics))
+        clientCalls.async { [self] in
+            let (task, error, metrics) = completion.value
+            // A redirect went to the app's task, which starts the next request itself (recorded as its
+            // own): this one ends there. The session answers a redirect it is told not to follow with the
+            // redirect response as the final one, before the cancel takes: that is no answer the app sees.
+            if progress.redirects > 0 { return }
+            record(task: task, error: error, metrics: metrics, ended: ended)
+            forward(ending: true) { client, owner in
+                if let error {
+                    client.urlProtocol(owner, didFailWithError: error)
+                } else {
+                    client.urlProtocolDidFinishLoading(owner)
+                }
+            }
+        }
+    }
+
+    /// Records the sample of the request that ended at `ended`; on `clientCalls`.
+    private func record(
+        task: URLSessionTask,
+        error: (any Error)?,
+        metrics: URLSessionTaskMetrics?,
+        ended: ContinuousClock.Instant
+    ) {
+        let state = progress
         let sampleError: (any Error)? = error ?? (state.stopped ? URLError(.cancelled) : nil)
         var sample: RequestSample
         if let metrics,
@@ -162,7 +193,7 @@ final class InnerSessionLoad: @unchecked Sendable {
                 url: url,
                 module: registration.module,
                 startedAt: state.startedAt,
-                duration: .now - state.started
+                duration: ended - state.started
             )
             sample.timeToFirstByte = state.firstByte
             sample.requestBytes = UInt64(max(0, task.countOfBytesSent))
@@ -195,14 +226,6 @@ final class InnerSessionLoad: @unchecked Sendable {
             )
         }
         registration.recorder.record(sample, request: state.request, cacheEvidence: cacheEvidence)
-        let failure = error.map { UncheckedSendable($0) }
-        toClient(ending: true) { client, owner in
-            if let failure {
-                client.urlProtocol(owner, didFailWithError: failure.value)
-            } else {
-                client.urlProtocolDidFinishLoading(owner)
-            }
-        }
     }
 
     /// Whether the task's metrics say a local cache served the response (Apple platforms: swift-corelibs-
