@@ -141,9 +141,11 @@ final class InnerSessionLoad: @unchecked Sendable {
     /// itself; the inner task stops here.
     func innerWillRedirect(to request: URLRequest, response: HTTPURLResponse) {
         let redirect = UncheckedSendable((request, response))
-        toClient(ending: true, updating: { $0.redirects += 1 }) {
-            $0.urlProtocol($1, wasRedirectedTo: redirect.value.0, redirectResponse: redirect.value.1)
-        }
+        toClient(
+            ending: true,
+            updating: { $0.redirects += 1 },
+            { $0.urlProtocol($1, wasRedirectedTo: redirect.value.0, redirectResponse: redirect.value.1) }
+        )
     }
 
     /// The inner request ended: its sample is recorded and the end forwarded, on `clientCalls`, after
