@@ -137,10 +137,16 @@ import FoundationNetworking
         let started = Self.start("\(server.baseURL)/old", inner: inner)
         #expect(await waitUntil { started.app.events.withLock { $0 } == [.redirected("/new")] })
         // The inner task was cancelled at the redirect. Its end is handled in one operation of the inner
-        // session's serial delegate queue, which lets go of the task first: one queued after that has
-        // run once the end was handled.
-        #expect(await waitUntil { inner.delegate.runningTasks == 0 })
-        await withCheckedContinuation { done in inner.session.delegateQueue.addOperation { done.resume() } }
+        // session's serial delegate queue, which lets go of the task and queues the end on the request's
+        // own queue; `stop()` takes its turn on that queue after it, so once it returns the end is handled.
+        #expect(
+            await waitUntil {
+                await withCheckedContinuation { running in
+                    inner.delegate.queue.addOperation { running.resume(returning: inner.delegate.runningTasks) }
+                } == 0
+            }
+        )
+        started.load.stop()
         #expect(started.recorder.samples.withLock { $0 }.isEmpty, "the redirect's hop records nothing")
         #expect(started.app.events.withLock { $0 } == [.redirected("/new")], "and tells the app nothing more")
         withExtendedLifetime(started.owner) {}

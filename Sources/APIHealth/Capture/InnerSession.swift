@@ -14,10 +14,10 @@ final class InnerSession: Sendable {
     init(copying configuration: URLSessionConfiguration, module: String) {
         let copy = (configuration.copy() as? URLSessionConfiguration) ?? .ephemeral
         copy.protocolClasses = (configuration.protocolClasses ?? []).filter { !($0 is InterceptingURLProtocol.Type) }
-        delegate = InnerSessionDelegate()
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "APIHealth.capture.\(module)"
+        delegate = InnerSessionDelegate(queue: queue)
         session = URLSession(configuration: copy, delegate: delegate, delegateQueue: queue)
     }
 
@@ -242,6 +242,9 @@ final class InnerSessionLoad: @unchecked Sendable {
 }
 
 /// Routes the inner session's events to the request that owns each task.
+///
+/// The session calls it on its delegate queue, which runs one operation at a time, and a task is
+/// registered there too, before it is resumed: the running tasks are that queue's, with no lock.
 final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     /// The running inner tasks, by task identifier: their owners and the metrics collected for them.
     private struct Tasks {
@@ -249,19 +252,28 @@ final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked S
         var metrics: [Int: URLSessionTaskMetrics] = [:]
     }
 
-    /// Guards the running inner tasks: registered from the app's protocol, read by the session's calls.
-    private let tasks = Locked(Tasks())
+    /// The session's delegate queue (one operation at a time): the only code that touches `tasks`.
+    let queue: OperationQueue
+    private var tasks = Tasks()
 
+    init(queue: OperationQueue) {
+        self.queue = queue
+    }
+
+    /// Registers `task` on the delegate queue and returns once it is, before the task is resumed, so
+    /// that every call about it finds its owner. Nothing on that queue waits for the caller's thread.
     func register(_ task: URLSessionTask, for owner: InnerSessionLoad) {
-        tasks.withLock { $0.owners[task.taskIdentifier] = owner }
+        let identifier = task.taskIdentifier
+        let registration = BlockOperation { [self] in tasks.owners[identifier] = owner }
+        queue.addOperations([registration], waitUntilFinished: true)
     }
 
     private func owner(_ task: URLSessionTask) -> InnerSessionLoad? {
-        tasks.withLock { $0.owners[task.taskIdentifier] }
+        tasks.owners[task.taskIdentifier]
     }
 
-    /// How many inner tasks are registered and not yet completed.
-    var runningTasks: Int { tasks.withLock { $0.owners.count } }
+    /// How many inner tasks are registered and not yet completed; read on the delegate queue.
+    var runningTasks: Int { tasks.owners.count }
 
     func urlSession(
         _ session: URLSession,
@@ -290,16 +302,12 @@ final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked S
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
-        tasks.withLock { $0.metrics[task.taskIdentifier] = metrics }
+        tasks.metrics[task.taskIdentifier] = metrics
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let (owner, collected) = tasks.withLock { tasks in
-            (
-                tasks.owners.removeValue(forKey: task.taskIdentifier),
-                tasks.metrics.removeValue(forKey: task.taskIdentifier)
-            )
-        }
+        let owner = tasks.owners.removeValue(forKey: task.taskIdentifier)
+        let collected = tasks.metrics.removeValue(forKey: task.taskIdentifier)
         owner?.innerDidComplete(task: task, error: error, metrics: collected)
     }
 }
