@@ -23,8 +23,8 @@ struct BatchingState {
     private var queue: BatchQueue
     private var cursors: DestinationCursors
     private var ledger: SpoolLedger
-    /// The agent's own counters; what destinations did is in their cursors.
-    private var metrics = AgentMetrics()
+    /// The agent's own counters, less what is pending (``currentMetrics``); destinations' in their cursors.
+    private(set) var metrics = AgentMetrics()
     private var recentInstants: RecentInstants
     private(set) var isClosed = false
     /// Whether the device clock's offset has been learned (``BatchingEvent/offsetLearned(nanoseconds:)``).
@@ -283,9 +283,6 @@ struct BatchingState {
         metrics.spoolWriteErrors += ledger.failures
         return cursors.adding(to: metrics)
     }
-
-    /// Requests counted in the endpoints' overflow series, as the record loop last published them.
-    var requestsOverflowed: UInt64 { metrics.requestsOverflowed }
 
     /// Memory held by the batches' lines and bodies and the spare buffers, spare capacity included.
     var reservedBytes: Int { queue.reservedBytes }

@@ -295,7 +295,7 @@ final class PendingBatches: Sendable {
     /// reported); `nil` otherwise.
     func firstEndpointOverflow() -> UInt64? {
         state.withLock { state in
-            let requests = state.batching.requestsOverflowed
+            let requests = state.batching.metrics.requestsOverflowed
             return requests > 0 && state.reported.firstTime(.endpointsOverflowed) ? requests : nil
         }
     }
