@@ -312,13 +312,6 @@ final class InnerSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked S
     }
 }
 
-/// The app's protocol instance, held weakly across the hop to `clientCalls`; the URL loading
-/// system owns it and calls it only from its own queues.
-private struct WeakOwner: @unchecked Sendable {
-    weak var value: URLProtocol?
-    init(_ value: URLProtocol?) { self.value = value }
-}
-
 /// Carries a value the URL loading system already synchronises across a concurrency boundary.
 struct UncheckedSendable<Value>: @unchecked Sendable {
     let value: Value

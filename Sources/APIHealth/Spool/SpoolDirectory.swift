@@ -109,11 +109,11 @@ final class SpoolDirectory: @unchecked Sendable {
     func release() {
         mutex.acquire()
         defer { mutex.release() }
-        guard !isReleased else { return }
         closeFilesAndUnlock()
         isReleased = true
     }
 
+    /// Closes the open segment files and gives up the directory's lock, unless released already.
     private func closeFilesAndUnlock() {
         guard !isReleased else { return }
         for descriptor in descriptors.values { _ = fileSystem.close(descriptor) }

@@ -34,10 +34,7 @@ struct SpoolWorker: Sendable {
         // The country in the spool directory: one learned later replaces it.
         var keptCountry = countryFile?.learnedCountry()
         while !Task.isCancelled {
-            // Who asked before this round began has what it recorded on disk once the round is done.
-            let waiting = pending.filled.takePosted()
-            pending.writeThrough(logFailure: lossReporter.spoolWriteFailed)
-            for waiter in waiting { waiter.resume(returning: true) }
+            writeThrough(answering: pending.filled.takePosted(), logFailure: lossReporter.spoolWriteFailed)
             keepLearnedCountry(replacing: &keptCountry)
             if compressesBatches { pending.makeWaitingBodies(compressingIn: compression) }
             lossReporter.reportDroppedAtCap(pending)
@@ -46,10 +43,15 @@ struct SpoolWorker: Sendable {
             await pending.filled.wait(until: clock.now + writeThroughInterval, on: clock)
         }
         recorder.catchUp()
-        let waiting = pending.filled.close()
-        pending.writeThrough { _ in }
-        for waiter in waiting { waiter.resume(returning: true) }
+        // No more posts: a caller from now on waits for `run()` to end instead.
+        writeThrough(answering: pending.filled.close()) { _ in }
         keepLearnedCountry(replacing: &keptCountry)
+    }
+
+    /// One round; then `waiting`, the callers that asked before it began, have what they recorded on disk.
+    private func writeThrough(answering waiting: [CheckedContinuation<Bool, Never>], logFailure: (String) -> Void) {
+        pending.writeThrough(logFailure: logFailure)
+        for waiter in waiting { waiter.resume(returning: true) }
     }
 
     /// Waits until a round that began after this call is done: what the caller recorded before it is
