@@ -25,9 +25,19 @@ import FoundationNetworking
 ///   sample is then the retry's outcome, what the app sees, over the whole time. A challenge the app
 ///   cancels is recorded as the cancellation, one nothing retries as the 401 (when the task is let go).
 ///   A retry answered 401 again is recorded as that 401: a second retry is not followed.
+///
+/// What has been seen of the request needs no lock: it has one writer at a time, and the record loop reads it
+/// only once it is handed over.
+/// - Every event comes from swift-corelibs-foundation's own protocol, or from `startLoading` and `stopLoading`,
+///   all on the task's work queue. Every session's queues target one serial queue, which that protocol's own
+///   state relies on as well.
+/// - Once the request is recorded, no event changes anything. Only the hand-over's operation on the delegate
+///   queue writes the end's time (`handedOverAfter`), and then queues the request to the agent.
+/// - The record loop takes the request from the intake, whose lock it was queued under.
+/// - The hook's `deinit` (`abandoned()`) comes after the hook's last call: it is the protocol's last release.
 final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
-    // @unchecked: `task` is held weakly and only its thread-safe properties are read; everything that
-    // changes is in `state`.
+    // @unchecked: `task` is held weakly and only its thread-safe properties are read; what changes is
+    // confined as the type's summary says.
     private weak var task: URLSessionTask?
     private let request: URLRequest
     private let registration: CaptureRegistry.Registration
@@ -37,22 +47,22 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     /// Whether the request sends a body: an upload task's, or the request's own data or stream.
     private let hasBody: Bool
 
-    private struct State {
-        /// The leg whose client reports now: 0 for the hook's own protocol, 1 for the retry.
-        var leg = 0
-        var firstByte: Duration?
-        var response: HTTPURLResponse?
-        var loadedBytes: UInt64 = 0
-        /// The digest of the body delivered so far, with cache advice (``SampleRecorder/digestsBodies``).
-        var digest: BodyDigest?
-        /// The end of a leg answered with a challenge: recorded as it is only if nothing retries.
-        var challenged: Ending?
-        var recorded = false
-        /// How the request ended, once it has: the agent builds its sample from it when it records it.
-        var ending: Ending?
-        /// Whether the loading system answered from its cache (`URLCache`) rather than the network.
-        var servedLocally = false
-    }
+    /// The leg whose client reports now: 0 for the hook's own protocol, 1 for the retry.
+    private var leg = 0
+    private var firstByte: Duration?
+    private var response: HTTPURLResponse?
+    private var loadedBytes: UInt64 = 0
+    /// The digest of the body delivered so far, with cache advice (``SampleRecorder/digestsBodies``).
+    private var digest: BodyDigest?
+    /// The end of a leg answered with a challenge: recorded as it is only if nothing retries.
+    private var challenged: Ending?
+    private var recorded = false
+    /// How the request ended, once it has: the agent builds its sample from it when it records it.
+    private var ending: Ending?
+    /// The request's duration as the app hears of its end, when that is on the delegate queue after it ended.
+    private var handedOverAfter: Duration?
+    /// Whether the loading system answered from its cache (`URLCache`) rather than the network.
+    private(set) var servedLocally = false
 
     /// What the request's sample needs of its end, read as it ends.
     private struct Ending {
@@ -64,9 +74,6 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         var bytesSent: Int64
         var bytesExpectedToSend: Int64
     }
-
-    /// Guards what has been seen of the request so far.
-    private let state = Locked(State())
 
     init(
         task: URLSessionTask,
@@ -82,67 +89,55 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         self.startedAt = startedAt
         self.delivery = CorelibsTask.delivery(of: task)
         self.hasBody = task is URLSessionUploadTask || request.httpBody != nil || request.httpBodyStream != nil
-        if registration.recorder.digestsBodies { state.withLock { $0.digest = BodyDigest() } }
+        if registration.recorder.digestsBodies { digest = BodyDigest() }
     }
 
+    /// Whether an event of leg `leg` is still the request's to take: none is once it is recorded.
+    private func takes(_ leg: Int) -> Bool { self.leg == leg && !recorded }
+
     func responseHead(_ response: URLResponse, leg: Int) {
-        let now = ContinuousClock.now
-        state.withLock { state in
-            guard state.leg == leg else { return }
-            if state.firstByte == nil { state.firstByte = now - started }
-            state.response = response as? HTTPURLResponse
-        }
+        guard takes(leg) else { return }
+        if firstByte == nil { firstByte = .now - started }
+        self.response = response as? HTTPURLResponse
     }
 
     /// The loading system found its cached response valid and answers with it: no network answer.
     func answeredFromCache(leg: Int) {
-        state.withLock { state in
-            guard state.leg == leg else { return }
-            state.servedLocally = true
-        }
+        guard takes(leg) else { return }
+        servedLocally = true
     }
-
-    var servedLocally: Bool { state.withLock { $0.servedLocally } }
 
     /// Part of the body arrived: counted, and with cache advice digested as it passes (never kept).
     func loaded(_ data: Data, leg: Int) {
-        state.withLock { state in
-            guard state.leg == leg else { return }
-            state.loadedBytes += UInt64(data.count)
-            if state.digest != nil { data.withUnsafeBytes { state.digest?.update($0) } }
-        }
+        guard takes(leg) else { return }
+        loadedBytes += UInt64(data.count)
+        if digest != nil { data.withUnsafeBytes { digest?.update($0) } }
     }
 
     /// Leg `leg` finished: the request's end, unless it is the first and swift-corelibs-foundation
     /// turns it into a challenge. Called before the protocol's client hears of it.
     func finished(leg: Int) {
-        let (told, loaded) = state.withLock { ($0.response, $0.loadedBytes) }
-        let ending = ending(response: told ?? responseAsLegFinishes(), error: nil, loaded: loaded)
-        let ended = state.withLock { state -> Bool in
-            guard state.leg == leg, !state.recorded else { return false }
-            if leg == 0 && Self.isChallenge(ending.response) {
-                state.challenged = ending
-                return false
-            }
-            state.recorded = true
-            state.ending = ending
-            return true
+        guard takes(leg) else { return }
+        let ending = ending(response: response ?? responseAsLegFinishes(), error: nil)
+        if leg == 0 && Self.isChallenge(ending.response) {
+            challenged = ending
+            return
         }
-        if ended { handOver() }
+        end(as: ending)
     }
 
     /// The request failed, or was cancelled (`leg` is `nil` when the hook's protocol was stopped: the
     /// task was cancelled, whatever leg it was on).
     func failed(_ error: any Error, leg: Int?) {
-        let (told, loaded) = state.withLock { ($0.response, $0.loadedBytes) }
-        let ending = ending(response: told ?? task?.response as? HTTPURLResponse, error: error, loaded: loaded)
-        let ended = state.withLock { state -> Bool in
-            guard leg == nil || state.leg == leg, !state.recorded else { return false }
-            state.recorded = true
-            state.ending = ending
-            return true
-        }
-        if ended { handOver() }
+        guard takes(leg ?? self.leg) else { return }
+        end(as: ending(response: response ?? task?.response as? HTTPURLResponse, error: error))
+    }
+
+    /// Records the request as `ending` says: nothing changes it after this.
+    private func end(as ending: Ending) {
+        recorded = true
+        self.ending = ending
+        handOver()
     }
 
     /// The task's response as a leg finishes (called from the client's `urlProtocolDidFinishLoading`). A client
@@ -157,12 +152,12 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     /// onto the task's queue, so each is read only where it can say more: the bytes received when none came
     /// through the client, the bytes sent when the request has a body (an upload task's, or the request's data
     /// or stream).
-    private func ending(response: HTTPURLResponse?, error: (any Error)?, loaded: UInt64) -> Ending {
+    private func ending(response: HTTPURLResponse?, error: (any Error)?) -> Ending {
         Ending(
             response: response,
             error: error,
             duration: .now - started,
-            bytesReceived: loaded > 0 ? 0 : max(0, task?.countOfBytesReceived ?? 0),
+            bytesReceived: loadedBytes > 0 ? 0 : max(0, task?.countOfBytesReceived ?? 0),
             bytesSent: hasBody ? max(0, task?.countOfBytesSent ?? 0) : 0,
             bytesExpectedToSend: hasBody && error == nil ? max(0, task?.countOfBytesExpectedToSend ?? 0) : 0
         )
@@ -175,20 +170,18 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     /// this returns. This waits for it to be put in the task (microseconds; at most a quarter of a
     /// second, for a task the app suspended itself meanwhile) and puts a client of the hook's on it.
     func followRetry(replacing current: URLProtocol) {
-        guard let task, state.withLock({ $0.leg == 0 && $0.challenged != nil && !$0.recorded }) else { return }
+        guard let task, leg == 0, challenged != nil, !recorded else { return }
         let deadline = ContinuousClock.now + .milliseconds(250)
         while true {
             switch CorelibsTask.protocolInUse(by: task) {
             case .existing(let retry) where retry !== current:
                 guard let client = retry.client, !(client is ObservingProtocolClient) else { return }
-                state.withLock { state in
-                    state.leg = 1
-                    state.challenged = nil
-                    state.firstByte = nil
-                    state.response = nil
-                    state.loadedBytes = 0
-                    if state.digest != nil { state.digest = BodyDigest() }
-                }
+                leg = 1
+                challenged = nil
+                firstByte = nil
+                response = nil
+                loadedBytes = 0
+                if digest != nil { digest = BodyDigest() }
                 retry.client = ObservingProtocolClient(forwardingTo: client, request: self, leg: 1)
                 return
             case .unreadable:
@@ -202,13 +195,10 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
 
     /// The hook's protocol was let go: a challenge still kept (nothing retried it) stands as the 401.
     func abandoned() {
-        let ended = state.withLock { state -> Bool in
-            guard let challenged = state.challenged, state.leg == 0, !state.recorded else { return false }
-            state.recorded = true
-            state.ending = challenged
-            return true
-        }
-        if ended { registration.recorder.recordEnded(self) }
+        guard let challenged, leg == 0, !recorded else { return }
+        recorded = true
+        ending = challenged
+        registration.recorder.recordEnded(self)
     }
 
     /// Whether swift-corelibs-foundation answers `response` with an authentication challenge rather
@@ -220,39 +210,31 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
 
     /// The request's sample, built when the agent records it, from its end.
     func makeSample(correlationHeaders: [String]) -> RequestSample? {
-        let seen = state.withLock { state in
-            state.ending.map { (ending: $0, firstByte: state.firstByte, loadedBytes: state.loadedBytes) }
-        }
-        guard let seen else { return nil }
-        return sample(
-            firstByte: seen.firstByte,
-            loadedBytes: seen.loadedBytes,
-            seen.ending,
-            correlationHeaders: correlationHeaders
-        )
+        guard var ending else { return nil }
+        if let handedOverAfter { ending.duration = handedOverAfter }
+        return sample(firstByte: firstByte, loadedBytes: loadedBytes, ending, correlationHeaders: correlationHeaders)
     }
 
     func requestHeader(_ name: String) -> String? { request.value(forHTTPHeaderField: name) }
 
     /// The body bytes digested so far; `nil` without cache advice, when no byte of the body is read.
-    var digestedBytes: UInt64? { state.withLock { $0.digest?.length } }
+    var digestedBytes: UInt64? { digest?.length }
 
     /// What the cache advisor reads of the response: its headers, and its body's digest when the body
     /// was delivered to its end (a request that failed or was cancelled has none).
     func cacheEvidence() -> CacheEvidence? {
-        let seen = state.withLock { state in state.ending.map { (ending: $0, digest: state.digest) } }
-        guard let seen, let response = seen.ending.response else { return nil }
+        guard let ending, let response = ending.response else { return nil }
         let policy = CachePolicy(
             method: request.httpMethod ?? "GET",
             statusCode: response.statusCode,
             requestHeader: { request.value(forHTTPHeaderField: $0) },
             header: { response.value(forHTTPHeaderField: $0) }
         )
-        return CacheEvidence(policy: policy, digest: seen.ending.error == nil ? seen.digest : nil)
+        return CacheEvidence(policy: policy, digest: ending.error == nil ? digest : nil)
     }
 
     func responseHeader(_ name: String) -> String? {
-        state.withLock { $0.ending?.response }.flatMap { CorrelationID.find(in: $0, headers: [name]) }
+        ending?.response.flatMap { CorrelationID.find(in: $0, headers: [name]) }
     }
 
     var urlRequest: URLRequest? { request }
@@ -313,7 +295,7 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
             return
         }
         queue.addOperation { [self] in
-            state.withLock { $0.ending?.duration = .now - started }
+            handedOverAfter = .now - started
             recorder.recordEnded(self)
         }
     }
