@@ -97,6 +97,24 @@ import FoundationNetworking
         #expect(request.requestHeader("X-Request-ID") == "req-7")
     }
 
+    /// Once handed over, the request is the record loop's to read: a report that comes after its end (a
+    /// late chunk, a head, a cached answer) changes nothing of what the sample is built from.
+    @Test func reportsAfterTheEndChangeNothing() throws {
+        let recorder = Recorder(digestsBodies: true)
+        let request = Self.captured(recorder)
+        request.responseHead(Self.response(200), leg: 0)
+        request.loaded(Data(count: 10), leg: 0)
+        request.failed(URLError(.cancelled), leg: nil)
+        request.loaded(Data(count: 7), leg: 0)
+        request.responseHead(Self.response(500), leg: 0)
+        request.answeredFromCache(leg: 0)
+        #expect(recorder.count == 1)
+        let sample = try #require(request.makeSample(correlationHeaders: []))
+        #expect(sample.responseBytes == 10)
+        #expect(request.digestedBytes == 10)
+        #expect(!request.servedLocally)
+    }
+
     @Test func aFailureIsRecordedAsItsTransportError() throws {
         let recorder = Recorder()
         let request = Self.captured(recorder)
