@@ -7,6 +7,7 @@ import Testing
 import FoundationNetworking
 #endif
 
+#if !canImport(Darwin)
 /// One URLSession request as the Linux hook follows it, driven by hand: what its protocol's client
 /// reports (a head, bytes, the end of a leg, a failure) and the sample built from that, without a
 /// request on the network. The task is made and never resumed.
@@ -115,6 +116,29 @@ import FoundationNetworking
         #expect(!request.servedLocally)
     }
 
+    /// corelibs can report a failure from a thread of the app's (a streamed upload's body handed over from
+    /// it) while the work queue stops the task: whichever claims the end first records it, once.
+    @Test func endsReportedOnTwoThreadsAtOnceAreHandedOverOnce() throws {
+        let recorder = Recorder()
+        let requests = (0..<500).map { _ in Self.captured(recorder) }
+        for request in requests {
+            DispatchQueue.concurrentPerform(iterations: 2) { thread in
+                if thread == 0 {
+                    request.failed(URLError(.cannotConnectToHost), leg: 0)
+                } else {
+                    request.failed(URLError(.cancelled), leg: nil)
+                }
+            }
+        }
+        #expect(recorder.count == requests.count)
+        let handedOver = recorder.ended.withLock { $0.map(ObjectIdentifier.init) }
+        #expect(Set(handedOver).count == requests.count, "each request handed over once")
+        for request in requests {
+            let sample = try #require(request.makeSample(correlationHeaders: []))
+            #expect(sample.error != nil && sample.statusCode == nil)
+        }
+    }
+
     @Test func aFailureIsRecordedAsItsTransportError() throws {
         let recorder = Recorder()
         let request = Self.captured(recorder)
@@ -175,3 +199,4 @@ import FoundationNetworking
         #expect(recorder.count == 1)
     }
 }
+#endif

@@ -4,6 +4,9 @@ import Foundation
 import FoundationNetworking
 #endif
 
+#if !canImport(Darwin)
+import Synchronization
+
 /// One request as the app sees it, on Linux, recorded once as a ``RequestSample`` from what the
 /// ``ObservingProtocolClient`` of each of its legs reports.
 ///
@@ -28,13 +31,18 @@ import FoundationNetworking
 ///
 /// What has been seen of the request needs no lock: it has one writer at a time, and the record loop reads it
 /// only once it is handed over.
-/// - Every event comes from swift-corelibs-foundation's own protocol, or from `startLoading` and `stopLoading`,
-///   all on the task's work queue. Every session's queues target one serial queue, which that protocol's own
-///   state relies on as well.
-/// - Once the request is recorded, no event changes anything. Only the hand-over's operation on the delegate
-///   queue writes the end's time (`handedOverAfter`), and then queues the request to the agent.
+/// - The events come from swift-corelibs-foundation's own protocol (on its transfer's queue), or from
+///   `startLoading` and `stopLoading` (on the task's work queue). Every session's queues target one serial
+///   queue, which that protocol's own state relies on as well.
+/// - The end is claimed once, atomically (`isRecorded`): corelibs can report a failure from another thread
+///   (a streamed upload whose body the app's delegate hands over from a thread of its own, failing as the
+///   transfer is set up), beside a cancellation on the work queue. Only the thread that claims the end writes
+///   it; once it is claimed no event changes anything. Only the hand-over's operation on the delegate queue
+///   writes the end's time (`handedOverAfter`), and then queues the request to the agent.
 /// - The record loop takes the request from the intake, whose lock it was queued under.
 /// - The hook's `deinit` (`abandoned()`) comes after the hook's last call: it is the protocol's last release.
+///
+/// Linux only: Apple platforms have no such protocol to observe, and re-issue the request (``InnerSession``).
 final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     // @unchecked: `task` is held weakly and only its thread-safe properties are read; what changes is
     // confined as the type's summary says.
@@ -56,7 +64,8 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     private var digest: BodyDigest?
     /// The end of a leg answered with a challenge: recorded as it is only if nothing retries.
     private var challenged: Ending?
-    private var recorded = false
+    /// Whether the request's end is claimed: by the first thread that reports it, the only one that writes it.
+    private let isRecorded = Atomic<Bool>(false)
     /// How the request ended, once it has: the agent builds its sample from it when it records it.
     private var ending: Ending?
     /// The request's duration as the app hears of its end, when that is on the delegate queue after it ended.
@@ -93,7 +102,12 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     }
 
     /// Whether an event of leg `leg` is still the request's to take: none is once it is recorded.
-    private func takes(_ leg: Int) -> Bool { self.leg == leg && !recorded }
+    private func takes(_ leg: Int) -> Bool { self.leg == leg && !isRecorded.load(ordering: .acquiring) }
+
+    /// Claims the request's end for the calling thread: `false` when another claimed it first.
+    private func claimsEnd() -> Bool {
+        isRecorded.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
 
     func responseHead(_ response: URLResponse, leg: Int) {
         guard takes(leg) else { return }
@@ -135,7 +149,7 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
 
     /// Records the request as `ending` says: nothing changes it after this.
     private func end(as ending: Ending) {
-        recorded = true
+        guard claimsEnd() else { return }
         self.ending = ending
         handOver()
     }
@@ -170,7 +184,7 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
     /// this returns. This waits for it to be put in the task (microseconds; at most a quarter of a
     /// second, for a task the app suspended itself meanwhile) and puts a client of the hook's on it.
     func followRetry(replacing current: URLProtocol) {
-        guard let task, leg == 0, challenged != nil, !recorded else { return }
+        guard let task, leg == 0, challenged != nil, !isRecorded.load(ordering: .acquiring) else { return }
         let deadline = ContinuousClock.now + .milliseconds(250)
         while true {
             switch CorelibsTask.protocolInUse(by: task) {
@@ -195,8 +209,7 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
 
     /// The hook's protocol was let go: a challenge still kept (nothing retried it) stands as the 401.
     func abandoned() {
-        guard let challenged, leg == 0, !recorded else { return }
-        recorded = true
+        guard let challenged, leg == 0, claimsEnd() else { return }
         ending = challenged
         registration.recorder.recordEnded(self)
     }
@@ -300,3 +313,4 @@ final class CapturedRequest: EndedRequestSource, @unchecked Sendable {
         }
     }
 }
+#endif

@@ -44,7 +44,9 @@ class InterceptingURLProtocol: URLProtocol {
 
     private enum Loading {
         case notStarted
+        #if !canImport(Darwin)
         case native(URLProtocol, CapturedRequest?)
+        #endif
         case inner(InnerSessionLoad)
     }
 
@@ -93,10 +95,12 @@ class InterceptingURLProtocol: URLProtocol {
 
     override func startLoading() {
         switch loading {
+        #if !canImport(Darwin)
         case .native(let native, _):
             // Resumed after a suspension: the native protocol picks up its transfer.
             native.startLoading()
             return
+        #endif
         case .inner:
             return
         case .notStarted:
@@ -105,6 +109,7 @@ class InterceptingURLProtocol: URLProtocol {
         guard let client else { return }
         let registration = CaptureRegistry.shared.registration(for: type(of: self))
         if Self.wrapsNativeProtocol {
+            #if !canImport(Darwin)
             guard let task, let nativeClass = Self.nativeProtocolClass else {
                 client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
                 return
@@ -117,6 +122,7 @@ class InterceptingURLProtocol: URLProtocol {
             let native = nativeClass.init(task: task, cachedResponse: cachedResponse, client: observer ?? client)
             loading = .native(native, captured)
             native.startLoading()
+            #endif
         } else {
             guard let registration, let inner = registration.innerSession else {
                 client.urlProtocol(self, didFailWithError: URLError(.cancelled))
@@ -130,6 +136,7 @@ class InterceptingURLProtocol: URLProtocol {
 
     override func stopLoading() {
         switch loading {
+        #if !canImport(Darwin)
         case .native(let native, let captured):
             let suspending = task?.state == .suspended
             native.stopLoading()
@@ -141,12 +148,15 @@ class InterceptingURLProtocol: URLProtocol {
                 // protocol's client: record it here.
                 captured?.failed(task?.error ?? URLError(.cancelled), leg: nil)
             }
+        #endif
         case .inner(let load): load.stop()
         case .notStarted: break
         }
     }
 
     deinit {
+        #if !canImport(Darwin)
         if case .native(_, let captured?) = loading { captured.abandoned() }
+        #endif
     }
 }

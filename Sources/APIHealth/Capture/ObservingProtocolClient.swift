@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
+#if !canImport(Darwin)
 /// Sits between one of swift-corelibs-foundation's HTTP protocols and the app's task on Linux: tells
 /// the ``CapturedRequest`` when the response head and body arrive and how the leg ends, and passes
 /// every event on unchanged, in the order and on the queue the protocol chose.
@@ -68,3 +69,4 @@ final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sen
         forward.urlProtocol(`protocol`, didCancel: challenge)
     }
 }
+#endif
