@@ -12,8 +12,8 @@ import FoundationNetworking
 /// A request has one leg per protocol that runs for it: the one the hook starts, and the retry with a
 /// credential after an authentication challenge (see ``CapturedRequest``).
 final class ObservingProtocolClient: NSObject, URLProtocolClient, @unchecked Sendable {
-    // @unchecked: the properties never change; the URL loading system calls a protocol's client on
-    // the task's work queue only.
+    // @unchecked: the properties never change (what the request has seen is confined as
+    // `CapturedRequest` says).
     private let forward: any URLProtocolClient
     private let request: CapturedRequest
     private let leg: Int
