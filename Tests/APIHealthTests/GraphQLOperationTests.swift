@@ -104,14 +104,15 @@ import FoundationNetworking
         for url in [
             "https://api.example.com/graphql", "https://api.example.com/graphql/",
             "http://h:8080/graphql?operationName=A",
-            "https://h/graphql#x", "https://h/api/gql",
+            "https://h/graphql#x", "https://h/api/gql", "https://h/graphql//?a=1", "https://h/api/gql//",
         ] {
             #expect(endpoints.matches(url), "\(url)")
         }
         for url in [
             "https://graphql/", "https://h/graphqlx", "https://h/v1/graphql", "https://h/GraphQL",
             "https://h/?/graphql",
-            "https://h", "graphql", "https://h/api/gql/x",
+            "https://h", "graphql", "https://h/api/gql/x", "https://h/graphql/x", "https://h//graphql",
+            "https://h/graph", "https://h/graphql/x?y", "https://h/api/gqlx",
         ] {
             #expect(!endpoints.matches(url), "\(url)")
         }

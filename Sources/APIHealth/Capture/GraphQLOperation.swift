@@ -368,6 +368,9 @@ package struct GraphQLEndpoints: Sendable {
 
     /// Whether the path of the absolute URL `text` is one of the paths (a trailing `/` aside), whatever its
     /// query.
+    ///
+    /// Every captured request is asked this: only the scheme and the host are read through, then each path
+    /// is compared where the URL's path starts, so a long path that is none of them is not read to its end.
     package func matches(_ text: String) -> Bool {
         var text = text
         return text.withUTF8 { bytes in
@@ -380,11 +383,16 @@ package struct GraphQLEndpoints: Sendable {
                 if bytes[start] == UInt8(ascii: "?") || bytes[start] == UInt8(ascii: "#") { return false }
                 start += 1
             }
-            var end = start
-            while end < bytes.count, bytes[end] != UInt8(ascii: "?"), bytes[end] != UInt8(ascii: "#") { end += 1 }
-            while end - start > 1, bytes[end - 1] == UInt8(ascii: "/") { end -= 1 }
-            let path = UnsafeBufferPointer(rebasing: bytes[start..<end])
-            return paths.contains { $0.count == path.count && $0.elementsEqual(path) }
+            return paths.contains { path in
+                let end = start + path.count
+                guard end <= bytes.count, path.elementsEqual(UnsafeBufferPointer(rebasing: bytes[start..<end])) else {
+                    return false
+                }
+                // The path is this one when only trailing slashes follow it, up to the query or the fragment.
+                var rest = end
+                while rest < bytes.count, bytes[rest] == UInt8(ascii: "/") { rest += 1 }
+                return rest == bytes.count || bytes[rest] == UInt8(ascii: "?") || bytes[rest] == UInt8(ascii: "#")
+            }
         }
     }
 
