@@ -83,6 +83,8 @@ final class EndpointLearner: @unchecked Sendable {
         /// Of `overflowed`, those not yet taken by ``takeOverflowed()``.
         var overflowedUntaken: UInt64 = 0
         var learned: UInt64 = 0
+        /// Bumped by every change to what a path's template depends on (see ``changes``).
+        var changes: UInt64 = 0
     }
 
     private let threshold: Int
@@ -116,6 +118,11 @@ final class EndpointLearner: @unchecked Sendable {
     /// Positions learned as parameters so far; each one changes the templates of the URLs under it
     /// once, so caches of templates are stale when it moves.
     var positionsLearned: UInt64 { state.learned }
+    /// Bumped by every change the templating of a path made (a node, a value seen again, a position
+    /// learned, a template admitted): templating a path again when it changed nothing gives the same
+    /// template and changes nothing again, until a position is learned (which invalidates the rendered
+    /// series).
+    var changes: UInt64 { state.changes }
 
     /// The paths that fell past the cap since the last call.
     func takeOverflowed() -> UInt64 {
@@ -136,6 +143,7 @@ final class EndpointLearner: @unchecked Sendable {
     private func admit(host: String, template: String, state: inout State) -> String {
         let key = host + " " + template
         if state.templatesInUse.contains(key) { return template }
+        state.changes &+= 1
         if state.templatesInUse.count < maximumTemplates {
             state.templatesInUse.insert(key)
             return template
@@ -163,6 +171,7 @@ final class EndpointLearner: @unchecked Sendable {
                 root = Node(template: "")
                 state.roots[rootKey] = root
                 state.nodes += 1
+                state.changes &+= 1
             }
             var node = root
             var heldBack = false
@@ -186,6 +195,7 @@ final class EndpointLearner: @unchecked Sendable {
                     if !next.seenAgain {
                         next.seenAgain = true
                         node.singletons -= 1
+                        state.changes &+= 1
                     }
                     node = next
                     continue
@@ -194,6 +204,7 @@ final class EndpointLearner: @unchecked Sendable {
                     node = learn(node, host: host, literal: literal, state: &state).node
                     continue
                 }
+                state.changes &+= 1
                 node.kinds.formIntersection(ValueKinds(of: literal))
                 let (next, kept) = child(of: node, literal, state: &state)
                 if kept {
@@ -206,7 +217,10 @@ final class EndpointLearner: @unchecked Sendable {
             let template = node.template.isEmpty ? "/" : node.template
             if node.admittedAt == state.learned { return template }
             let admitted = admit(host: host, template: template, state: &state)
-            if admitted != overflowPath { node.admittedAt = state.learned }
+            if admitted != overflowPath {
+                node.admittedAt = state.learned
+                state.changes &+= 1
+            }
             return admitted
         }
     }
@@ -219,6 +233,7 @@ final class EndpointLearner: @unchecked Sendable {
         guard state.nodes < maximumNodes else { return created }
         node.parameter = created
         state.nodes += 1
+        state.changes &+= 1
         return created
     }
 
@@ -260,6 +275,7 @@ final class EndpointLearner: @unchecked Sendable {
             state.nodes += 1
         }
         state.learned += 1
+        state.changes &+= 1
         renderedSeries.invalidate()
         return parameter
     }

@@ -50,6 +50,16 @@ package struct PathTemplater: Sendable {
     /// Whether any user rule is configured.
     var hasRules: Bool { !rules.isEmpty }
 
+    /// Whether a user rule names a segment of digits alone (`/users/42/**`): a URL's digits then decide
+    /// its template, not only its shape (``URLShape``).
+    var readsNumericSegments: Bool {
+        rules.contains { rule in
+            rule.segments.contains { segment in
+                !segment.isEmpty && segment.utf8.allSatisfy { $0 &- UInt8(ascii: "0") < 10 }
+            }
+        }
+    }
+
     /// The template of the first user rule that matches, if any.
     func ruleTemplate(host: String, segments: [Substring]) -> String? {
         guard !rules.isEmpty else { return nil }

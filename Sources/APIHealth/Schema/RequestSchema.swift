@@ -20,6 +20,8 @@ final class RequestSchema: Sendable {
     /// again. Emptied whenever the series of some URL changes (a path or host position learned, an
     /// endpoint's aggregate evicted).
     private let rendered = RenderedSeries()
+    /// Whether URLs are also found by their shape (``URLShape``): unless a path rule names a number.
+    private let findsSeriesByShape: Bool
     /// The scheme, host and port of the URLs called lately, resolved (excluded or not, host tag).
     private let authorities = AuthorityCache()
     /// The request fields' keys, checked and escaped once.
@@ -47,6 +49,7 @@ final class RequestSchema: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.templater = PathTemplater(rules: configuration.capture.pathRules)
+        self.findsSeriesByShape = !templater.readsNumericSegments
         self.learner = EndpointLearner(
             threshold: configuration.capture.learningThreshold,
             maximumTemplates: configuration.capture.maximumDistinctPaths,
@@ -85,6 +88,8 @@ final class RequestSchema: Sendable {
     }
 
     var pathsOverflowed: UInt64 { learner.overflowed }
+    /// Samples whose series was found by their URL's shape (``URLShape``).
+    var seriesFoundByShape: UInt64 { rendered.foundByShape }
     /// Paths that fell past the cap since the last call (the record loop's, which publishes them).
     func takePathsOverflowed() -> UInt64 { learner.takeOverflowed() }
 
@@ -188,7 +193,15 @@ final class RequestSchema: Sendable {
         let hash = SeriesCache.hash(url, statusCode: sample.statusCode)
         let (found, generation) = rendered.series(for: sample, url: url, hash: hash, counting: count)
         if let found { return found }
-        return try renderSeries(of: sample, hash: hash, generation: generation, counting: count)
+        // A URL not seen before that differs from one seen before only in its ids or query (a GraphQL
+        // operation's path tag is the path as written, digits and all).
+        var shapeHash: UInt64?
+        if findsSeriesByShape, sample.graphQLOperation == nil {
+            let (shaped, hashOfShape) = rendered.series(forShapeOf: sample, url: url, counting: count)
+            if let shaped { return shaped }
+            shapeHash = hashOfShape
+        }
+        return try renderSeries(of: sample, hash: hash, shapeHash: shapeHash, generation: generation, counting: count)
     }
 
     /// A sample whose series is not cached: rendered, cached, and counted. Its URL's text is read again
@@ -197,10 +210,12 @@ final class RequestSchema: Sendable {
     private func renderSeries<Counted>(
         of sample: RequestSample,
         hash: UInt64,
+        shapeHash: UInt64?,
         generation: UInt64,
         counting count: (RequestSeries) -> Counted
     ) throws(LineProtocolError) -> (RequestSeries, Counted)? {
         let url = sample.urlText
+        let changesBefore = learner.changes
         let (authority, urlPath) = authorities.resolve(sample, text: url, generation: generation) { parts in
             let excluded = excludedHosts.excludes(parts)
             return ResolvedAuthority(parts: parts, excluded: excluded, hostTag: excluded ? "" : foldedHostTag(parts))
@@ -214,6 +229,10 @@ final class RequestSchema: Sendable {
         // An overflowed path is not cached: it is counted each time; nor a path held back as new,
         // which has its template once its values are seen again.
         let caches = path != configuration.capture.overflowPath && path != EndpointLearner.newPath
+        // Its shape only when templating its path changed nothing: another URL of the shape would then
+        // have the same template and change nothing either (host tags are the authority's, which a shape
+        // keeps; folding a host again changes nothing).
+        let shapeHash = learner.changes == changesBefore ? shapeHash : nil
         // A URL not seen before whose endpoint was: its series is the endpoint's (the URL's host is in
         // the key, with its scheme and port, for the success rules and exclusions that read them).
         let endpointKey = EndpointSeriesKey(
@@ -231,6 +250,7 @@ final class RequestSchema: Sendable {
                 ofEndpoint: endpointKey,
                 url: url,
                 hash: hash,
+                shapeHash: shapeHash,
                 generation: generation,
                 counting: count
             )
@@ -259,6 +279,7 @@ final class RequestSchema: Sendable {
             url: url,
             hash: hash,
             endpoint: endpointKey,
+            shapeHash: shapeHash,
             generation: generation,
             caches: caches,
             counting: count

@@ -72,6 +72,26 @@ struct SeriesCache {
         return nil
     }
 
+    /// The series of `sample` cached under a text whose bytes are `text` (a ``URLShape``), compared in place.
+    mutating func series(for sample: RequestSample, text: UnsafeBufferPointer<UInt8>, hash: UInt64) -> RequestSeries? {
+        guard !hashes.isEmpty else { return nil }
+        let first = (Int(truncatingIfNeeded: hash) & (Self.sets - 1)) * Self.ways
+        for slot in first..<(first + Self.ways) where hashes[slot] == hash {
+            if let entry = entries[slot], entry.series.isSeries(of: sample),
+                withUTF8Bytes(entry.url, { Self.equal($0, text) })
+            {
+                return entry.series
+            }
+        }
+        return nil
+    }
+
+    private static func equal(_ lhs: UnsafeBufferPointer<UInt8>, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        guard let left = lhs.baseAddress, let right = rhs.baseAddress else { return true }
+        return memcmp(left, right, lhs.count) == 0
+    }
+
     mutating func insert(_ series: RequestSeries, url: String, hash: UInt64, learned: UInt64) {
         guard learned == self.learned else { return }
         if hashes.isEmpty {
@@ -136,6 +156,13 @@ struct EndpointSeriesKey: Hashable {
 /// and aggregator invalidate it): it takes no lock.
 final class RenderedSeries: @unchecked Sendable {
     @exclusivity(unchecked) private var cache = SeriesCache()
+    /// The series of recent URL shapes (``URLShape``), for URLs not in `cache` that differ from one
+    /// rendered before only in numeric ids or the query. A shape is cached only after its URL's path was
+    /// templated without the learners changing: templating another URL of the shape would change
+    /// nothing either (see ``RequestSchema``).
+    @exclusivity(unchecked) private var shapes = SeriesCache()
+    /// Samples whose series was found by their URL's shape.
+    private(set) var foundByShape: UInt64 = 0
     /// The series of each endpoint seen since the last invalidation, for URLs not in `cache` (a path
     /// with an id seen for the first time); emptied when it reaches ``maximumEndpoints``.
     @exclusivity(unchecked) private var endpoints: [EndpointSeriesKey: RequestSeries] = [:]
@@ -154,34 +181,60 @@ final class RenderedSeries: @unchecked Sendable {
         return ((series, count(series)), cache.generation)
     }
 
-    /// The series of `endpoint` if one was rendered since `generation` (then cached for `url` too),
-    /// with what `count` made of it.
+    /// The series cached for the shape of `sample`'s URL (`url` its text) with what `count` made of it,
+    /// or the shape's hash to cache the series rendered on a miss with (`nil`: the URL has no shape).
+    func series<Counted>(
+        forShapeOf sample: RequestSample,
+        url: String,
+        counting count: (RequestSeries) -> Counted
+    ) -> (found: (RequestSeries, Counted)?, shapeHash: UInt64?) {
+        URLShape.withShape(of: url) { shape in
+            guard let shape else { return (nil, nil) }
+            let hash = SeriesCache.hash(shape, statusCode: sample.statusCode)
+            guard let series = shapes.series(for: sample, text: shape, hash: hash) else { return (nil, hash) }
+            foundByShape &+= 1
+            return ((series, count(series)), hash)
+        }
+    }
+
+    /// The series of `endpoint` if one was rendered since `generation` (then cached for `url` too, and
+    /// for its shape when `shapeHash` is given), with what `count` made of it.
     func series<Counted>(
         ofEndpoint endpoint: EndpointSeriesKey,
         url: String,
         hash: UInt64,
+        shapeHash: UInt64?,
         generation: UInt64,
         counting count: (RequestSeries) -> Counted
     ) -> (RequestSeries, Counted)? {
         guard generation == cache.generation, let series = endpoints[endpoint] else { return nil }
         cache.insert(series, url: url, hash: hash, learned: generation)
+        insertShape(of: url, series, shapeHash: shapeHash, generation: generation)
         return (series, count(series))
     }
 
-    /// Caches `series` (for `url`, and for `endpoint` when given), unless the cache was invalidated
-    /// since `generation` (or `caches` is false), and returns what `count` made of it.
+    private func insertShape(of url: String, _ series: RequestSeries, shapeHash: UInt64?, generation: UInt64) {
+        guard let shapeHash, generation == shapes.generation, let shape = URLShape.string(of: url) else { return }
+        shapes.insert(series, url: shape, hash: shapeHash, learned: generation)
+    }
+
+    /// Caches `series` (for `url`, for `endpoint` when given, and for the URL's shape when `shapeHash` is),
+    /// unless the cache was invalidated since `generation` (or `caches` is false), and returns what `count`
+    /// made of it.
     @inline(__always)
     func insert<Counted>(
         _ series: RequestSeries,
         url: String,
         hash: UInt64,
         endpoint: EndpointSeriesKey? = nil,
+        shapeHash: UInt64? = nil,
         generation: UInt64,
         caches: Bool = true,
         counting count: (RequestSeries) -> Counted
     ) -> Counted {
         if caches {
             cache.insert(series, url: url, hash: hash, learned: generation)
+            insertShape(of: url, series, shapeHash: shapeHash, generation: generation)
             if let endpoint, generation == cache.generation {
                 if endpoints.count >= Self.maximumEndpoints { endpoints.removeAll(keepingCapacity: true) }
                 endpoints[endpoint] = series
@@ -193,6 +246,7 @@ final class RenderedSeries: @unchecked Sendable {
     /// Forgets every series: the series of some URL changed.
     func invalidate() {
         cache.removeAll()
+        shapes.removeAll()
         endpoints.removeAll()
     }
 }
