@@ -92,7 +92,7 @@ enum URLShape {
             while index < count, input[index] != UInt8(ascii: "#") { index += 1 }
         }
         guard shortened else { return nil }
-        (output + written).update(from: input + index, count: count - index)
+        (output + written).initialize(from: input + index, count: count - index)
         return written + count - index
     }
 }
