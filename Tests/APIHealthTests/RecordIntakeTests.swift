@@ -80,7 +80,7 @@ import Testing
             return "request \(Self.number(deferred))"
         }
         #expect(kinds == ["request 1", "recorded at 1.0 seconds", "request 2", "recorded at 2.0 seconds"])
-        #expect(round.samples.map { $0?.module } == ["first", "second"])
+        #expect(round.samples.map(\.module) == ["first", "second"])
         intake.roundRecorded(&round)
         #expect(round.samples.isEmpty && intake.isEmpty)
     }

@@ -93,7 +93,8 @@ struct DeferredSample {
 /// taken out, `nil` after, as the loop records it).
 struct IntakeRound {
     var requests: [DeferredSample] = []
-    var samples: [RequestSample?] = []
+    /// The samples given whole, in order: the loop reads each in place, and the round destroys them.
+    var samples: [RequestSample] = []
 
     var isEmpty: Bool { requests.isEmpty }
 

@@ -150,7 +150,7 @@ final class RequestRecorder: Sendable {
     /// Records one round the loop took from the intake, in the order the requests came. Only the record
     /// loop calls it (and tests, on a recorder whose loop has not started).
     func record(round: inout IntakeRound) {
-        record(round.requests, samples: &round.samples)
+        record(round.requests, samples: round.samples)
         publishCounts()
     }
 
@@ -171,9 +171,13 @@ final class RequestRecorder: Sendable {
         return true
     }
 
-    /// `samples` are taken out of the round as their turn comes: moved, not copied (a sample is large, and
-    /// every copy retains each of its references).
-    private func record(_ requests: [DeferredSample], samples: inout [RequestSample?]) {
+    /// `samples` are read in place as their turn comes, not copied (a sample is large, and every copy
+    /// retains each of its references); the round destroys them after.
+    private func record(_ requests: [DeferredSample], samples: [RequestSample]) {
+        samples.withUnsafeBufferPointer { samples in record(requests, samples: samples) }
+    }
+
+    private func record(_ requests: [DeferredSample], samples: UnsafeBufferPointer<RequestSample>) {
         let correlationHeaders = schema.correlationHeaders
         let countryHeader = schema.countryLearner?.header
         var restamping = clockCorrection.map { Restamping(correction: $0, clock: clock) }
@@ -187,16 +191,15 @@ final class RequestRecorder: Sendable {
             case .countryHeader(let value):
                 observeCountry(value)
             case .recorded:
-                let given = samples[nextSample].take()
+                let index = nextSample
                 nextSample += 1
-                guard let sample = given else { continue }
                 if restamping == nil {
-                    // A sample given whole, on the device's own clock: recorded as it is (through
-                    // `record(captured:)`, which moves it into a local of its own, it costs about 670
-                    // instructions more).
-                    record(sample, request: SentRequest(), now: deferred.now)
+                    // A sample given whole, on the device's own clock: recorded as it is, read where it
+                    // waits (through `record(captured:)`, which copies it into a local of its own, it
+                    // costs about 670 instructions more).
+                    record(samples[index], request: SentRequest(), now: deferred.now)
                 } else {
-                    record(captured: sample, of: deferred, restamping: &restamping)
+                    record(captured: samples[index], of: deferred, restamping: &restamping)
                 }
             case .sample, .request:
                 if let countryHeader, let value = deferred.responseHeader(countryHeader) {
