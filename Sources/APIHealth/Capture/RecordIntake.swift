@@ -90,10 +90,9 @@ struct DeferredSample {
 
 /// What the loop takes from the intake at once: the requests, in the order they came, and the samples
 /// given whole (``APIHealthAgent/record(_:)``), in the order of the requests' `.recorded` entries (each
-/// taken out, `nil` after, as the loop records it).
+/// read in place as the loop records it, and destroyed with the round).
 struct IntakeRound {
     var requests: [DeferredSample] = []
-    /// The samples given whole, in order: the loop reads each in place, and the round destroys them.
     var samples: [RequestSample] = []
 
     var isEmpty: Bool { requests.isEmpty }
