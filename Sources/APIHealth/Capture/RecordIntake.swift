@@ -90,7 +90,7 @@ struct DeferredSample {
 
 /// What the loop takes from the intake at once: the requests, in the order they came, and the samples
 /// given whole (``APIHealthAgent/record(_:)``), in the order of the requests' `.recorded` entries (each
-/// read in place as the loop records it, and destroyed with the round).
+/// read as the loop records it, and destroyed with the round).
 struct IntakeRound {
     var requests: [DeferredSample] = []
     var samples: [RequestSample] = []
