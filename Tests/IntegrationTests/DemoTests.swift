@@ -129,7 +129,11 @@ import Testing
     /// The closing table's rows, each a map from column title to cell (for a table wide enough that no
     /// column is left out and no cell is empty; the sparkline's title is its first word, P95).
     func tableRows(_ table: String) -> [[String: String]] {
-        let lines = table.split(separator: "\n")
+        // The table's lines, up to the "What to cache" section (whose advice lines start with a method
+        // too, and appear only when the run's timing gave the advisor something to say).
+        let lines = table.split(separator: "\n").prefix {
+            !$0.trimmingCharacters(in: .whitespaces).hasPrefix("What to cache")
+        }
         guard let header = lines.first?.split(separator: " ").map(String.init) else { return [] }
         return lines.dropFirst().compactMap { line in
             let cells = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
