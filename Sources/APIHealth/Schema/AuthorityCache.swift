@@ -72,7 +72,6 @@ final class AuthorityCache: @unchecked Sendable {
     }
 
     private static func equal(_ held: [UInt8], _ authority: UnsafeBufferPointer<UInt8>) -> Bool {
-        held.count == authority.count
-            && held.withUnsafeBufferPointer { memcmp($0.baseAddress!, authority.baseAddress!, authority.count) == 0 }
+        held.withUnsafeBufferPointer { $0.hasSameBytes(as: authority) }
     }
 }

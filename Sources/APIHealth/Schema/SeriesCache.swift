@@ -78,18 +78,12 @@ struct SeriesCache {
         let first = (Int(truncatingIfNeeded: hash) & (Self.sets - 1)) * Self.ways
         for slot in first..<(first + Self.ways) where hashes[slot] == hash {
             if let entry = entries[slot], entry.series.isSeries(of: sample),
-                withUTF8Bytes(entry.url, { Self.equal($0, text) })
+                withUTF8Bytes(entry.url, { $0.hasSameBytes(as: text) })
             {
                 return entry.series
             }
         }
         return nil
-    }
-
-    private static func equal(_ lhs: UnsafeBufferPointer<UInt8>, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard lhs.count == rhs.count else { return false }
-        guard let left = lhs.baseAddress, let right = rhs.baseAddress else { return true }
-        return memcmp(left, right, lhs.count) == 0
     }
 
     mutating func insert(_ series: RequestSeries, url: String, hash: UInt64, learned: UInt64) {
@@ -248,5 +242,14 @@ final class RenderedSeries: @unchecked Sendable {
         cache.removeAll()
         shapes.removeAll()
         endpoints.removeAll()
+    }
+}
+
+extension UnsafeBufferPointer<UInt8> {
+    /// Whether `other` holds the same bytes (compared with `memcmp`).
+    func hasSameBytes(as other: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard count == other.count else { return false }
+        guard let left = baseAddress, let right = other.baseAddress else { return true }
+        return memcmp(left, right, count) == 0
     }
 }
